@@ -1,0 +1,158 @@
+"""The headless CLI. Each subcommand lives in `spark_tui.commands.<name>` and is imported
+only when used, so `plan` and `check` never import Textual, asyncssh or the Docker SDK."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from spark_tui.core.errors import SparkError
+
+
+def _targets(p: argparse.ArgumentParser, facts: bool = False, base_url: bool = False) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--inventory", metavar="FILE", help="inventory YAML: nodes: [{name, host, ...}]")
+    g.add_argument("--hosts", metavar="H1,H2", help="comma-separated SSH hosts, head first")
+    if facts:
+        g.add_argument("--facts", metavar="FILE", help="facts JSON printed by `probe --json`")
+    if base_url:
+        g.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    p.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="trust host keys not yet in known_hosts (changed keys are still refused)",
+    )
+
+
+def _sets(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one recipe default (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spark-tui",
+        description="Run one vLLM service across several DGX Sparks.",
+    )
+    parser.add_argument("--demo", action="store_true", help="open the cockpit on simulated Sparks")
+    parser.add_argument("--inventory", metavar="FILE")
+    parser.add_argument("--hosts", metavar="H1,H2")
+    parser.add_argument("--recipe", metavar="NAME")
+    parser.add_argument("--theme", metavar="NAME")
+    parser.add_argument("--accept-new-host-keys", action="store_true")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="open the cockpit on simulated Sparks")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--memory-gb", type=int, choices=[64, 128], default=128)
+    p.add_argument("--recipe", metavar="NAME", dest="demo_recipe")
+    p.add_argument("--theme", metavar="NAME", dest="demo_theme")
+
+    p = sub.add_parser("sim", help="run simulated Sparks in the foreground and write their inventory")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--memory-gb", type=int, default=128)
+    p.add_argument("--inventory", metavar="FILE", required=True)
+    p.add_argument("--page-cache-gb", type=float, default=0.0, help="memory held by the page cache")
+    p.add_argument("--worker-dies-after", type=float, metavar="SECONDS", help="a worker dies this long after ready")
+    p.add_argument("--pace", type=float, help="startup pace (1 = demo speed, 0.05 = test speed)")
+
+    p = sub.add_parser("recipes", help="list bundled and user recipes")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("probe", help="probe nodes and print their facts")
+    _targets(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("check", help="does the recipe fit these nodes?")
+    p.add_argument("recipe")
+    _targets(p, facts=True)
+    _sets(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("plan", help="print the launch plan")
+    p.add_argument("recipe")
+    _targets(p, facts=True)
+    _sets(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--shell", action="store_true", help="the commands a person would type per node")
+    fmt.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("launch", help="start one container per rank")
+    p.add_argument("recipe")
+    _targets(p)
+    _sets(p)
+    p.add_argument("--wait", action="store_true", help="wait until the API is ready")
+    p.add_argument("--keep-failed", action="store_true", help="keep the other ranks when one fails")
+    p.add_argument("--force", action="store_true", help="launch even when the fit check says no")
+    p.add_argument("--replace", action="store_true", help="remove stale spark-tui containers without asking")
+
+    p = sub.add_parser("status", help="list our clusters on the nodes")
+    _targets(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("logs", help="print (or follow) the ranks' logs")
+    _targets(p)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--follow", action="store_true")
+    p.add_argument("--tail", type=int, default=200)
+
+    p = sub.add_parser("stop", help="stop and remove every rank's container")
+    _targets(p)
+
+    p = sub.add_parser("smoke", help="health, models, chat, tool-call and streaming checks")
+    _targets(p, base_url=True)
+    p.add_argument("--model", help="model id (default: the first of /v1/models)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("bench", help="concurrency sweep: TTFT, ITL, tokens/s")
+    _targets(p, base_url=True)
+    p.add_argument("--model")
+    p.add_argument("--concurrency", default="1,4,8")
+    p.add_argument("--prompt-tokens", type=int, default=256)
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--requests-per-level", type=int, default=0, help="default: 2 x concurrency")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("history", help="list runs, or compare two")
+    p.add_argument("action", nargs="?", choices=["list", "compare", "export"], default="list")
+    p.add_argument("runs", nargs="*", help="run ids for compare/export")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", metavar="DIR", help="where export writes the script and report")
+
+    p = sub.add_parser("lab", help="real sshd + dockerd in network namespaces (Linux, root)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--memory-gb", type=int, default=128)
+    p.add_argument("--inventory", metavar="FILE")
+    p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    name = args.command or "cockpit"
+    try:
+        module = importlib.import_module(f"spark_tui.commands.{name}")
+        return int(module.run(args))
+    except SparkError as exc:
+        print(f"spark-tui: {exc.message}", file=sys.stderr)
+        print(f"  remedy: {exc.remedy}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("spark-tui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

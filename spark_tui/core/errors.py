@@ -1,0 +1,50 @@
+"""Typed errors a user can meet: each carries a message and a remedy, and an exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the thing checked failed: does not fit, a smoke check failed
+EXIT_USAGE = 2  # usage or input error
+EXIT_UNREACHABLE = 3  # a node could not be reached
+
+
+class SparkError(Exception):
+    """An error shown to the user as a message plus a remedy, never as a traceback."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, remedy: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.remedy = remedy
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  remedy: {self.remedy}"
+
+
+class InputError(SparkError):
+    """Bad input from the user: a file, a flag or a value (exit 2)."""
+
+
+class RecipeError(InputError):
+    """A recipe that cannot be found, parsed or rendered."""
+
+
+class OverrideError(InputError):
+    """A `--set key=value` that is unknown, mistyped or out of range."""
+
+
+class FactsError(InputError):
+    """A facts or inventory file that cannot be read."""
+
+
+class UnreachableError(SparkError):
+    """A node that could not be reached (exit 3)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class OperationFailed(SparkError):
+    """An operation that ran and failed: launch, smoke, stop (exit 1)."""
+
+    exit_code = EXIT_FAILED

@@ -1,0 +1,189 @@
+"""Facts about nodes and models: what a probe found, in the facts-file format."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spark_tui.core.errors import FactsError
+
+GIB = 1024**3
+
+
+@dataclass
+class Interface:
+    """One ConnectX port: netdev, RDMA device, link state, IPv4 and speed."""
+
+    netdev: str
+    rdma_device: str | None = None
+    state: str = "unknown"  # "up" | "down" | "unknown"
+    ipv4: str | None = None
+    speed_mbps: int | None = None
+
+    @property
+    def is_up(self) -> bool:
+        return self.state.lower() == "up"
+
+
+@dataclass
+class ImageInfo:
+    """A local Docker image with its repo digest when known."""
+
+    ref: str
+    id: str | None = None
+    digest: str | None = None
+    size_bytes: int | None = None
+
+
+@dataclass
+class ContainerInfo:
+    """A container of ours (carrying spark-tui labels) seen on a node."""
+
+    name: str
+    id: str | None = None
+    state: str = "unknown"
+    image: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ModelFacts:
+    """Architecture and size facts of a model, each with where it came from.
+
+    `attention` is one of "full", "sliding_window", "mla", "hybrid" (linear or Mamba
+    layers mixed with attention layers). `full_attention_layers` counts the layers whose
+    KV cache grows with the context (for sliding-window and hybrid models).
+    """
+
+    model_id: str
+    weight_bytes: int | None = None
+    params: int | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+    attention: str | None = None
+    max_position_embeddings: int | None = None
+    sliding_window: int | None = None
+    full_attention_layers: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelFacts:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "model_id" not in known:
+            raise FactsError("model facts without a model_id", "add \"model_id\" to the entry")
+        return cls(**known)
+
+
+@dataclass
+class CachedModel:
+    """A model found in a node's Hugging Face cache.
+
+    `config` is the model's config.json as a dict and `weight_bytes` the safetensors
+    total size, when known: a facts file may carry them so checks work offline.
+    """
+
+    repo_id: str
+    revision: str | None = None
+    size_bytes: int | None = None
+    weight_bytes: int | None = None
+    config: dict[str, Any] | None = None
+
+
+@dataclass
+class NodeFacts:
+    """Everything a probe learned about one Spark. The first node of a list is the head."""
+
+    name: str
+    address: str
+    hostname: str | None = None
+    arch: str | None = None
+    gpu_name: str | None = None
+    memory_total_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    page_cache_bytes: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    docker_version: str | None = None
+    disk_free_bytes: int | None = None
+    interfaces: list[Interface] = field(default_factory=list)
+    images: list[ImageInfo] = field(default_factory=list)
+    models: list[CachedModel] = field(default_factory=list)
+    containers: list[ContainerInfo] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def connectx_up(self) -> list[Interface]:
+        """Up ConnectX interfaces that carry an RDMA device, in probe order."""
+        return [i for i in self.interfaces if i.is_up and i.rdma_device]
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The IPv4 of the first up ConnectX interface: the rendezvous address on a head."""
+        for iface in self.connectx_up:
+            if iface.ipv4:
+                return iface.ipv4
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeFacts:
+        if not isinstance(data, dict) or "name" not in data or "address" not in data:
+            raise FactsError(
+                "a node entry needs at least \"name\" and \"address\"",
+                "regenerate the file with `spark-tui probe --json`",
+            )
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["interfaces"] = [_pick(Interface, i) for i in data.get("interfaces") or []]
+        known["images"] = [
+            _pick(ImageInfo, i) if isinstance(i, dict) else ImageInfo(ref=str(i))
+            for i in data.get("images") or []
+        ]
+        known["models"] = [
+            _pick(CachedModel, m) if isinstance(m, dict) else CachedModel(repo_id=str(m))
+            for m in data.get("models") or []
+        ]
+        known["containers"] = [_pick(ContainerInfo, c) for c in data.get("containers") or []]
+        return cls(**known)
+
+
+def _pick(cls: Any, data: dict[str, Any]) -> Any:
+    """Build a dataclass from a dict, ignoring keys it does not know (extra keys are allowed)."""
+    return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:
+    """Parse a facts file (what `probe --json` prints) into nodes, in rank order."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FactsError(
+            f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
+            "regenerate the file with `spark-tui probe --json > FILE`",
+        ) from exc
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(nodes, list) or not nodes:
+        raise FactsError(
+            f"{source}: no \"nodes\" list", "the file must look like {\"nodes\": [{...}, ...]}"
+        )
+    try:
+        return [NodeFacts.from_dict(n) for n in nodes]
+    except TypeError as exc:
+        raise FactsError(f"{source}: a value has the wrong type: {exc}", "check the node entries") from exc
+
+
+def facts_to_json(nodes: list[NodeFacts]) -> str:
+    """Render nodes in the facts-file format."""
+    return json.dumps({"nodes": [n.to_dict() for n in nodes]}, indent=2)

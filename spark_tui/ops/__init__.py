@@ -1,0 +1,1 @@
+"""Operations: what a user does, as async functions that emit events."""

@@ -1,0 +1,1 @@
+"""Remote layer: SSH connections, probes, discovery, Docker over SSH."""

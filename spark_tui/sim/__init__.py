@@ -1,0 +1,1 @@
+"""Simulated Sparks: a vLLM stand-in, simulated nodes and the namespace lab. All simulated."""

@@ -107,6 +107,7 @@ class NodeFacts:
     name: str
     address: str
     hostname: str | None = None
+    home: str | None = None
     arch: str | None = None
     gpu_name: str | None = None
     memory_total_bytes: int | None = None

@@ -7,6 +7,7 @@ them as a GB10 would). Every command is a fixed string: no user value is ever pu
 from __future__ import annotations
 
 HOSTNAME = "hostname"
+HOME = "sh -c 'echo \"$HOME\"'"
 ARCH = "uname -m"
 NVIDIA_SMI = "nvidia-smi"
 NVIDIA_SMI_QUERY = (
@@ -15,6 +16,8 @@ NVIDIA_SMI_QUERY = (
 MEMINFO = "cat /proc/meminfo"
 IBDEV2NETDEV = "ibdev2netdev"
 IP_ADDR_JSON = "ip -j addr"
+# Neighbours (ARP/NDP) of every interface: ConnectX peers are found here.
+IP_NEIGH_JSON = "ip -j neigh"
 # Link speeds of every netdev, one "name speed" line each ("-1" or empty when unknown).
 NET_SPEEDS = (
     "sh -c 'for d in /sys/class/net/*; do "
@@ -36,4 +39,14 @@ HF_CACHE_SCAN = (
 )
 
 # The commands a simulated node answers itself (the rest run in its simulated home).
-SIMULATED = (HOSTNAME, ARCH, NVIDIA_SMI, NVIDIA_SMI_QUERY, MEMINFO, IBDEV2NETDEV, IP_ADDR_JSON, NET_SPEEDS)
+SIMULATED = (
+    HOSTNAME,
+    ARCH,
+    NVIDIA_SMI,
+    NVIDIA_SMI_QUERY,
+    MEMINFO,
+    IBDEV2NETDEV,
+    IP_ADDR_JSON,
+    IP_NEIGH_JSON,
+    NET_SPEEDS,
+)

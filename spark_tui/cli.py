@@ -18,7 +18,11 @@ def _targets(p: argparse.ArgumentParser, facts: bool = False, base_url: bool = F
     if facts:
         g.add_argument("--facts", metavar="FILE", help="facts JSON printed by `probe --json`")
     if base_url:
-        g.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        g.add_argument(
+            "--base-url",
+            metavar="URL",
+            help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000",
+        )
     p.add_argument(
         "--accept-new-host-keys",
         action="store_true",
@@ -56,12 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", metavar="NAME", dest="demo_recipe")
     p.add_argument("--theme", metavar="NAME", dest="demo_theme")
 
-    p = sub.add_parser("sim", help="run simulated Sparks in the foreground and write their inventory")
+    p = sub.add_parser(
+        "sim", help="run simulated Sparks in the foreground and write their inventory"
+    )
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--memory-gb", type=int, default=128)
     p.add_argument("--inventory", metavar="FILE", required=True)
     p.add_argument("--page-cache-gb", type=float, default=0.0, help="memory held by the page cache")
-    p.add_argument("--worker-dies-after", type=float, metavar="SECONDS", help="a worker dies this long after ready")
+    p.add_argument(
+        "--worker-dies-after",
+        type=float,
+        metavar="SECONDS",
+        help="a worker dies this long after ready",
+    )
     p.add_argument("--pace", type=float, help="startup pace (1 = demo speed, 0.05 = test speed)")
 
     p = sub.add_parser("recipes", help="list bundled and user recipes")
@@ -82,7 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     _targets(p, facts=True)
     _sets(p)
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--shell", action="store_true", help="the commands a person would type per node")
+    fmt.add_argument(
+        "--shell", action="store_true", help="the commands a person would type per node"
+    )
     fmt.add_argument("--json", action="store_true")
 
     p = sub.add_parser("launch", help="start one container per rank")
@@ -92,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="wait until the API is ready")
     p.add_argument("--keep-failed", action="store_true", help="keep the other ranks when one fails")
     p.add_argument("--force", action="store_true", help="launch even when the fit check says no")
-    p.add_argument("--replace", action="store_true", help="remove stale spark-tui containers without asking")
+    p.add_argument(
+        "--replace", action="store_true", help="remove stale spark-tui containers without asking"
+    )
 
     p = sub.add_parser("status", help="list our clusters on the nodes")
     _targets(p)

@@ -81,7 +81,7 @@ class ModelFacts:
     def from_dict(cls, data: dict[str, Any]) -> ModelFacts:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if "model_id" not in known:
-            raise FactsError("model facts without a model_id", "add \"model_id\" to the entry")
+            raise FactsError("model facts without a model_id", 'add "model_id" to the entry')
         return cls(**known)
 
 
@@ -143,7 +143,7 @@ class NodeFacts:
     def from_dict(cls, data: dict[str, Any]) -> NodeFacts:
         if not isinstance(data, dict) or "name" not in data or "address" not in data:
             raise FactsError(
-                "a node entry needs at least \"name\" and \"address\"",
+                'a node entry needs at least "name" and "address"',
                 "regenerate the file with `spark-tui probe --json`",
             )
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
@@ -177,12 +177,14 @@ def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:
     nodes = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(nodes, list) or not nodes:
         raise FactsError(
-            f"{source}: no \"nodes\" list", "the file must look like {\"nodes\": [{...}, ...]}"
+            f'{source}: no "nodes" list', 'the file must look like {"nodes": [{...}, ...]}'
         )
     try:
         return [NodeFacts.from_dict(n) for n in nodes]
     except TypeError as exc:
-        raise FactsError(f"{source}: a value has the wrong type: {exc}", "check the node entries") from exc
+        raise FactsError(
+            f"{source}: a value has the wrong type: {exc}", "check the node entries"
+        ) from exc
 
 
 def facts_to_json(nodes: list[NodeFacts]) -> str:

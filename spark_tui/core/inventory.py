@@ -36,7 +36,7 @@ def parse_inventory(text: str, source: str = "<inventory>") -> list[InventoryNod
     entries = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise FactsError(
-            f"{source}: no \"nodes\" list",
+            f'{source}: no "nodes" list',
             "write nodes: [{name: spark-a, host: 10.0.0.1}, {name: spark-b, host: 10.0.0.2}]",
         )
     nodes: list[InventoryNode] = []

@@ -25,14 +25,13 @@ NET_SPEEDS = (
 )
 # Free bytes where the Hugging Face cache lives (its parent when it does not exist yet).
 DISK_FREE = (
-    "sh -c 'd=\"${HF_HOME:-$HOME/.cache/huggingface}\"; [ -d \"$d\" ] || d=\"$HOME\"; "
-    "df -B1 \"$d\"'"
+    'sh -c \'d="${HF_HOME:-$HOME/.cache/huggingface}"; [ -d "$d" ] || d="$HOME"; df -B1 "$d"\''
 )
 # Every snapshot of every cached model: its path, its size on disk, its config.json and
 # the metadata of its safetensors index, between markers the parser splits on.
 HF_CACHE_SCAN = (
-    "sh -c 'hub=\"${HF_HOME:-$HOME/.cache/huggingface}/hub\"; "
-    "for s in \"$hub\"/models--*/snapshots/*; do [ -d \"$s\" ] || continue; "
+    'sh -c \'hub="${HF_HOME:-$HOME/.cache/huggingface}/hub"; '
+    'for s in "$hub"/models--*/snapshots/*; do [ -d "$s" ] || continue; '
     'echo "==> $s"; echo "--- size"; du -sLb "$s" 2>/dev/null | cut -f1; '
     'for f in config.json model.safetensors.index.json; do echo "--- $f"; '
     '[ -f "$s/$f" ] && head -c 65536 "$s/$f"; echo; done; done\''

@@ -80,4 +80,4 @@ def hosts_to_inventory(hosts: str) -> list[InventoryNode]:
 
 def inventory_to_yaml(nodes: list[InventoryNode]) -> str:
     """Render nodes as an inventory file."""
-    return yaml.safe_dump({"nodes": [n.to_dict() for n in nodes]}, sort_keys=False)
+    return str(yaml.safe_dump({"nodes": [n.to_dict() for n in nodes]}, sort_keys=False))

@@ -1,0 +1,234 @@
+"""Render a recipe's command template and settings into an argv list (never a shell string)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spark_tui.core import settings_schema as schema
+from spark_tui.core.errors import RecipeError
+from spark_tui.core.recipe import Recipe
+
+# `{key}` but not the v1 escape `{{key}}` (a literal brace pair around a word).
+PLACEHOLDER_RE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+# A backslash-newline is a line continuation, as in a shell: it joins two lines.
+_CONTINUATION_RE = re.compile(r"\\\r?\n")
+
+
+def placeholders(command: str) -> list[str]:
+    """The `{key}` placeholders of a command template, in order of first use."""
+    return list(dict.fromkeys(PLACEHOLDER_RE.findall(command or "")))
+
+
+def split_command(command: str, recipe_name: str = "recipe") -> list[str]:
+    """Split a command template into tokens as a POSIX shell would (quotes, continuations)."""
+    try:
+        return shlex.split(_CONTINUATION_RE.sub(" ", command), comments=True)
+    except ValueError as exc:
+        raise RecipeError(
+            f"{recipe_name}: the command template cannot be split into arguments ({exc})",
+            "check the quotes in `command:`; JSON values go inside single quotes",
+        ) from None
+
+
+def value_text(value: Any) -> str:
+    """How one setting value is written as a single argv element."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return json.dumps(dict(value), separators=(",", ":"))
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value), separators=(",", ":"))
+    return str(value)
+
+
+def _uses_escapes(recipe: Recipe) -> bool:
+    # v1 commands went through str.format, so literal braces were doubled; a v2 recipe
+    # may use the same escape. Plain JSON like {"a":{"b":1}} has no `{{` and is left alone.
+    return recipe.recipe_version == "1" or "{{" in (recipe.command or "")
+
+
+def _builtin(recipe: Recipe, key: str) -> Any:
+    return {
+        "model": recipe.model,
+        "model_revision": recipe.model_revision,
+        "container": recipe.container,
+        "name": recipe.name,
+    }.get(key)
+
+
+def _substitute(
+    token: str, values: Mapping[str, Any], recipe: Recipe, collapse: bool
+) -> str | None:
+    """One template token with its placeholders filled; None when a removed value empties it."""
+    pieces: list[str] = []
+    pos = 0
+    removed = False
+    whole = PLACEHOLDER_RE.fullmatch(token) is not None
+    for m in PLACEHOLDER_RE.finditer(token):
+        literal = token[pos : m.start()]
+        pieces.append(_collapse(literal) if collapse else literal)
+        key = m.group(1)
+        if key in values:
+            value = values[key]
+        elif key in schema.BUILTIN_PLACEHOLDERS and _builtin(recipe, key) is not None:
+            value = _builtin(recipe, key)
+        else:
+            raise RecipeError(
+                f"{recipe.name}: placeholder {{{key}}} in `command:` has no value",
+                f"add `{key}: <value>` under `defaults:` in the recipe, or pass --set {key}=VALUE",
+            )
+        if value is None:
+            removed = True
+            pieces.append("")
+        else:
+            pieces.append(value_text(value))
+        pos = m.end()
+    tail = token[pos:]
+    pieces.append(_collapse(tail) if collapse else tail)
+    if removed and (whole or re.fullmatch(r"-[^=]+=", "".join(pieces))):
+        return None
+    return "".join(pieces)
+
+
+def _collapse(text: str) -> str:
+    return text.replace("{{", "{").replace("}}", "}")
+
+
+def render_template(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
+    """The command template split and its placeholders substituted, nothing else applied."""
+    collapse = _uses_escapes(recipe)
+    out: list[str] = []
+    for token in split_command(recipe.command, recipe.name):
+        if not PLACEHOLDER_RE.search(token):
+            out.append(_collapse(token) if collapse else token)
+            continue
+        text = _substitute(token, settings, recipe, collapse)
+        if text is None:
+            # A removed value takes its flag with it: `--tool-call-parser {p}` -> nothing.
+            if PLACEHOLDER_RE.fullmatch(token) and out and _is_flag(out[-1]) and len(out) > 2:
+                out.pop()
+            continue
+        out.append(text)
+    return out
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and not _is_number(token)
+
+
+def _is_number(token: str) -> bool:
+    return re.fullmatch(r"-?\d+(\.\d+)?([eE][+-]?\d+)?", token) is not None
+
+
+def _occurrences(argv: Sequence[str], setting: schema.Setting) -> list[tuple[int, int, str]]:
+    """(start, end, spelling) of every place the flag (or its `--no-` form) appears."""
+    spellings = set(schema.flag_spellings(setting))
+    negative = setting.negative_flag if setting.kind == "bool" else None
+    found: list[tuple[int, int, str]] = []
+    i = 2  # argv[0:2] is `vllm serve`
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0] if token.startswith("-") else ""
+        if name in spellings or (negative is not None and name == negative):
+            end = i + 1
+            if "=" not in token and setting.kind != "bool":
+                if setting.multi_value:
+                    while end < len(argv) and not _is_flag(argv[end]):
+                        end += 1
+                elif end < len(argv) and not _is_flag(argv[end]):
+                    end += 1
+            found.append((i, end, name))
+            i = end
+        else:
+            i += 1
+    return found
+
+
+def _replacement(setting: schema.Setting, value: Any, spelling: str, eq_form: bool) -> list[str]:
+    if setting.kind == "bool":
+        if value is True:
+            return [setting.flag]
+        if value is False and setting.negatable and setting.vllm_default is True:
+            return [setting.negative_flag]
+        return []
+    if value is None:
+        return []
+    name = spelling if spelling != setting.negative_flag else setting.flag
+    if setting.multi_value and isinstance(value, list | tuple):
+        return [name, *(value_text(v) for v in value)]
+    if eq_form:
+        return [f"{name}={value_text(value)}"]
+    return [name, value_text(value)]
+
+
+def apply_flag(argv: list[str], setting: schema.Setting, value: Any) -> list[str]:
+    """argv with one setting's flag replaced, appended or removed; never duplicated."""
+    found = _occurrences(argv, setting)
+    if not found:
+        return argv + _replacement(setting, value, setting.flag, eq_form=False)
+    start, end, spelling = found[0]
+    eq_form = "=" in argv[start]
+    new = _replacement(setting, value, spelling, eq_form)
+    out = list(argv[:start]) + new
+    pos = end
+    for s, e, _ in found[1:]:
+        out += argv[pos:s]
+        pos = e
+    out += argv[pos:]
+    return out
+
+
+def render_argv(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
+    """The serve command as an argv list starting with `vllm`.
+
+    Placeholders are substituted per token, so a value is always exactly one argv element.
+    Every other setting that maps to a vLLM flag replaces the flag's hard-coded value,
+    is appended when absent, or removes the flag when None/false. Rank and rendezvous
+    flags are left to the launch plan.
+    """
+    argv = render_template(recipe, settings)
+    if not argv or argv[0] != "vllm":
+        first = argv[0] if argv else "(empty)"
+        raise RecipeError(
+            f"{recipe.name}: the command starts with {first!r}, not `vllm serve`",
+            "write the command as `vllm serve {model} --flag value ...`",
+        )
+    used = set(placeholders(recipe.command))
+    for key, value in settings.items():
+        setting = schema.get(key)
+        if key in used or setting is None or setting.plan_managed:
+            continue
+        argv = apply_flag(argv, setting, value)
+    return argv
+
+
+def render_env(recipe: Recipe) -> dict[str, str]:
+    """The recipe's environment as strings (values kept literal: `${NAME}` stays a reference)."""
+    env: dict[str, str] = {}
+    for key, value in recipe.env.items():
+        if value is None:
+            env[str(key)] = ""
+        elif isinstance(value, bool):
+            env[str(key)] = "true" if value else "false"
+        else:
+            env[str(key)] = str(value)
+    return env
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value given to `flag` in argv (`--flag v` or `--flag=v`), or None."""
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
+def has_flag(argv: Sequence[str], flag: str) -> bool:
+    """Whether argv carries `flag` (bare, with a value, or in `--flag=v` form)."""
+    return any(t == flag or t.startswith(flag + "=") for t in argv)

@@ -1,0 +1,588 @@
+"""Benchmark: a concurrency sweep against an OpenAI-compatible server, measured on the client.
+
+How the figures are taken (all on the client, with `time.perf_counter`):
+- TTFT: from just before the request is sent to the arrival of the first streamed chunk that
+  carries generated text (answer or reasoning).
+- Inter-token latency (ITL): the gaps between successive text-bearing chunks of one reply,
+  pooled over every request of a level. With speculative decoding a chunk may carry several
+  tokens; the gap is then per chunk, as vLLM's own `bench serve` reports it.
+- Output tokens: `usage.completion_tokens` of the final chunk (`stream_options.include_usage`),
+  else the number of text-bearing chunks.
+- Per-request output tokens/s: (tokens - 1) / (last chunk - first chunk), the decode speed a
+  user of that request sees. Total output tokens/s: all tokens of the level / the level's
+  wall time (first request sent -> last reply finished). Requests/s: replies completed / the
+  same wall time.
+- Output length is forced with vLLM's `min_tokens` and `ignore_eos` when the server accepts
+  them (checked with the warm-up request), so every reply has the requested length.
+- `/metrics` is sampled every `metrics_interval_s` while a level runs; per level the max and
+  mean of the KV-cache use and of the running/waiting request counts are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from spark_tui.ops.events import ResultEvent
+from spark_tui.ops.prometheus import vllm_gauges
+from spark_tui.ops.smoke import normalize_base_url
+
+# Common English words that most tokenizers encode as one token each (with their space).
+_WORDS = (
+    "the of and to in is was for on that with as by at from his it an were are which this "
+    "be or has had not but its new have one after who they first two her been also their "
+    "other time all more there when into some only over most many can world city year "
+    "people state part used made before between would through under three during where"
+).split()
+METRIC_FIGURES = ("kv_cache_usage_perc", "num_requests_running", "num_requests_waiting")
+
+
+@dataclass
+class BenchConfig:
+    """What to measure: concurrency levels, prompt and output lengths, requests per level."""
+
+    concurrency: tuple[int, ...] = (1, 4, 8)
+    prompt_tokens: int = 256
+    output_tokens: int = 128
+    requests_per_level: int = 0  # 0: 2 x concurrency
+    repeats: int = 1
+    temperature: float = 0.0
+    warmup: bool = True
+    force_output_length: bool = True
+    metrics_interval_s: float = 0.25
+    timeout_s: float = 600.0
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests_per_level if self.requests_per_level > 0 else 2 * concurrency
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["concurrency"] = list(self.concurrency)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        if "concurrency" in known:
+            known["concurrency"] = tuple(int(c) for c in known["concurrency"])
+        return cls(**known)
+
+
+@dataclass
+class RequestSample:
+    """One request's client-side timings."""
+
+    ok: bool
+    ttft_s: float | None = None
+    latency_s: float | None = None  # request sent -> last text-bearing chunk
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    gaps_s: list[float] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        if not self.ok or self.output_tokens < 2 or self.ttft_s is None or self.latency_s is None:
+            return None
+        span = self.latency_s - self.ttft_s
+        return (self.output_tokens - 1) / span if span > 0 else None
+
+
+@dataclass
+class BenchProgress:
+    """Where a running benchmark is: level, repeat, requests done and failed."""
+
+    level_index: int
+    levels: int
+    concurrency: int
+    repeat: int
+    done: int
+    total: int
+    errors: int
+    elapsed_s: float
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation, None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+# Figures a level reports, and whether a higher value is better (for comparisons).
+FIGURES: dict[str, bool] = {
+    "ttft_p50_s": False,
+    "ttft_p95_s": False,
+    "itl_mean_s": False,
+    "itl_p50_s": False,
+    "itl_p95_s": False,
+    "tps_per_request_mean": True,
+    "tps_per_request_p50": True,
+    "total_output_tps": True,
+    "requests_per_s": True,
+    "latency_p50_s": False,
+    "errors": False,
+}
+
+
+def level_figures(samples: list[RequestSample], duration_s: float) -> dict[str, float | None]:
+    """The per-level figures from its requests and its wall time."""
+    ok = [s for s in samples if s.ok]
+    ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
+    gaps = [g for s in ok for g in s.gaps_s]
+    tps = [t for s in ok if (t := s.tokens_per_s) is not None]
+    lat = [s.latency_s for s in ok if s.latency_s is not None]
+    tokens = sum(s.output_tokens for s in ok)
+    return {
+        "ttft_p50_s": percentile(ttfts, 50),
+        "ttft_p95_s": percentile(ttfts, 95),
+        "itl_mean_s": _mean(gaps),
+        "itl_p50_s": percentile(gaps, 50),
+        "itl_p95_s": percentile(gaps, 95),
+        "tps_per_request_mean": _mean(tps),
+        "tps_per_request_p50": percentile(tps, 50),
+        "total_output_tps": tokens / duration_s if duration_s > 0 else None,
+        "requests_per_s": len(ok) / duration_s if duration_s > 0 else None,
+        "latency_p50_s": percentile(lat, 50),
+        "errors": float(len(samples) - len(ok)),
+    }
+
+
+@dataclass
+class LevelResult:
+    """One concurrency level: its figures, per-request samples and sampled server metrics."""
+
+    concurrency: int
+    requests: int
+    errors: int
+    duration_s: float
+    figures: dict[str, float | None]
+    output_tokens: int = 0
+    prompt_tokens_mean: float | None = None
+    # Per-request values kept for the noise estimate of comparisons.
+    per_request: dict[str, list[float]] = field(default_factory=dict)
+    # Figures of each repeat when the level ran more than once.
+    repeats: list[dict[str, float | None]] = field(default_factory=list)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    metrics_samples: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LevelResult:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class BenchResult:
+    """A whole sweep: its config, each level, and how it ended."""
+
+    base_url: str
+    model: str
+    config: BenchConfig
+    levels: list[LevelResult] = field(default_factory=list)
+    started_at: str = ""
+    finished_at: str | None = None
+    cancelled: bool = False
+    forced_length: bool = False
+    metrics_available: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "config": self.config.to_dict(),
+            "levels": [lv.to_dict() for lv in self.levels],
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "cancelled": self.cancelled,
+            "forced_length": self.forced_length,
+            "metrics_available": self.metrics_available,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchResult:
+        return cls(
+            base_url=d.get("base_url", ""),
+            model=d.get("model", ""),
+            config=BenchConfig.from_dict(d.get("config") or {}),
+            levels=[LevelResult.from_dict(x) for x in d.get("levels") or []],
+            started_at=d.get("started_at", ""),
+            finished_at=d.get("finished_at"),
+            cancelled=bool(d.get("cancelled")),
+            forced_length=bool(d.get("forced_length")),
+            metrics_available=bool(d.get("metrics_available")),
+            notes=list(d.get("notes") or []),
+        )
+
+
+def synthetic_prompt(tokens: int, nonce: int, words_per_token: float = 1.0) -> str:
+    """About `tokens` tokens of text; the nonce comes first so no two prompts share a prefix."""
+    n = max(1, round(tokens * words_per_token) - 3)
+    body = " ".join(_WORDS[(nonce * 7 + i) % len(_WORDS)] for i in range(n))
+    return f"{nonce}: {body}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class _MetricsSampler:
+    """Polls /metrics in the background of one level and keeps the gauges it saw."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, interval_s: float) -> None:
+        self.client = client
+        self.url = url
+        self.interval_s = interval_s
+        self.values: dict[str, list[float]] = {k: [] for k in METRIC_FIGURES}
+        self.samples = 0
+        self.available = True
+
+    async def sample_once(self) -> None:
+        try:
+            resp = await self.client.get(self.url, timeout=5.0)
+        except httpx.HTTPError:
+            return
+        if resp.status_code == 404:
+            self.available = False
+            return
+        if resp.status_code != 200:
+            return
+        gauges = vllm_gauges(resp.text)
+        if gauges:
+            self.samples += 1
+        for k, v in gauges.items():
+            self.values[k].append(v)
+
+    async def run(self) -> None:
+        while self.available:
+            await self.sample_once()
+            await asyncio.sleep(self.interval_s)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {
+            k: {"max": max(v), "mean": statistics.fmean(v)} for k, v in self.values.items() if v
+        }
+
+
+class BenchRun:
+    """One benchmark sweep; `result` holds what was measured so far, even after cancellation."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        config: BenchConfig | None = None,
+        *,
+        api_key: str | None = None,
+        progress: Callable[[BenchProgress], None] | None = None,
+        on_level: Callable[[LevelResult], None] | None = None,
+    ) -> None:
+        self.base = normalize_base_url(base_url)
+        self.config = config or BenchConfig()
+        self.api_key = api_key
+        self.progress = progress
+        self.on_level = on_level
+        self.result = BenchResult(self.base, model or "", self.config)
+        self._words_per_token = 1.0
+        self._extra: dict[str, Any] = {}
+
+    # -- one request ----------------------------------------------------------------------
+
+    def _body(self, nonce: int) -> dict[str, Any]:
+        cfg = self.config
+        body: dict[str, Any] = {
+            "model": self.result.model,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": synthetic_prompt(cfg.prompt_tokens, nonce, self._words_per_token),
+                }
+            ],
+            "max_tokens": cfg.output_tokens,
+            "temperature": cfg.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        body.update(self._extra)
+        return body
+
+    async def _one(self, client: httpx.AsyncClient, body: dict[str, Any]) -> RequestSample:
+        url = self.base + "/v1/chat/completions"
+        sent = time.perf_counter()
+        first: float | None = None
+        last: float | None = None
+        chunks = 0
+        gaps: list[float] = []
+        usage: dict[str, Any] | None = None
+        done = False
+        try:
+            async with client.stream("POST", url, json=body) as resp:
+                if resp.status_code != 200:
+                    text = (await resp.aread()).decode("utf-8", "replace")
+                    return RequestSample(False, error=f"HTTP {resp.status_code}: {text[:200]}")
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    now = time.perf_counter()
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError:
+                        return RequestSample(False, error=f"chunk is not JSON: {payload[:80]!r}")
+                    if isinstance(chunk.get("usage"), dict):
+                        usage = chunk["usage"]
+                    if "error" in chunk:
+                        return RequestSample(False, error=f"error in stream: {chunk['error']}")
+                    if _has_text(chunk):
+                        if first is None:
+                            first = now
+                        else:
+                            gaps.append(now - (last if last is not None else now))
+                        last = now
+                        chunks += 1
+        except httpx.HTTPError as exc:
+            return RequestSample(False, error=f"{type(exc).__name__}: {exc}")
+        if not done:
+            return RequestSample(False, error="stream ended without data: [DONE]")
+        if first is None or last is None:
+            return RequestSample(False, error="no generated text in the reply")
+        tokens = int(usage.get("completion_tokens") or chunks) if usage else chunks
+        prompt = usage.get("prompt_tokens") if usage else None
+        return RequestSample(
+            True,
+            ttft_s=first - sent,
+            latency_s=last - sent,
+            output_tokens=tokens,
+            prompt_tokens=int(prompt) if prompt is not None else None,
+            gaps_s=gaps,
+        )
+
+    # -- warm-up: compile caches, check min_tokens support, calibrate the prompt length --
+
+    async def _warmup(self, client: httpx.AsyncClient) -> None:
+        cfg = self.config
+        if cfg.force_output_length:
+            self._extra = {"min_tokens": cfg.output_tokens, "ignore_eos": True}
+        sample = await self._one(client, self._body(10**6))
+        if not sample.ok and self._extra and "400" in (sample.error or ""):
+            self.result.notes.append(
+                "the server refused min_tokens/ignore_eos: output lengths are not forced"
+            )
+            self._extra = {}
+            sample = await self._one(client, self._body(10**6))
+        if not sample.ok:
+            raise BenchError(f"the warm-up request failed: {sample.error}")
+        self.result.forced_length = bool(self._extra)
+        # Scale the word count so the measured prompts have the requested token count; one
+        # extra cheap request (max_tokens 1) refines it, since the chat template adds tokens.
+        for _ in range(2):
+            measured = sample.prompt_tokens
+            if not measured or abs(measured - cfg.prompt_tokens) <= 0.02 * cfg.prompt_tokens:
+                break
+            self._words_per_token *= cfg.prompt_tokens / measured
+            body = self._body(10**6 + 1)
+            body["max_tokens"] = 1
+            body.pop("min_tokens", None)
+            sample = await self._one(client, body)
+            if not sample.ok:
+                break
+
+    # -- one level ------------------------------------------------------------------------
+
+    async def _level(
+        self, client: httpx.AsyncClient, index: int, concurrency: int, repeat: int, nonce0: int
+    ) -> tuple[list[RequestSample], float, _MetricsSampler]:
+        total = self.config.requests_for(concurrency)
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(total):
+            queue.put_nowait(nonce0 + i)
+        samples: list[RequestSample] = []
+        sampler = _MetricsSampler(client, self.base + "/metrics", self.config.metrics_interval_s)
+        start = time.perf_counter()
+
+        async def worker() -> None:
+            while True:
+                try:
+                    nonce = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                samples.append(await self._one(client, self._body(nonce)))
+                if self.progress:
+                    self.progress(
+                        BenchProgress(
+                            index,
+                            len(self.config.concurrency),
+                            concurrency,
+                            repeat,
+                            len(samples),
+                            total,
+                            sum(1 for s in samples if not s.ok),
+                            time.perf_counter() - start,
+                        )
+                    )
+
+        sampler_task = asyncio.create_task(sampler.run())
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(min(concurrency, total)):
+                    tg.create_task(worker())
+        finally:
+            sampler_task.cancel()
+            try:
+                await sampler_task
+            except asyncio.CancelledError:
+                pass
+        duration = time.perf_counter() - start
+        return samples, duration, sampler
+
+    async def run(self) -> BenchResult:
+        """Run the sweep. Cancelling the task stops in-flight requests and re-raises."""
+        cfg = self.config
+        if not cfg.concurrency or any(c < 1 for c in cfg.concurrency):
+            raise BenchError("concurrency levels must be positive integers")
+        res = self.result
+        res.started_at = _now()
+        limits = httpx.Limits(max_connections=max(cfg.concurrency) + 4)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        timeout = httpx.Timeout(cfg.timeout_s, connect=5.0)
+        try:
+            async with httpx.AsyncClient(
+                timeout=timeout, limits=limits, headers=headers, trust_env=False
+            ) as client:
+                if not res.model:
+                    res.model = await self._first_model(client)
+                if cfg.warmup or cfg.force_output_length:
+                    await self._warmup(client)
+                nonce = 0
+                for index, conc in enumerate(cfg.concurrency):
+                    runs = []
+                    for rep in range(max(1, cfg.repeats)):
+                        samples, duration, sampler = await self._level(
+                            client, index, conc, rep, nonce
+                        )
+                        nonce += len(samples)
+                        runs.append((samples, duration, sampler))
+                    level = _combine_level(conc, runs)
+                    res.metrics_available = res.metrics_available or level.metrics_samples > 0
+                    res.levels.append(level)
+                    if self.on_level:
+                        self.on_level(level)
+        except asyncio.CancelledError:
+            res.cancelled = True
+            res.finished_at = _now()
+            raise
+        except httpx.ConnectError as exc:
+            raise BenchError(f"cannot reach {self.base}: {exc}", unreachable=True) from exc
+        res.finished_at = _now()
+        return res
+
+    async def _first_model(self, client: httpx.AsyncClient) -> str:
+        resp = await client.get(self.base + "/v1/models")
+        if resp.status_code != 200:
+            raise BenchError(f"/v1/models answered HTTP {resp.status_code}")
+        data = resp.json().get("data") or []
+        if not data:
+            raise BenchError("the server lists no model")
+        return str(data[0]["id"])
+
+
+def _has_text(chunk: dict[str, Any]) -> bool:
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        for key in ("content", "reasoning", "reasoning_content"):
+            if isinstance(delta.get(key), str) and delta[key]:
+                return True
+    return False
+
+
+def _combine_level(
+    concurrency: int, runs: list[tuple[list[RequestSample], float, _MetricsSampler]]
+) -> LevelResult:
+    all_samples = [s for samples, _, _ in runs for s in samples]
+    duration = sum(d for _, d, _ in runs)
+    figures = level_figures(all_samples, duration)
+    ok = [s for s in all_samples if s.ok]
+    merged: dict[str, list[float]] = {k: [] for k in METRIC_FIGURES}
+    n_metric = 0
+    for _, _, sampler in runs:
+        n_metric += sampler.samples
+        for k, v in sampler.values.items():
+            merged[k].extend(v)
+    prompts = [float(s.prompt_tokens) for s in ok if s.prompt_tokens is not None]
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(all_samples),
+        errors=len(all_samples) - len(ok),
+        duration_s=duration,
+        figures=figures,
+        output_tokens=sum(s.output_tokens for s in ok),
+        prompt_tokens_mean=_mean(prompts),
+        per_request={
+            "ttft_s": [s.ttft_s for s in ok if s.ttft_s is not None],
+            "latency_s": [s.latency_s for s in ok if s.latency_s is not None],
+            "tokens_per_s": [t for s in ok if (t := s.tokens_per_s) is not None],
+            "itl_mean_s": [statistics.fmean(s.gaps_s) for s in ok if s.gaps_s],
+        },
+        repeats=[level_figures(samples, d) for samples, d, _ in runs] if len(runs) > 1 else [],
+        metrics={k: {"max": max(v), "mean": statistics.fmean(v)} for k, v in merged.items() if v},
+        metrics_samples=n_metric,
+        error_samples=sorted({s.error or "" for s in all_samples if not s.ok})[:5],
+    )
+
+
+class BenchError(Exception):
+    """A benchmark that could not run (no model, warm-up failed, server unreachable)."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+async def run_bench(
+    base_url: str,
+    model: str | None = None,
+    config: BenchConfig | None = None,
+    *,
+    api_key: str | None = None,
+    progress: Callable[[BenchProgress], None] | None = None,
+    on_level: Callable[[LevelResult], None] | None = None,
+) -> BenchResult:
+    """Run a sweep and return its result (see `BenchRun` to keep a partial one on cancel)."""
+    return await BenchRun(
+        base_url, model, config, api_key=api_key, progress=progress, on_level=on_level
+    ).run()
+
+
+def level_event(level: LevelResult) -> ResultEvent:
+    """A finished level as an event for the cockpit."""
+    return ResultEvent(kind="bench", payload=level.to_dict())

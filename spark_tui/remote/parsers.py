@@ -1,0 +1,421 @@
+"""Pure functions that turn the output of the probe commands into facts.
+
+Built against real GB10 output (see the shared reference folder): nvidia-smi reports the
+unified memory as "Not Supported" / "[N/A]", so memory comes from /proc/meminfo; the
+ConnectX ports come from `ibdev2netdev`; addresses from `ip -j addr` (or plain `ip addr`
+when an old iproute2 has no `-j`). No I/O happens here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui.core.facts import CachedModel, Interface
+
+MIB = 1024**2
+
+
+# --- nvidia-smi ---------------------------------------------------------------------------
+
+
+@dataclass
+class GpuInfo:
+    """What nvidia-smi says about the GPU(s); memory is None when it says "Not Supported"."""
+
+    name: str | None = None
+    count: int = 0
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+
+
+_SMI_DRIVER = re.compile(r"Driver Version:\s*([\w.]+)")
+_SMI_CUDA = re.compile(r"CUDA Version:\s*([\w.]+)")
+# "|   0  NVIDIA GB10                    On  |   0000000F:01:00.0 Off |   N/A |"
+_SMI_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|")
+# "| N/A   45C    P0   11W /  N/A  | Not Supported   |" or "|  1234MiB /  81559MiB |"
+_SMI_MEM = re.compile(r"^\|[^|]*\|\s*(?:(\d+)\s*MiB\s*/\s*(\d+)\s*MiB|(Not Supported|N/A))\s*\|")
+
+
+def parse_nvidia_smi(text: str) -> GpuInfo:
+    """Parse the table `nvidia-smi` prints: GPU name, count, driver, CUDA, memory if any."""
+    info = GpuInfo()
+    if m := _SMI_DRIVER.search(text):
+        info.driver_version = m.group(1)
+    if m := _SMI_CUDA.search(text):
+        info.cuda_version = m.group(1)
+    total = used = 0
+    memory_known = False
+    expect_memory = False
+    for line in text.splitlines():
+        gpu = _SMI_GPU.match(line)
+        if gpu and not line.lstrip("| ").startswith(("GPU", "Fan")):
+            info.count += 1
+            info.name = info.name or gpu.group(2).strip()
+            expect_memory = True
+            continue
+        if expect_memory:
+            expect_memory = False
+            mem = _SMI_MEM.match(line)
+            if mem and mem.group(1) is not None:
+                used += int(mem.group(1)) * MIB
+                total += int(mem.group(2)) * MIB
+                memory_known = True
+    if memory_known:
+        info.memory_total_bytes, info.memory_used_bytes = total, used
+    return info
+
+
+# The columns of probe_commands.NVIDIA_SMI_QUERY, in order.
+QUERY_COLUMNS = ("name", "driver_version", "memory.total", "memory.used")
+
+
+def _smi_mib(value: str) -> int | None:
+    """'81559 MiB' or '81559' -> bytes; '[N/A]', 'N/A', '[Not Supported]' -> None."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(MiB)?\s*", value)
+    return int(float(m.group(1)) * MIB) if m else None
+
+
+def parse_nvidia_smi_csv(text: str, columns: tuple[str, ...] = QUERY_COLUMNS) -> list[dict[str, Any]]:
+    """Parse `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`, one dict per GPU.
+
+    A header line (`name, memory.total [MiB], ...`) names the columns when present;
+    otherwise `columns` does. Memory columns become bytes, or None for "[N/A]".
+    """
+    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r]
+    if not rows:
+        return []
+    if any(c.strip().startswith(("name", "index", "memory.", "driver_version")) for c in rows[0]):
+        columns = tuple(re.sub(r"\s*\[.*\]$", "", c.strip()) for c in rows[0])
+        rows = rows[1:]
+    gpus: list[dict[str, Any]] = []
+    for row in rows:
+        gpu: dict[str, Any] = {}
+        for key, value in zip(columns, row, strict=False):
+            value = value.strip()
+            if key.startswith("memory."):
+                gpu[key] = _smi_mib(value)
+            else:
+                gpu[key] = None if value in ("[N/A]", "N/A", "[Not Supported]") else value
+        gpus.append(gpu)
+    return gpus
+
+
+# --- memory --------------------------------------------------------------------------------
+
+
+@dataclass
+class MemInfo:
+    """Node memory from /proc/meminfo, in bytes; `page_cache` is Cached + Buffers."""
+
+    total: int | None = None
+    available: int | None = None
+    page_cache: int | None = None
+    free: int | None = None
+
+
+def parse_meminfo(text: str) -> MemInfo:
+    """Parse /proc/meminfo (values in kB)."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+(?:\(\w+\))?):\s+(\d+)(?:\s*kB)?\s*$", line)
+        if m:
+            unit = 1024 if line.rstrip().endswith("kB") else 1
+            values[m.group(1)] = int(m.group(2)) * unit
+    cache = None
+    if "Cached" in values or "Buffers" in values:
+        cache = values.get("Cached", 0) + values.get("Buffers", 0)
+    return MemInfo(
+        total=values.get("MemTotal"),
+        available=values.get("MemAvailable"),
+        page_cache=cache,
+        free=values.get("MemFree"),
+    )
+
+
+# --- network -------------------------------------------------------------------------------
+
+_IBDEV = re.compile(r"^\s*(\S+)\s+port\s+(\d+)\s+==>\s+(\S+)\s+\((\w+)\)")
+
+
+def parse_ibdev2netdev(text: str) -> list[Interface]:
+    """Parse `ibdev2netdev`: one ConnectX port per line, `rdma port N ==> netdev (Up|Down)`."""
+    ports = []
+    for line in text.splitlines():
+        m = _IBDEV.match(line)
+        if m:
+            ports.append(
+                Interface(netdev=m.group(3), rdma_device=m.group(1), state=m.group(4).lower())
+            )
+    return ports
+
+
+@dataclass
+class LinkAddrs:
+    """One netdev as `ip addr` shows it."""
+
+    name: str
+    state: str = "unknown"  # operstate, lower case
+    flags: list[str] = field(default_factory=list)
+    mac: str | None = None
+    ipv4: list[str] = field(default_factory=list)  # "a.b.c.d/len", in order
+    ipv6: list[str] = field(default_factory=list)
+    altnames: list[str] = field(default_factory=list)
+
+    @property
+    def carrier(self) -> bool:
+        return "NO-CARRIER" not in self.flags and "LOWER_UP" in self.flags
+
+
+def parse_ip_addr(text: str) -> dict[str, LinkAddrs]:
+    """Parse `ip -j addr` (JSON) or, when iproute2 is too old for `-j`, plain `ip addr`."""
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return _parse_ip_addr_json(stripped)
+    return _parse_ip_addr_text(text)
+
+
+def _parse_ip_addr_json(text: str) -> dict[str, LinkAddrs]:
+    links: dict[str, LinkAddrs] = {}
+    for entry in json.loads(text):
+        if not isinstance(entry, dict) or "ifname" not in entry:
+            continue
+        link = LinkAddrs(
+            name=entry["ifname"],
+            state=str(entry.get("operstate", "unknown")).lower(),
+            flags=list(entry.get("flags") or []),
+            mac=entry.get("address"),
+            altnames=list(entry.get("altnames") or []),
+        )
+        for addr in entry.get("addr_info") or []:
+            local, plen = addr.get("local"), addr.get("prefixlen")
+            if not local:
+                continue
+            cidr = f"{local}/{plen}" if plen is not None else local
+            (link.ipv4 if addr.get("family") == "inet" else link.ipv6).append(cidr)
+        links[link.name] = link
+    return links
+
+
+_IP_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S+)?:\s+<([^>]*)>.*?(?:state\s+(\S+))?")
+
+
+def _parse_ip_addr_text(text: str) -> dict[str, LinkAddrs]:
+    links: dict[str, LinkAddrs] = {}
+    current: LinkAddrs | None = None
+    for line in text.splitlines():
+        m = _IP_LINK.match(line)
+        if m:
+            current = LinkAddrs(name=m.group(1), flags=m.group(2).split(","))
+            state = re.search(r"\bstate\s+(\S+)", line)
+            current.state = state.group(1).lower() if state else "unknown"
+            links[current.name] = current
+            continue
+        if current is None:
+            continue
+        words = line.split()
+        if len(words) >= 2 and words[0].startswith("link/"):
+            current.mac = words[1]
+        elif len(words) >= 2 and words[0] == "altname":
+            current.altnames.append(words[1])
+        elif len(words) >= 2 and words[0] == "inet":
+            current.ipv4.append(words[1])
+        elif len(words) >= 2 and words[0] == "inet6":
+            current.ipv6.append(words[1])
+    return links
+
+
+def parse_ip_br_addr(text: str) -> dict[str, LinkAddrs]:
+    """Parse `ip -br addr`: `name STATE addr/len ...` per line."""
+    links: dict[str, LinkAddrs] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2 or not re.fullmatch(r"[A-Z]+", words[1]):
+            continue
+        link = LinkAddrs(name=words[0].split("@")[0], state=words[1].lower())
+        for addr in words[2:]:
+            (link.ipv6 if ":" in addr else link.ipv4).append(addr)
+        links[link.name] = link
+    return links
+
+
+def parse_net_speeds(text: str) -> dict[str, int | None]:
+    """Parse NET_SPEEDS (`name speed` per line, Mb/s); -1 or empty means unknown."""
+    speeds: dict[str, int | None] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        value = words[1] if len(words) > 1 else ""
+        speeds[words[0]] = int(value) if value.isdigit() and int(value) > 0 else None
+    return speeds
+
+
+def parse_ethtool_speed(text: str) -> int | None:
+    """The `Speed: 200000Mb/s` of `ethtool IFACE`, in Mb/s (None when unknown)."""
+    m = re.search(r"Speed:\s*(\d+)\s*Mb/s", text)
+    return int(m.group(1)) if m else None
+
+
+def _strip_len(cidr: str) -> str:
+    return cidr.split("/", 1)[0]
+
+
+def _preferred_ipv4(addrs: list[str]) -> str | None:
+    """A routable IPv4 first; a link-local 169.254 one (what a bare cable gets) otherwise."""
+    plain = [a for a in addrs if not a.startswith("169.254.")]
+    chosen = plain or addrs
+    return _strip_len(chosen[0]) if chosen else None
+
+
+def build_interfaces(
+    ports: list[Interface],
+    links: dict[str, LinkAddrs] | None = None,
+    speeds: dict[str, int | None] | None = None,
+) -> list[Interface]:
+    """Merge ConnectX ports (ibdev2netdev) with their addresses and link speeds."""
+    links = links or {}
+    speeds = speeds or {}
+    merged = []
+    for port in ports:
+        link = links.get(port.netdev)
+        state = port.state
+        if state == "unknown" and link is not None:
+            state = "up" if link.state == "up" else "down"
+        speed = speeds.get(port.netdev) if state == "up" else None
+        merged.append(
+            Interface(
+                netdev=port.netdev,
+                rdma_device=port.rdma_device,
+                state=state,
+                ipv4=_preferred_ipv4(link.ipv4) if link else None,
+                speed_mbps=speed,
+            )
+        )
+    return merged
+
+
+@dataclass
+class Neighbour:
+    """One ARP/NDP neighbour: a peer address seen on a netdev."""
+
+    address: str
+    netdev: str
+    mac: str | None = None
+    state: str = "unknown"  # lower-case: reachable, stale, delay, probe, failed, incomplete...
+
+    @property
+    def usable(self) -> bool:
+        return self.mac is not None and self.state not in ("failed", "incomplete", "noarp")
+
+
+def parse_ip_neigh(text: str) -> list[Neighbour]:
+    """Parse `ip -j neigh` (JSON) or plain `ip neigh` (`addr dev X lladdr M STATE`)."""
+    stripped = text.lstrip()
+    found: list[Neighbour] = []
+    if stripped.startswith("["):
+        for entry in json.loads(stripped):
+            if not isinstance(entry, dict) or not entry.get("dst") or not entry.get("dev"):
+                continue
+            states = entry.get("state") or []
+            state = states[0] if isinstance(states, list) and states else str(states or "")
+            found.append(
+                Neighbour(
+                    address=entry["dst"],
+                    netdev=entry["dev"],
+                    mac=entry.get("lladdr"),
+                    state=(state or "unknown").lower(),
+                )
+            )
+        return found
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 3 or "dev" not in words:
+            continue
+        dev = words[words.index("dev") + 1]
+        mac = words[words.index("lladdr") + 1] if "lladdr" in words else None
+        state = words[-1].lower() if words[-1].isupper() else "unknown"
+        found.append(Neighbour(address=words[0], netdev=dev, mac=mac, state=state))
+    return found
+
+
+# --- disk ----------------------------------------------------------------------------------
+
+
+def parse_df_b1(text: str) -> int | None:
+    """The available bytes of the first filesystem in `df -B1 PATH` output."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if len(lines) < 2 or not lines[0].lower().startswith("filesystem"):
+        return None
+    # A long device name makes df wrap the row onto a second line: join the rest.
+    words = " ".join(lines[1:]).split()
+    numbers = [w for w in words[1:] if w.isdigit()]
+    return int(numbers[2]) if len(numbers) >= 3 else None
+
+
+# --- Hugging Face cache --------------------------------------------------------------------
+
+_TOTAL_SIZE = re.compile(r'"total_size"\s*:\s*(\d+)')
+_SNAPSHOT = re.compile(r"/models--(?P<repo>[^/]+)/snapshots/(?P<rev>[^/\s]+)/?$")
+
+
+def repo_id_from_cache_dir(name: str) -> str:
+    """`models--org--name` (or the part after `models--`) -> `org/name`."""
+    name = name.removeprefix("models--")
+    org, sep, rest = name.partition("--")
+    return f"{org}/{rest}" if sep else org
+
+
+def parse_hf_cache_scan(text: str) -> list[CachedModel]:
+    """Parse probe_commands.HF_CACHE_SCAN: one CachedModel per snapshot (model revision).
+
+    config.json becomes `config` (None when absent or not valid JSON); the safetensors
+    index's `metadata.total_size` becomes `weight_bytes` (read with a regex, because the
+    scan truncates large index files after their metadata).
+    """
+    models: list[CachedModel] = []
+    current: CachedModel | None = None
+    section: str | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        if current is None or section is None:
+            return
+        content = "\n".join(body).strip()
+        if section == "size":
+            current.size_bytes = int(content) if content.isdigit() else None
+        elif section == "config.json" and content:
+            try:
+                data = json.loads(content)
+            except json.JSONDecodeError:
+                data = None
+            current.config = data if isinstance(data, dict) else None
+        elif section == "model.safetensors.index.json" and content:
+            m = _TOTAL_SIZE.search(content)
+            current.weight_bytes = int(m.group(1)) if m else None
+
+    for line in text.splitlines():
+        if line.startswith("==> "):
+            flush()
+            section, body = None, []
+            m = _SNAPSHOT.search(line[4:].strip())
+            current = None
+            if m:
+                current = CachedModel(
+                    repo_id=repo_id_from_cache_dir(m.group("repo")), revision=m.group("rev")
+                )
+                models.append(current)
+            continue
+        if line.startswith("--- ") and current is not None:
+            flush()
+            section, body = line[4:].strip(), []
+            continue
+        body.append(line)
+    flush()
+    return models

@@ -1,0 +1,1 @@
+"""The Textual cockpit. The only package that imports Textual."""

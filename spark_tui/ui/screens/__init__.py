@@ -1,0 +1,1 @@
+"""Modal screens: confirmations, host keys, setting editor, history, help."""

@@ -1,0 +1,101 @@
+"""Small modal dialogs: confirm, host key, quit with a running cluster."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+DIALOG_CSS = """
+Dialog, HostKeyDialog, QuitDialog { align: center middle; }
+.dialog { width: 72; max-width: 95%; height: auto; max-height: 90%; border: thick $primary;
+          background: $surface; padding: 1 2; }
+.dialog .title { text-style: bold; margin-bottom: 1; }
+.dialog Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
+.dialog Button { margin-left: 1; min-width: 10; }
+"""
+
+
+class Dialog(ModalScreen[bool]):
+    """Yes/no question; `y`/Enter answers yes, `n`/Esc no."""
+
+    DEFAULT_CSS = DIALOG_CSS
+    BINDINGS = [  # noqa: RUF012
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, title: str, body: Text | str, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.title_text, self.body, self.yes, self.no = title, body, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(self.title_text, classes="title")
+            yield Static(self.body)
+            with Horizontal():
+                yield Button(f"{self.no} [n]", id="no")
+                yield Button(f"{self.yes} [y]", id="yes", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class HostKeyDialog(Dialog):
+    """An unknown host key: show its fingerprint and ask before trusting it."""
+
+    def __init__(self, host: str, fingerprint: str, known_hosts: str | None = None) -> None:
+        body = Text()
+        body.append(f"The host key of {host} is not in known_hosts.\n\n")
+        body.append("Fingerprint: ", style="dim")
+        body.append(fingerprint + "\n\n", style="bold")
+        body.append(
+            "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on that node.\n"
+            f"Yes adds it to {known_hosts or '~/.ssh/known_hosts'}; no leaves the node unreachable."
+        )
+        super().__init__(f"Trust {host}?", body, yes="Trust", no="Refuse")
+
+
+class QuitDialog(ModalScreen[str]):
+    """Quitting while a cluster runs: stop it, leave it running, or stay."""
+
+    DEFAULT_CSS = DIALOG_CSS
+    BINDINGS = [  # noqa: RUF012
+        Binding("s", "choose('stop')", "stop"),
+        Binding("l", "choose('leave')", "leave"),
+        Binding("c,escape", "choose('cancel')", "cancel"),
+    ]
+
+    def __init__(self, cluster_id: str, reattach_hint: str) -> None:
+        super().__init__()
+        self.cluster_id, self.hint = cluster_id, reattach_hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(f"Cluster {self.cluster_id} is still running", classes="title")
+            yield Static(
+                "Stop it (every rank's container is removed), or leave it running.\n"
+                f"To come back to it later: {self.hint}"
+            )
+            with Horizontal():
+                yield Button("Cancel [c]", id="cancel")
+                yield Button("Leave running [l]", id="leave")
+                yield Button("Stop and quit [s]", id="stop", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "cancel")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

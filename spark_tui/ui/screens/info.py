@@ -1,0 +1,84 @@
+"""Read-only screens: help and run history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+INFO_CSS = """
+HelpScreen, HistoryScreen { align: center middle; }
+.info { width: 96; max-width: 98%; height: 90%; border: thick $primary; background: $surface;
+        padding: 0 1; }
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key and what it does; Esc or ? closes."""
+
+    DEFAULT_CSS = INFO_CSS
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "close")]  # noqa: RUF012
+
+    def __init__(self, rows: list[tuple[str, str]], notes: str) -> None:
+        super().__init__()
+        self.rows, self.notes = rows, notes
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=False, padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        for key, what in self.rows:
+            table.add_row(key, what)
+        with VerticalScroll(classes="info"):
+            yield Static(Text("spark-tui keys", style="bold"))
+            yield Static(table)
+            yield Static(Text(self.notes, style="dim"))
+
+
+class HistoryScreen(ModalScreen[None]):
+    """Runs recorded so far, newest first; the selected run's comparison with its baseline."""
+
+    DEFAULT_CSS = INFO_CSS + """
+    HistoryScreen DataTable { height: 1fr; }
+    HistoryScreen #history-detail { height: auto; max-height: 50%; }
+    """
+    BINDINGS = [Binding("escape,h,q", "dismiss", "close")]  # noqa: RUF012
+
+    def __init__(self, runs: list[dict[str, Any]], describe: Any) -> None:
+        super().__init__()
+        self.runs, self.describe = runs, describe
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="info"):
+            yield Static(Text("History (Enter: compare with baseline, Esc: close)", style="bold"))
+            yield DataTable(id="history-table", cursor_type="row")
+            yield Static("", id="history-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("run", "when", "kind", "recipe", "change", "result")
+        for run in self.runs:
+            table.add_row(
+                run.get("id", "?"),
+                str(run.get("time", ""))[:19],
+                run.get("kind", ""),
+                run.get("recipe", ""),
+                run.get("change", ""),
+                run.get("summary", ""),
+                key=run.get("id"),
+            )
+        if not self.runs:
+            self.query_one("#history-detail", Static).update(
+                Text("no runs yet: launch a recipe (l), run the smoke checks (t) or a benchmark (b)")
+            )
+        table.focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        self.query_one("#history-detail", Static).update(self.describe(key))

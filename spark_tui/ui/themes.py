@@ -1,0 +1,51 @@
+"""Cockpit themes from YAML files: bundled `themes/` and the user's config dir `themes/`."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import yaml
+from textual.theme import Theme
+
+from spark_tui.core.errors import InputError
+from spark_tui.ui.paths import bundled_dir, user_config_dir
+
+DEFAULT_THEME = "spark-dark"
+NO_COLOR_THEME = "spark-ansi"
+_THEME_FIELDS = {f.name for f in fields(Theme)}
+
+
+def theme_from_yaml(text: str, source: str) -> Theme:
+    """Build a Textual theme from one YAML file's text."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{source}: not valid YAML ({exc})", "fix the theme file") from exc
+    if not isinstance(data, dict) or not data.get("name") or not data.get("primary"):
+        raise InputError(f"{source}: a theme needs `name` and `primary`", "see themes/spark-dark.yaml")
+    unknown = set(data) - _THEME_FIELDS
+    if unknown:
+        raise InputError(
+            f"{source}: unknown theme keys {sorted(unknown)}",
+            f"use only {sorted(_THEME_FIELDS)}",
+        )
+    data["variables"] = {str(k): str(v) for k, v in (data.get("variables") or {}).items()}
+    return Theme(**data)
+
+
+def load_themes(extra_dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]:
+    """Every theme found (bundled first, user themes override by name) and the problems met."""
+    found: dict[str, Theme] = {}
+    problems: list[str] = []
+    for folder in [bundled_dir("themes"), user_config_dir() / "themes", *(extra_dirs or [])]:
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.y*ml")):
+            try:
+                theme = theme_from_yaml(path.read_text(encoding="utf-8"), str(path))
+            except (InputError, OSError, TypeError) as exc:
+                problems.append(str(exc))
+                continue
+            found[theme.name] = theme
+    return list(found.values()), problems

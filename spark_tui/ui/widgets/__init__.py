@@ -1,0 +1,1 @@
+"""Cockpit widgets: nodes, recipes, fit, per-rank logs, results."""

@@ -1,0 +1,79 @@
+"""The fit panel: the FitReport of the selected recipe on the current nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+GIB = 1024**3
+VERDICT_STYLE = {
+    "fits": ("fits", "bold green"),
+    "fits_with_warnings": ("fits, with warnings", "bold yellow"),
+    "does_not_fit": ("does not fit", "bold red"),
+    "unknown": ("unknown", "bold magenta"),
+}
+
+
+def _gib(value: Any) -> str:
+    return "?" if value is None else f"{value / GIB:.1f}"
+
+
+def render_fit(report: dict[str, Any] | None, problem: str | None = None) -> Table | Text:
+    """Verdict, layout, per-node memory table, then findings with remedies."""
+    if problem:
+        return Text(problem, style="red")
+    if report is None:
+        return Text("select a recipe", style="dim")
+    grid = Table.grid(padding=(0, 1))
+    label, style = VERDICT_STYLE.get(report["verdict"], (report["verdict"], ""))
+    par = report.get("parallel") or {}
+    layout = ""
+    if par:
+        tp, pp, dp = par.get("tp", 1), par.get("pp", 1), par.get("dp", 1)
+        layout = f"  TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} nodes"
+    grid.add_row(Text(label, style=style) + Text(layout, style="dim"))
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
+    for col in ("node", "budget", "weights", "KV", "1 req", "conc"):
+        table.add_column(col, justify="right" if col != "node" else "left")
+    for node in report.get("nodes", []):
+        conc = node.get("max_concurrency")
+        table.add_row(
+            str(node["name"]),
+            _gib(node.get("budget_bytes")),
+            _gib(node.get("weights_bytes")),
+            _gib(node.get("kv_budget_bytes")),
+            _gib(node.get("kv_per_request_bytes")),
+            "?" if conc is None else f"{conc:.1f}x",
+        )
+    if report.get("nodes"):
+        grid.add_row(table)
+    sev_style = {"error": "red", "warning": "yellow", "info": "dim"}
+    for finding in report.get("findings", []):
+        line = Text(f"{finding['severity']}: ", style=sev_style.get(finding["severity"], ""))
+        line.append(finding["message"])
+        if finding.get("remedy"):
+            line.append(f"\n  → {finding['remedy']}", style="dim")
+        grid.add_row(line)
+    return grid
+
+
+class FitPanel(VerticalScroll, can_focus=True):
+    """Scrollable fit report."""
+
+    DEFAULT_CSS = """
+    FitPanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; }
+    FitPanel:focus { border: round $primary; }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(render_fit(None), id="fit-body")
+
+    def on_mount(self) -> None:
+        self.border_title = "Fit"
+
+    def show(self, report: dict[str, Any] | None, problem: str | None = None) -> None:
+        self.query_one("#fit-body", Static).update(render_fit(report, problem))

@@ -1,0 +1,90 @@
+"""The node panel: every node's state, GPU, memory, ConnectX links, images and models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widgets import Static
+
+from spark_tui.core.facts import NodeFacts
+
+GIB = 1024**3
+
+
+@dataclass
+class NodeView:
+    """What the panel shows for one node: its facts (when probed) and its state."""
+
+    name: str
+    state: str = "probing"  # probing | reachable | error
+    facts: NodeFacts | None = None
+    error: str | None = None
+    remedy: str | None = None
+    cluster_ranks: list[int] = field(default_factory=list)
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / GIB:.0f}"
+
+
+def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
+    """The panel's text: two or three lines per node."""
+    out = Text()
+    for i, view in enumerate(views):
+        if i:
+            out.append("\n")
+        mark, style = {
+            "reachable": ("●", "green"),
+            "probing": ("◌", "yellow"),
+            "error": ("✖", "red"),
+        }.get(view.state, ("?", ""))
+        out.append(f"{mark} ", style=style)
+        out.append(view.name, style="bold")
+        role = " head" if i == 0 else ""
+        out.append(role, style="dim")
+        facts = view.facts
+        if view.state == "error":
+            out.append(f"\n  {view.error or 'unreachable'}", style="red")
+            if view.remedy and wide:
+                out.append(f"\n  → {view.remedy}", style="dim")
+            continue
+        if facts is None:
+            out.append("  probing…", style="dim")
+            continue
+        gpu = (facts.gpu_name or "GPU ?").replace("NVIDIA ", "")
+        out.append(f" {gpu} {_gib(facts.memory_total_bytes)} GiB")
+        out.append(f" ({_gib(facts.memory_available_bytes)} free)", style="dim")
+        links = facts.connectx_up or [x for x in facts.interfaces if x.rdma_device]
+        for iface in links[: 2 if wide else 1]:
+            speed = f"{iface.speed_mbps // 1000}G" if iface.speed_mbps else "?"
+            state_style = "green" if iface.is_up else "red"
+            out.append(f"\n  {iface.netdev} ")
+            out.append(iface.state, style=state_style)
+            out.append(f" {speed} {iface.ipv4 or ''}", style="dim")
+        if not links:
+            out.append("\n  no ConnectX link up", style="red")
+        if wide:
+            out.append(
+                f"\n  {len(facts.images)} images, {len(facts.models)} cached models", style="dim"
+            )
+    return out
+
+
+class NodePanel(Static, can_focus=True):
+    """Shows every node; refreshed whenever a probe returns."""
+
+    DEFAULT_CSS = """
+    NodePanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; overflow-y: auto; }
+    NodePanel:focus { border: round $primary; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.border_title = "Nodes"
+        self.views: list[NodeView] = []
+
+    def show(self, views: list[NodeView]) -> None:
+        self.views = views
+        wide = self.size.width >= 36 or self.size.width == 0
+        self.update(render_nodes(views, wide=wide))

@@ -1,0 +1,116 @@
+"""The recipe picker: bundled and user recipes with a fit badge each, filter, details."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from spark_tui.core.recipe import Recipe
+
+BADGE = {
+    "fits": ("fits", "green"),
+    "fits_with_warnings": ("warn", "yellow"),
+    "does_not_fit": ("no fit", "red"),
+    "unknown": ("?", "magenta"),
+}
+
+
+@dataclass
+class RecipeRow:
+    """One recipe as listed: the recipe and its verdict on the current nodes."""
+
+    recipe: Recipe
+    verdict: str | None = None
+
+
+def nodes_needed(recipe: Recipe) -> str:
+    if recipe.max_nodes == recipe.min_nodes or recipe.max_nodes is None:
+        return f"{recipe.min_nodes}x"
+    return f"{recipe.min_nodes}-{recipe.max_nodes}x"
+
+
+def option_text(row: RecipeRow) -> Text:
+    text = Text(row.recipe.name)
+    mem = row.recipe.metadata.get("memory_gb_per_node")
+    text.append(f"  {nodes_needed(row.recipe)}{mem or ''}", style="dim")
+    if row.recipe.source == "user":
+        text.append(" user", style="italic cyan")
+    if row.verdict:
+        label, style = BADGE.get(row.verdict, (row.verdict, ""))
+        text.append(f"  {label}", style=style)
+    return text
+
+
+def details_text(recipe: Recipe, settings: dict[str, object]) -> Text:
+    text = Text(recipe.model, style="bold")
+    text.append(f"\n{recipe.container or '(no image)'}", style="dim")
+    shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
+    if shown:
+        text.append(f"\n{shown}", style="dim")
+    return text
+
+
+class RecipePanel(Vertical):
+    """Option list of recipes plus the selected one's details."""
+
+    DEFAULT_CSS = """
+    RecipePanel { border: round $panel-lighten-2; height: 1fr; }
+    RecipePanel:focus-within { border: round $primary; }
+    RecipePanel > OptionList { height: 1fr; border: none; padding: 0; }
+    RecipePanel > #recipe-details { height: auto; max-height: 3; padding: 0 1; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.rows: list[RecipeRow] = []
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="recipe-list")
+        yield Static("", id="recipe-details")
+
+    def on_mount(self) -> None:
+        self.border_title = "Recipes"
+
+    def set_rows(self, rows: list[RecipeRow], keep: str | None = None) -> None:
+        self.rows = rows
+        self._rebuild(keep)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self.border_subtitle = f"/{text}" if text else ""
+        self._rebuild(self.selected_name)
+
+    def visible(self) -> list[RecipeRow]:
+        needle = self.filter_text.lower()
+        return [
+            r
+            for r in self.rows
+            if not needle or needle in r.recipe.name.lower() or needle in r.recipe.model.lower()
+        ]
+
+    def _rebuild(self, keep: str | None) -> None:
+        olist = self.query_one(OptionList)
+        rows = self.visible()
+        olist.clear_options()
+        olist.add_options([Option(option_text(r), id=r.recipe.name) for r in rows])
+        names = [r.recipe.name for r in rows]
+        if rows:
+            olist.highlighted = names.index(keep) if keep in names else 0
+
+    @property
+    def selected_name(self) -> str | None:
+        olist = self.query_one(OptionList)
+        if olist.highlighted is None:
+            return None
+        option = olist.get_option_at_index(olist.highlighted)
+        return option.id
+
+    def show_details(self, recipe: Recipe | None, settings: dict[str, object]) -> None:
+        body = self.query_one("#recipe-details", Static)
+        body.update(details_text(recipe, settings) if recipe else Text("no recipe", style="dim"))

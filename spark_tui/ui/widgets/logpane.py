@@ -12,11 +12,13 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Log, Static
 
-# The pane keeps this many lines for filtering and scrolling back; older ones are dropped.
-KEEP_LINES = 20_000
+# The pane keeps this many lines for the `/` filter; older ones are dropped.
+KEEP_LINES = 10_000
+# The log widget itself holds this many lines of scroll-back (the filter re-reads KEEP_LINES).
+SHOWN_LINES = 5_000
 # Lines arriving faster than the screen can take wait here; beyond it the oldest are dropped
 # (and counted) rather than letting memory grow without bound.
-PENDING_LIMIT = 50_000
+PENDING_LIMIT = 10_000
 FLUSH_SECONDS = 0.1
 
 
@@ -42,7 +44,7 @@ class RankLog(Log):
     """
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(highlight=True, max_lines=KEEP_LINES, **kwargs)  # type: ignore[arg-type]
+        super().__init__(highlight=True, max_lines=SHOWN_LINES, **kwargs)  # type: ignore[arg-type]
         self.highlighter = VllmLogHighlighter()
 
 

@@ -1,0 +1,367 @@
+"""Load sparkrun v1/v2 recipe YAML into `Recipe`, and find recipes by name or path."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import yaml
+
+from spark_tui.core import settings_schema as schema
+from spark_tui.core.errors import RecipeError
+from spark_tui.core.recipe import Recipe
+from spark_tui.core.render import placeholders
+
+# Top-level keys that map onto `Recipe` fields; every other key is kept in `Recipe.extra`.
+_FIELD_KEYS = frozenset(
+    {
+        "recipe_version",
+        "sparkrun_version",
+        "description",
+        "model",
+        "model_revision",
+        "runtime",
+        "container",
+        "min_nodes",
+        "max_nodes",
+        "defaults",
+        "env",
+        "command",
+        "metadata",
+        "executor_config",
+    }
+)
+_RAY_RE = re.compile(r"--distributed-executor-backend(?:\s+|=)['\"]?ray\b")
+_SGLANG_RE = re.compile(r"^(?:sglang\s+serve|python3?\s+-m\s+sglang\.launch_server)\b")
+_LLAMA_CPP_RE = re.compile(r"^llama-server\b")
+_SCALAR = (str, int, float, bool)
+RECIPE_SUFFIXES = (".yaml", ".yml")
+
+
+def _where(name: str, path: str | None) -> str:
+    return path or name
+
+
+def _load_yaml(text: str, name: str, path: str | None) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is not None:
+            loc = f"{_where(name, path)}:{mark.line + 1}:{mark.column + 1}"
+        else:
+            loc = _where(name, path)
+        raise RecipeError(
+            f"{loc}: YAML syntax error: {problem}",
+            "fix the YAML at that line and column (indentation, a missing ':' or an unclosed "
+            "quote are the usual causes); JSON values in `command:` belong in single quotes",
+        ) from None
+
+
+def _type_error(where: str, key: str, expected: str, value: Any) -> RecipeError:
+    return RecipeError(
+        f"{where}: `{key}` must be {expected}, not {type(value).__name__} {value!r}",
+        f"write `{key}` as {expected} in the recipe",
+    )
+
+
+def _node_count(where: str, data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _type_error(where, key, "a whole number of nodes (e.g. 2)", value)
+    if value < 1:
+        raise RecipeError(
+            f"{where}: `{key}` is {value}; a recipe needs at least 1 node",
+            f"set `{key}` to 1 or more",
+        )
+    return value
+
+
+def _mapping(where: str, data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _type_error(where, key, "a mapping (key: value lines)", value)
+    return {str(k): v for k, v in value.items()}
+
+
+def _string(where: str, data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, _SCALAR):
+        raise _type_error(where, key, "a string", value)
+    return str(value)
+
+
+def _collapse_escapes(value: Any) -> Any:
+    # v1 (str.format) recipes double literal braces in values too: `{{"a": 1}}`.
+    if isinstance(value, str) and "{{" in value and "}}" in value:
+        return value.replace("{{", "{").replace("}}", "}")
+    return value
+
+
+def resolve_runtime(declared: str | None, defaults: Mapping[str, Any], command: str) -> str:
+    """sparkrun's alias resolution: `vllm` (or nothing) -> vllm-distributed, or vllm-ray on a Ray hint."""
+    if declared not in (None, "", "vllm"):
+        return str(declared)
+    if declared in (None, ""):
+        head = command.strip()
+        if _SGLANG_RE.match(head):
+            return "sglang"
+        if _LLAMA_CPP_RE.match(head):
+            return "llama-cpp"
+    if str(defaults.get("distributed_executor_backend", "")).strip().lower() == "ray":
+        return "vllm-ray"
+    if _RAY_RE.search(command):
+        return "vllm-ray"
+    return "vllm-distributed"
+
+
+def parse_recipe(
+    text: str, name: str, source: str = "path", path: str | None = None
+) -> Recipe:
+    """A `Recipe` from sparkrun v1 or v2 YAML text; `name` is the file stem."""
+    where = _where(name, path)
+    data = _load_yaml(text, name, path)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise RecipeError(
+            f"{where}: a recipe must be a YAML mapping, not {type(data).__name__}",
+            "start the file with `recipe_version: \"2\"` and `model: ...` lines",
+        )
+    version_raw = data.get("recipe_version", data.get("sparkrun_version", "2"))
+    version = str(version_raw).strip()
+    if version not in ("1", "2"):
+        raise RecipeError(
+            f"{where}: recipe_version {version_raw!r} is not supported",
+            'use recipe_version: "2" (sparkrun v2) or "1" (v1)',
+        )
+
+    model = data.get("model")
+    if model is None or (isinstance(model, str) and not model.strip()):
+        raise RecipeError(
+            f"{where}: the recipe has no `model`",
+            "add `model: <hugging face repo id>`, e.g. model: openai/gpt-oss-120b",
+        )
+    if not isinstance(model, str):
+        raise _type_error(where, "model", "a string (a Hugging Face repo id)", model)
+
+    command = data.get("command")
+    if command is None or (isinstance(command, str) and not command.strip()):
+        raise RecipeError(
+            f"{where}: the recipe has no `command`",
+            "add `command: |` followed by `vllm serve {model} --flag value ...`",
+        )
+    if not isinstance(command, str):
+        raise _type_error(where, "command", "a string (a `command: |` block)", command)
+
+    defaults = {k: _collapse_escapes(v) for k, v in _mapping(where, data, "defaults").items()}
+    for key, value in defaults.items():
+        if value is not None and not isinstance(value, (*_SCALAR, Mapping, list)):
+            raise _type_error(where, f"defaults.{key}", "a value", value)
+        _check_known_default(where, key, value)
+    env_raw = _mapping(where, data, "env")
+    env: dict[str, str] = {}
+    for key, value in env_raw.items():
+        if value is not None and not isinstance(value, _SCALAR):
+            raise _type_error(where, f"env.{key}", "a string, number or boolean", value)
+        if isinstance(value, bool):
+            env[key] = "true" if value else "false"
+        else:
+            env[key] = "" if value is None else str(value)
+    metadata = _mapping(where, data, "metadata")
+    executor = _mapping(where, data, "executor_config")
+
+    min_nodes = _node_count(where, data, "min_nodes")
+    max_nodes = _node_count(where, data, "max_nodes")
+    mode = data.get("mode")
+    if mode == "solo" or data.get("solo_only"):
+        min_nodes, max_nodes = 1, 1
+    if data.get("cluster_only"):
+        min_nodes = max(min_nodes or 1, 2)
+    if min_nodes is not None and max_nodes is not None and min_nodes > max_nodes:
+        raise RecipeError(
+            f"{where}: min_nodes ({min_nodes}) is larger than max_nodes ({max_nodes})",
+            "make min_nodes <= max_nodes",
+        )
+    for key in ("mods", "build_args"):
+        if key in data and data[key] is not None and not isinstance(data[key], list):
+            raise _type_error(where, key, "a list", data[key])
+
+    for key in placeholders(command):
+        if key in defaults:
+            continue
+        if key in schema.BUILTIN_PLACEHOLDERS and (key != "model_revision" or data.get(key)):
+            continue
+        raise RecipeError(
+            f"{where}: placeholder {{{key}}} in `command:` has no value in `defaults:`",
+            f"add `{key}: <value>` under `defaults:`, or write the value into the command",
+        )
+
+    declared = _string(where, data, "runtime")
+    description = _string(where, data, "description") or str(metadata.get("description", ""))
+    return Recipe(
+        name=name,
+        model=model.strip(),
+        command=command,
+        runtime=resolve_runtime(declared, defaults, command),
+        runtime_declared=declared,
+        recipe_version=version,
+        description=description,
+        model_revision=_string(where, data, "model_revision"),
+        container=_string(where, data, "container"),
+        min_nodes=min_nodes or 1,
+        max_nodes=max_nodes,
+        defaults=defaults,
+        env=env,
+        metadata=metadata,
+        executor=executor,
+        extra={str(k): v for k, v in data.items() if k not in _FIELD_KEYS},
+        path=path,
+        source=source,
+    )
+
+
+def _check_known_default(where: str, key: str, value: Any) -> None:
+    """A default for a known setting must have that setting's type (e.g. an int port)."""
+    setting = schema.get(key)
+    if setting is None or value is None:
+        return
+    kind = setting.kind
+    ok = True
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "size":
+        ok = isinstance(value, int | str) and not isinstance(value, bool)
+        if ok and isinstance(value, str):
+            try:
+                schema.parse_size(value)
+            except ValueError:
+                ok = False
+    elif kind == "json":
+        ok = isinstance(value, Mapping) or (isinstance(value, str) and schema.is_json_object(value))
+    elif kind in ("str", "choice"):
+        ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+    if not ok:
+        raise _type_error(where, f"defaults.{key}", setting.accepted_form(), value)
+
+
+def load_recipe_file(path: str | Path, source: str = "path") -> Recipe:
+    """Read and parse one recipe file; its name is the file stem."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(
+            f"recipe file {str(p)!r} does not exist",
+            "check the path, or give a recipe name (spark-tui recipes lists them)",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(
+            f"cannot read recipe file {str(p)!r}: {exc}",
+            "check the file's permissions and that it is UTF-8 YAML",
+        ) from None
+    return parse_recipe(text, p.stem, source=source, path=str(p))
+
+
+def user_recipes_dir() -> Path:
+    """The user's recipe folder: the platform config dir of spark-tui, then `recipes/`."""
+    return Path(platformdirs.user_config_dir("spark-tui")) / "recipes"
+
+
+def bundled_recipes_dir() -> Path:
+    """The recipes shipped with spark-tui: the checkout's `recipes/`, or the wheel's copy."""
+    package = Path(__file__).resolve().parent.parent
+    checkout = package.parent / "recipes"
+    if (package.parent / "pyproject.toml").is_file() and checkout.is_dir():
+        return checkout
+    return package / "_bundled" / "recipes"
+
+
+def _recipe_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
+
+
+def _dirs(user_dir: Path | None, bundled_dir: Path | None) -> list[tuple[Path, str]]:
+    return [
+        (user_dir if user_dir is not None else user_recipes_dir(), "user"),
+        (bundled_dir if bundled_dir is not None else bundled_recipes_dir(), "bundled"),
+    ]
+
+
+def find_recipe(
+    name_or_path: str, user_dir: Path | None = None, bundled_dir: Path | None = None
+) -> Recipe:
+    """A recipe by explicit path, else by name from the user's folder, else the bundled one."""
+    candidate = Path(name_or_path).expanduser()
+    if candidate.is_file():
+        return load_recipe_file(candidate, source="path")
+    looks_like_path = "/" in name_or_path or "\\" in name_or_path
+    if looks_like_path:
+        raise RecipeError(
+            f"recipe file {name_or_path!r} does not exist",
+            "check the path, or give a recipe name (spark-tui recipes lists them)",
+        )
+    name = candidate.stem if candidate.suffix in RECIPE_SUFFIXES else name_or_path
+    names: set[str] = set()
+    for folder, source in _dirs(user_dir, bundled_dir):
+        for suffix in RECIPE_SUFFIXES:
+            path = folder / f"{name}{suffix}"
+            if path.is_file():
+                return load_recipe_file(path, source=source)
+        names.update(p.stem for p in _recipe_files(folder))
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    listing = ", ".join(sorted(names)) or "(none found)"
+    raise RecipeError(
+        f"no recipe named {name!r}{hint}",
+        f"use one of: {listing}; or give a path to a recipe file "
+        f"(user recipes live in {user_dir if user_dir is not None else user_recipes_dir()})",
+    )
+
+
+def list_recipes(
+    user_dir: Path | None = None,
+    bundled_dir: Path | None = None,
+    errors: list[RecipeError] | None = None,
+) -> list[Recipe]:
+    """Every recipe, sorted by name, a user recipe before the bundled one it shadows.
+
+    A broken file raises, unless `errors` is given: then its error is appended and the
+    file skipped, so one bad user recipe does not hide the others.
+    """
+    found: list[Recipe] = []
+    for folder, source in _dirs(user_dir, bundled_dir):
+        for path in _recipe_files(folder):
+            try:
+                found.append(load_recipe_file(path, source=source))
+            except RecipeError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+    order = {"user": 0, "bundled": 1}
+    return sorted(found, key=lambda r: (r.name, order.get(r.source, 2)))
+
+
+def shadowed(recipes: list[Recipe]) -> set[tuple[str, str]]:
+    """(name, source) of bundled recipes hidden by a user recipe of the same name."""
+    user = {r.name for r in recipes if r.source == "user"}
+    return {(r.name, r.source) for r in recipes if r.source == "bundled" and r.name in user}

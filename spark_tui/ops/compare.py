@@ -1,0 +1,186 @@
+"""Compare two benchmark runs figure by figure, and say which deltas are beyond the noise.
+
+The noise rule (per figure, per concurrency level), as a fraction of the baseline value:
+
+    noise = max(FLOOR,
+                2 x sqrt(se_a^2 + se_b^2),     # sampling noise of the per-request values
+                spread of repeats)              # what repeating the same run showed
+
+- `se` is the relative standard error of the mean of the per-request values behind the
+  figure in one run (stdev / mean / sqrt(n)): TTFT figures use the requests' TTFTs, ITL
+  figures the requests' mean gaps, per-request tokens/s the requests' decode speeds, and
+  total tokens/s, requests/s and latency the requests' end-to-end times (a level's
+  throughput moves inversely with them). p95 figures rest on the few slowest requests, so
+  their term is doubled.
+- The spread of repeats is (max - min) / mean of the figure over the repeats of a level
+  (`BenchConfig.repeats` > 1) and over earlier benchmark runs with the same recipe, cluster,
+  settings and benchmark config (passed in as `repeat_runs`), whichever is larger.
+- FLOOR (3 %) covers client-side timer and scheduling jitter on a shared machine.
+- `errors` has no noise: any change is reported.
+A delta is "beyond noise" when |delta| / baseline > noise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spark_tui.ops.bench import FIGURES
+from spark_tui.ops.history import Run, changed_settings
+
+NOISE_FLOOR = 0.03
+_SOURCE = {
+    "ttft_p50_s": "ttft_s",
+    "ttft_p95_s": "ttft_s",
+    "itl_mean_s": "itl_mean_s",
+    "itl_p50_s": "itl_mean_s",
+    "itl_p95_s": "itl_mean_s",
+    "tps_per_request_mean": "tokens_per_s",
+    "tps_per_request_p50": "tokens_per_s",
+    "total_output_tps": "latency_s",
+    "requests_per_s": "latency_s",
+    "latency_p50_s": "latency_s",
+}
+RULE = (
+    "beyond noise when |delta| > max(3 %, 2 x combined standard error of the per-request "
+    "values (doubled for p95), spread of repeated runs)"
+)
+
+
+@dataclass
+class FigureDelta:
+    """One figure at one concurrency level in both runs, its delta and the noise threshold."""
+
+    concurrency: int
+    figure: str
+    baseline: float | None
+    value: float | None
+    delta: float | None
+    delta_pct: float | None
+    noise_pct: float | None
+    beyond_noise: bool
+    better: bool | None  # None when unchanged within noise or not comparable
+
+
+@dataclass
+class Comparison:
+    """Benchmark B against baseline A: the changed settings and every figure's delta."""
+
+    baseline_id: str
+    run_id: str
+    changed: list[dict[str, Any]]
+    figures: list[FigureDelta] = field(default_factory=list)
+    rule: str = RULE
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def get(self, concurrency: int, figure: str) -> FigureDelta | None:
+        return next(
+            (f for f in self.figures if f.concurrency == concurrency and f.figure == figure), None
+        )
+
+    def changed_text(self) -> str:
+        if not self.changed:
+            return "no setting changed"
+        return ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in self.changed)
+
+
+def _rel_se(values: Sequence[float]) -> float | None:
+    xs = [v for v in values if v is not None and math.isfinite(v)]
+    if len(xs) < 2:
+        return None
+    mean = statistics.fmean(xs)
+    if mean == 0:
+        return None
+    return statistics.stdev(xs) / abs(mean) / math.sqrt(len(xs))
+
+
+def _spread(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None and math.isfinite(v)]
+    if len(xs) < 2:
+        return None
+    mean = statistics.fmean(xs)
+    return (max(xs) - min(xs)) / abs(mean) if mean else None
+
+
+def _levels(run: Run) -> dict[int, dict[str, Any]]:
+    bench = run.results.get("bench") or {}
+    return {int(lv["concurrency"]): lv for lv in bench.get("levels") or []}
+
+
+def noise_for(
+    figure: str,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    repeat_values: Sequence[float | None] = (),
+) -> float:
+    """The noise threshold (a fraction) for one figure of two levels; see the module doc."""
+    terms = [NOISE_FLOOR]
+    source = _SOURCE.get(figure)
+    if source:
+        ses = [
+            _rel_se((lv.get("per_request") or {}).get(source) or []) for lv in (a, b)
+        ]
+        known = [s for s in ses if s is not None]
+        if known:
+            combined = 2 * math.sqrt(sum(s * s for s in known))
+            terms.append(combined * (2 if figure.endswith("p95_s") else 1))
+    for lv in (a, b):
+        spread = _spread([rep.get(figure) for rep in lv.get("repeats") or []])
+        if spread is not None:
+            terms.append(spread)
+    spread = _spread(list(repeat_values))
+    if spread is not None:
+        terms.append(spread)
+    return max(terms)
+
+
+def compare_bench(
+    baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()
+) -> Comparison:
+    """Each figure of `run` against `baseline`, level by level, with noise and direction."""
+    cmp = Comparison(baseline.id, run.id, changed_settings(run, baseline))
+    la, lb = _levels(baseline), _levels(run)
+    cfg_a = (baseline.results.get("bench") or {}).get("config") or {}
+    cfg_b = (run.results.get("bench") or {}).get("config") or {}
+    for key in ("prompt_tokens", "output_tokens", "requests_per_level"):
+        if cfg_a.get(key) != cfg_b.get(key):
+            cmp.notes.append(
+                f"the benchmarks differ in {key} ({cfg_a.get(key)} vs {cfg_b.get(key)}): "
+                "the comparison is not like for like"
+            )
+    missing = sorted(set(la) ^ set(lb))
+    if missing:
+        cmp.notes.append(f"levels measured in only one run: {missing}")
+    repeat_levels = [_levels(r) for r in repeat_runs]
+    for conc in sorted(set(la) & set(lb)):
+        a, b = la[conc], lb[conc]
+        fa, fb = a.get("figures") or {}, b.get("figures") or {}
+        for figure, higher_is_better in FIGURES.items():
+            va, vb = fa.get(figure), fb.get(figure)
+            if va is None or vb is None:
+                cmp.figures.append(
+                    FigureDelta(conc, figure, va, vb, None, None, None, False, None)
+                )
+                continue
+            delta = vb - va
+            pct = delta / abs(va) if va else (0.0 if delta == 0 else math.inf)
+            if figure == "errors":
+                noise = 0.0
+                beyond = delta != 0
+            else:
+                reps = [
+                    (rl.get(conc) or {}).get("figures", {}).get(figure) for rl in repeat_levels
+                ]
+                noise = noise_for(figure, a, b, reps)
+                beyond = abs(pct) > noise
+            better = (delta > 0) == higher_is_better if beyond and delta != 0 else None
+            cmp.figures.append(
+                FigureDelta(conc, figure, va, vb, delta, pct * 100, noise * 100, beyond, better)
+            )
+    return cmp

@@ -1,0 +1,517 @@
+"""Run history: every launch, smoke run and benchmark, one JSON file each, secrets masked.
+
+Files live in `platformdirs.user_data_dir("spark-tui")/history/` (or `$SPARK_TUI_DATA_DIR/
+history/`). A run carries what a person needs to start the same service again and to
+compare numbers: recipe, overrides and settings, image digests, model revision, each node's
+network values, the full rendered commands and the results. The first run of a recipe on a
+cluster is its baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets as _random
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from spark_tui.core.errors import InputError
+
+KINDS = ("launch", "smoke", "bench")
+# Per-node values worth keeping to reproduce the network setup (seed 004, Step 3).
+NETWORK_KEYS = (
+    "MN_IF_NAME",
+    "UCX_NET_DEVICES",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+    "NCCL_IGNORE_CPU_AFFINITY",
+    "OMPI_MCA_btl_tcp_if_include",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "HEAD_IP",
+    "MASTER_PORT",
+    "VLLM_HOST_IP",
+)
+_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY")
+
+# -- secrets --------------------------------------------------------------------------------
+
+
+def is_secret_name(name: str) -> bool:
+    """HF_TOKEN, *TOKEN*, *SECRET*, *PASSWORD*, *KEY* names (a word of the name ends so).
+
+    Words are split on `_`, `-` and `.`, so `max_num_batched_tokens` (TOKENS) is not a
+    secret while `HF_TOKEN`, `--api-key` and `AWS_SECRET_ACCESS_KEY` are.
+    """
+    words = [w for w in re.split(r"[_\-.]", name.strip("-").upper()) if w]
+    return any(w.endswith(part) for w in words for part in _SECRET_PARTS)
+
+
+def _is_reference(value: str) -> bool:
+    v = value.strip().strip("'\"")
+    return v.startswith("${") or v.startswith("$") or v in ("", "***")
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Secret values present in the environment -> their variable name (longest first)."""
+    env = os.environ if env is None else env
+    # Short values would match ordinary text; HF_TOKEN is masked whatever its length.
+    found = {
+        v: k
+        for k, v in env.items()
+        if is_secret_name(k) and isinstance(v, str) and (len(v) >= 8 or k == "HF_TOKEN" and v)
+    }
+    return dict(sorted(found.items(), key=lambda kv: -len(kv[0])))
+
+
+_ASSIGN = re.compile(r"(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s'\";]+)")
+_FLAG_VALUE = re.compile(r"(--[A-Za-z0-9][\w-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s'\";]+)")
+
+
+def mask_text(text: str, values: Mapping[str, str] | None = None) -> str:
+    """A string with secret values replaced: `NAME=v` -> `NAME=${NAME}`, literals -> `${NAME}`."""
+    values = secret_values() if values is None else values
+    for value, name in values.items():
+        text = text.replace(value, "${" + name + "}")
+
+    def assign(m: re.Match[str]) -> str:
+        name, value = m.group(1), m.group(2)
+        if is_secret_name(name) and not _is_reference(value):
+            return f"{name}=${{{name}}}"
+        return m.group(0)
+
+    def flag(m: re.Match[str]) -> str:
+        name, sep, value = m.groups()
+        if is_secret_name(name) and not _is_reference(value) and not value.startswith("-"):
+            return f"{name}{sep}***"
+        return m.group(0)
+
+    return _FLAG_VALUE.sub(flag, _ASSIGN.sub(assign, text))
+
+
+def mask_secrets(obj: Any, values: Mapping[str, str] | None = None) -> Any:
+    """A copy of a JSON-like value with every secret masked.
+
+    Values under a secret-named key become `${NAME}` (env-style names) or `***`; in argv
+    lists the value after a secret flag (`--api-key v`) becomes `***`; every string has the
+    current secret values of the environment (HF_TOKEN and friends) replaced by `${NAME}`.
+    """
+    values = secret_values() if values is None else values
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            if (
+                isinstance(k, str)
+                and is_secret_name(k)
+                and isinstance(v, str | int | float)
+                and not isinstance(v, bool)
+                and not (isinstance(v, str) and _is_reference(v))
+            ):
+                out[k] = "${" + k + "}" if re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) else "***"
+            else:
+                out[k] = mask_secrets(v, values)
+        return out
+    if isinstance(obj, list | tuple):
+        items = [mask_secrets(v, values) for v in obj]
+        for i, item in enumerate(items[:-1]):
+            nxt = items[i + 1]
+            if (
+                isinstance(item, str)
+                and item.startswith("--")
+                and "=" not in item
+                and is_secret_name(item)
+                and isinstance(nxt, str)
+                and not nxt.startswith("-")
+                and not _is_reference(nxt)
+            ):
+                items[i + 1] = "***"
+        return items
+    if isinstance(obj, str):
+        return mask_text(obj, values)
+    return obj
+
+
+# -- the run record -------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One recorded launch, smoke run or benchmark."""
+
+    id: str
+    time: str
+    kind: str
+    recipe: str | None = None
+    cluster_id: str | None = None
+    cluster: str | None = None  # the cluster key: node addresses in rank order
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    model: str | None = None
+    model_revision: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_hash: str | None = None
+    image: str | None = None
+    image_digests: dict[str, str] = field(default_factory=dict)
+    network: dict[str, dict[str, str]] = field(default_factory=dict)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    shell: str | None = None
+    base_url: str | None = None
+    launch_id: str | None = None  # the launch a smoke run or benchmark measured
+    changed: list[dict[str, Any]] = field(default_factory=list)
+    ok: bool | None = None
+    results: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Run:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def summary(self) -> str:
+        """What happened, in a few words, for a list."""
+        if self.kind == "smoke":
+            checks = self.results.get("checks") or []
+            passed = sum(1 for c in checks if c.get("ok"))
+            return f"{passed}/{len(checks)} checks passed"
+        if self.kind == "bench":
+            levels = (self.results.get("bench") or {}).get("levels") or []
+            parts = []
+            for lv in levels:
+                tps = (lv.get("figures") or {}).get("total_output_tps")
+                if tps is not None:
+                    parts.append(f"c{lv.get('concurrency')} {tps:.1f} tok/s")
+            return ", ".join(parts) or "no level finished"
+        if self.kind == "launch":
+            ranks = len(self.commands)
+            return f"{ranks} rank(s)" + (f", {self.image}" if self.image else "")
+        return ""
+
+
+def settings_hash(settings: Mapping[str, Any]) -> str:
+    """A short stable hash of the settings (the same as in container labels when absent)."""
+    blob = json.dumps(settings, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def cluster_key(addresses: Iterable[str]) -> str:
+    """The cluster a run used: its nodes' addresses in rank order."""
+    return ",".join(addresses)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id(kind: str, when: datetime) -> str:
+    return f"{when.strftime('%Y%m%dT%H%M%S')}-{kind[0]}{_random.token_hex(3)}"
+
+
+def data_dir() -> Path:
+    """Where spark-tui keeps its data: $SPARK_TUI_DATA_DIR or the platform's user data dir."""
+    override = os.environ.get("SPARK_TUI_DATA_DIR")
+    return Path(override) if override else Path(platformdirs.user_data_dir("spark-tui"))
+
+
+class History:
+    """The run records in one folder."""
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root) if root is not None else data_dir() / "history"
+
+    # -- storage --------------------------------------------------------------------------
+
+    def save(self, run: Run) -> Run:
+        """Write the run (masked) atomically; returns the masked run as stored."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        data = mask_secrets(run.to_dict())
+        path = self.root / f"{run.id}.json"
+        tmp = path.with_suffix(".json.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+        return Run.from_dict(data)
+
+    def list_runs(self, kind: str | None = None) -> list[Run]:
+        """Every run, oldest first (unreadable files are skipped)."""
+        if not self.root.is_dir():
+            return []
+        runs = []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                runs.append(Run.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError):
+                continue
+        runs.sort(key=lambda r: (r.time, r.id))
+        return [r for r in runs if kind is None or r.kind == kind]
+
+    def get_run(self, run_id: str) -> Run:
+        """The run with this id, or the only one whose id starts with it."""
+        path = self.root / f"{run_id}.json"
+        if path.is_file():
+            return Run.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        matches = [r for r in self.list_runs() if r.id.startswith(run_id)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise InputError(
+                f"no run {run_id!r} in {self.root}", "list the runs with `spark-tui history`"
+            )
+        raise InputError(
+            f"{run_id!r} names {len(matches)} runs", "give more characters of the run id"
+        )
+
+    def baseline_for(self, recipe: str | None, cluster: str | None, kind: str = "bench") -> Run | None:
+        """The first run of this kind of the recipe on the cluster: its baseline."""
+        for run in self.list_runs(kind):
+            if run.recipe == recipe and run.cluster == cluster:
+                return run
+        return None
+
+    def repeats_of(self, run: Run) -> list[Run]:
+        """Benchmarks with the same recipe, cluster, settings and benchmark config as `run`."""
+        cfg = (run.results.get("bench") or {}).get("config")
+        return [
+            r
+            for r in self.list_runs(run.kind)
+            if r.recipe == run.recipe
+            and r.cluster == run.cluster
+            and r.settings_hash == run.settings_hash
+            and (r.results.get("bench") or {}).get("config") == cfg
+        ]
+
+    # -- recording ------------------------------------------------------------------------
+
+    def record_launch(
+        self,
+        plan: Mapping[str, Any],
+        overrides: Mapping[str, Any] | None = None,
+        digests: Mapping[str, str] | None = None,
+        revision: str | None = None,
+        *,
+        shell: str | None = None,
+        changed: list[dict[str, Any]] | None = None,
+        ok: bool | None = None,
+        results: Mapping[str, Any] | None = None,
+        notes: list[str] | None = None,
+    ) -> Run:
+        """Record a launch from its plan dict (the `plan --json` shape)."""
+        when = _now()
+        ranks = sorted(plan.get("ranks") or [], key=lambda r: r.get("rank", 0))
+        settings = dict(plan.get("settings") or {})
+        nodes = [
+            {"name": r.get("node"), "address": r.get("address"), "rank": r.get("rank")}
+            for r in ranks
+        ]
+        network: dict[str, dict[str, str]] = {}
+        commands = []
+        for r in ranks:
+            env = dict(r.get("env") or {})
+            net = {k: str(env[k]) for k in NETWORK_KEYS if k in env}
+            argv = [str(a) for a in r.get("argv") or []]
+            for flag in ("--master-addr", "--master-port"):
+                if flag in argv[:-1]:
+                    net[flag] = argv[argv.index(flag) + 1]
+            network[str(r.get("node"))] = net
+            commands.append(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "rank",
+                        "role",
+                        "node",
+                        "address",
+                        "container_name",
+                        "image",
+                        "argv",
+                        "env",
+                        "mounts",
+                        "docker",
+                        "labels",
+                    )
+                    if k in r
+                }
+            )
+        image = plan.get("image") or next((r.get("image") for r in ranks if r.get("image")), None)
+        shash = plan.get("settings_hash") or _label_hash(ranks) or settings_hash(settings)
+        run = Run(
+            id=_new_id("launch", when),
+            time=when.isoformat(timespec="milliseconds"),
+            kind="launch",
+            recipe=plan.get("recipe") if isinstance(plan.get("recipe"), str) else _name(plan),
+            cluster_id=plan.get("cluster_id"),
+            cluster=cluster_key(str(n["address"] or n["name"]) for n in nodes),
+            nodes=nodes,
+            model=plan.get("model") or _served_model(ranks),
+            model_revision=revision,
+            overrides=dict(overrides or {}),
+            settings=settings,
+            settings_hash=shash,
+            image=image,
+            image_digests=dict(digests or {}),
+            network=network,
+            commands=commands,
+            shell=shell,
+            base_url=plan.get("endpoint") if isinstance(plan.get("endpoint"), str) else None,
+            changed=list(changed or []),
+            ok=ok,
+            results=dict(results or {}),
+            notes=list(notes or []),
+        )
+        return self.save(run)
+
+    def _measured(self, kind: str, launch: Run | None, base_url: str | None) -> Run:
+        when = _now()
+        run = Run(id=_new_id(kind, when), time=when.isoformat(timespec="milliseconds"), kind=kind)
+        run.base_url = base_url
+        if launch is not None:
+            for name in (
+                "recipe",
+                "cluster_id",
+                "cluster",
+                "nodes",
+                "model",
+                "model_revision",
+                "overrides",
+                "settings",
+                "settings_hash",
+                "image",
+                "image_digests",
+                "network",
+                "changed",
+            ):
+                setattr(run, name, getattr(launch, name))
+            run.launch_id = launch.id
+            run.base_url = base_url or launch.base_url
+        elif base_url:
+            run.cluster = base_url
+        return run
+
+    def record_smoke(
+        self,
+        results: Iterable[Any],
+        *,
+        launch: Run | None = None,
+        base_url: str | None = None,
+        model: str | None = None,
+    ) -> Run:
+        """Record a smoke run (`SmokeResult`s or their dicts), tied to its launch when known."""
+        checks = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in results]
+        run = self._measured("smoke", launch, base_url)
+        run.model = model or run.model
+        run.ok = bool(checks) and all(c.get("ok") for c in checks)
+        run.results = {"checks": checks}
+        return self.save(run)
+
+    def record_bench(
+        self,
+        result: Any,
+        *,
+        launch: Run | None = None,
+        base_url: str | None = None,
+    ) -> Run:
+        """Record a benchmark (`BenchResult` or its dict), tied to its launch when known."""
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        run = self._measured("bench", launch, base_url or data.get("base_url"))
+        run.model = data.get("model") or run.model
+        run.ok = not data.get("cancelled") and all(
+            lv.get("errors", 0) == 0 for lv in data.get("levels") or []
+        )
+        run.results = {"bench": data}
+        return self.save(run)
+
+
+def _label_hash(ranks: list[dict[str, Any]]) -> str | None:
+    for r in ranks:
+        for key, value in (r.get("labels") or {}).items():
+            if "settings" in key and "hash" in key:
+                return str(value)
+    return None
+
+
+def _name(plan: Mapping[str, Any]) -> str | None:
+    recipe = plan.get("recipe")
+    if isinstance(recipe, Mapping):
+        return str(recipe.get("name")) if recipe.get("name") else None
+    return None
+
+
+def _served_model(ranks: list[dict[str, Any]]) -> str | None:
+    for r in ranks:
+        argv = r.get("argv") or []
+        if len(argv) > 2 and argv[0] == "vllm" and argv[1] == "serve":
+            return str(argv[2])
+    return None
+
+
+def changed_settings(run: Run, baseline: Run) -> list[dict[str, Any]]:
+    """The settings (and image) that differ between a run and its baseline."""
+    out = []
+    keys = list(baseline.settings) + [k for k in run.settings if k not in baseline.settings]
+    for key in keys:
+        before, after = baseline.settings.get(key), run.settings.get(key)
+        if before != after:
+            out.append({"name": key, "before": before, "after": after})
+    if not baseline.settings and not run.settings:
+        keys = list(baseline.overrides) + [k for k in run.overrides if k not in baseline.overrides]
+        for key in keys:
+            before, after = baseline.overrides.get(key), run.overrides.get(key)
+            if before != after:
+                out.append({"name": key, "before": before, "after": after})
+    if baseline.image_digests and run.image_digests and baseline.image_digests != run.image_digests:
+        out.append({"name": "image", "before": baseline.image_digests, "after": run.image_digests})
+    return out
+
+
+# Module-level helpers on the default history folder.
+
+
+def _default() -> History:
+    return History()
+
+
+def record_launch(
+    plan: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    digests: Mapping[str, str] | None = None,
+    revision: str | None = None,
+    **kw: Any,
+) -> Run:
+    """Record a launch in the default history."""
+    return _default().record_launch(plan, overrides, digests, revision, **kw)
+
+
+def record_smoke(results: Iterable[Any], **kw: Any) -> Run:
+    """Record a smoke run in the default history."""
+    return _default().record_smoke(results, **kw)
+
+
+def record_bench(result: Any, **kw: Any) -> Run:
+    """Record a benchmark in the default history."""
+    return _default().record_bench(result, **kw)
+
+
+def list_runs(kind: str | None = None) -> list[Run]:
+    """Every run in the default history, oldest first."""
+    return _default().list_runs(kind)
+
+
+def get_run(run_id: str) -> Run:
+    """One run of the default history by id (or unique id prefix)."""
+    return _default().get_run(run_id)
+
+
+def baseline_for(recipe: str | None, cluster: str | None, kind: str = "bench") -> Run | None:
+    """The baseline run of the recipe on the cluster in the default history."""
+    return _default().baseline_for(recipe, cluster, kind)

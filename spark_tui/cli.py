@@ -148,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-gb", type=int, default=128)
     p.add_argument("--inventory", metavar="FILE")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")
+    p.add_argument("--pace", type=float, help="engine startup pace baked into the lab image")
+    p.add_argument(
+        "--page-cache-gb", type=float, default=0.0, help="memory held by each node's page cache"
+    )
+    p.add_argument("--json", action="store_true", help="status as JSON")
     return parser
 
 

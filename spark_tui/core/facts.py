@@ -53,7 +53,9 @@ class ModelFacts:
 
     `attention` is one of "full", "sliding_window", "mla", "hybrid" (linear or Mamba
     layers mixed with attention layers). `full_attention_layers` counts the layers whose
-    KV cache grows with the context (for sliding-window and hybrid models).
+    KV cache grows with the context (for sliding-window and hybrid models);
+    `linear_layers` the recurrent (Mamba / linear-attention) layers of a hybrid model and
+    `linear_state_bytes` the state one sequence holds in one of them at TP=1.
     """
 
     model_id: str
@@ -72,6 +74,15 @@ class ModelFacts:
     full_attention_layers: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
+    # Added for the fit check (H2): the full-attention layers' own shape when it differs
+    # from the sliding layers' (Gemma 4), the recurrent layers of hybrid models and their
+    # per-sequence state at TP=1, draft (MTP) layers, and a PLE table vLLM can keep on disk.
+    global_head_dim: int | None = None
+    num_global_key_value_heads: int | None = None
+    linear_layers: int | None = None
+    linear_state_bytes: int | None = None
+    mtp_layers: int | None = None
+    ple_table_bytes: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

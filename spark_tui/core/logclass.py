@@ -40,7 +40,7 @@ _ANSI_BARE_START = re.compile(r"^`?\[[0-9;]+m")
 _TIME_PREFIX = re.compile(r"^\[\d{4}-\d{2}-\d{2}[T ][\d:.]+Z?\]\s*")
 _PROC_PREFIX = re.compile(r"^\((?:[\w.-]+ pid=\d+(?:, ip=[\d.]+)?|raylet)\)\s?")
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:")
-_LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s+|\s+\d\d-\d\d [\d:]+ )")
+_LEVEL = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s+|\s+(?:\d\d-\d\d [\d:.]+ )?)")
 # "[file.py:123] " or the older "file.py:123] " after a vLLM level and timestamp.
 _SOURCE = re.compile(r"^\[?[\w./-]+\.py:\d+\]\s?")
 # torch / c10d: "[E ProcessGroupNCCL.cpp:563] ..." or "[W612 12:49:03.666 ProcessGroupNCCL.cpp:1647]".

@@ -12,7 +12,7 @@ from typing import Any
 from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import OverrideError
 from spark_tui.core.recipe import Recipe
-from spark_tui.core.render import placeholders
+from spark_tui.core.render import placeholders, template_value
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TRUE = {"true", "on", "yes", "1"}
@@ -111,10 +111,10 @@ def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
     accepted = _accepted(key, kind)
 
     def bad(reason: str) -> OverrideError:
+        removable = setting is None or setting.removable
         return OverrideError(
-            f"--set {key}={raw!s}: {reason}",
-            f"{key} takes {accepted}"
-            + ("" if setting is None or not setting.removable else "; or none to remove it"),
+            f"--set {key}={raw!s}: {reason}; {key} takes {accepted}",
+            f"give {key} {accepted}" + ("; or none to remove it" if removable else ""),
         )
 
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in _REMOVE):
@@ -242,21 +242,35 @@ def _to_json(raw: Any, bad: Any) -> str:
         raise bad("expected a JSON object")
     try:
         parsed = json.loads(raw)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise bad(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(parsed, dict):
         raise bad("expected a JSON object")
     return raw
 
 
-def settings_diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """The settings whose value differs: key -> (old, new); a missing key reads as None."""
+def settings_diff(
+    base: Mapping[str, Any], new: Mapping[str, Any], recipe: Recipe | None = None
+) -> dict[str, tuple[Any, Any]]:
+    """The settings whose value differs: key -> (old, new).
+
+    A key one side lacks reads as None, or, when `recipe` is given, as the value the recipe's
+    command hard-codes for that flag (so removing `--tool-call-parser glm47` shows as
+    ("glm47", None)). Absent and explicitly removed (None) differ only when that value does.
+    """
     diff: dict[str, tuple[Any, Any]] = {}
     for key in list(base) + [k for k in new if k not in base]:
-        old, cur = base.get(key), new.get(key)
-        if old != cur or type(old) is not type(cur) and not _same_number(old, cur):
+        old = base[key] if key in base else _template_value(recipe, key)
+        cur = new[key] if key in new else _template_value(recipe, key)
+        if old != cur or (type(old) is not type(cur) and not _same_number(old, cur)):
             diff[key] = (old, cur)
     return diff
+
+
+def _template_value(recipe: Recipe | None, key: str) -> Any:
+    if recipe is None:
+        return None
+    return template_value(recipe, key)
 
 
 def _same_number(a: Any, b: Any) -> bool:

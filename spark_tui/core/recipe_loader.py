@@ -128,9 +128,7 @@ def resolve_runtime(declared: str | None, defaults: Mapping[str, Any], command: 
     return "vllm-distributed"
 
 
-def parse_recipe(
-    text: str, name: str, source: str = "path", path: str | None = None
-) -> Recipe:
+def parse_recipe(text: str, name: str, source: str = "path", path: str | None = None) -> Recipe:
     """A `Recipe` from sparkrun v1 or v2 YAML text; `name` is the file stem."""
     where = _where(name, path)
     data = _load_yaml(text, name, path)
@@ -139,7 +137,7 @@ def parse_recipe(
     if not isinstance(data, Mapping):
         raise RecipeError(
             f"{where}: a recipe must be a YAML mapping, not {type(data).__name__}",
-            "start the file with `recipe_version: \"2\"` and `model: ...` lines",
+            'start the file with `recipe_version: "2"` and `model: ...` lines',
         )
     version_raw = data.get("recipe_version", data.get("sparkrun_version", "2"))
     version = str(version_raw).strip()

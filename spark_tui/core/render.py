@@ -219,6 +219,28 @@ def render_env(recipe: Recipe) -> dict[str, str]:
     return env
 
 
+def template_value(recipe: Recipe, key: str) -> Any:
+    """What the command template itself sets for a known setting that is not a placeholder:
+    the hard-coded flag value, True/False for a bare boolean flag or its `--no-` form, or None."""
+    setting = schema.get(key)
+    if setting is None or key in placeholders(recipe.command):
+        return None
+    try:
+        argv = split_command(recipe.command, recipe.name)
+    except RecipeError:
+        return None
+    found = _occurrences(argv, setting)
+    if not found:
+        return None
+    start, end, spelling = found[0]
+    if setting.kind == "bool":
+        return spelling != setting.negative_flag
+    token = argv[start]
+    if "=" in token:
+        return token.split("=", 1)[1]
+    return argv[start + 1] if end > start + 1 else None
+
+
 def flag_value(argv: Sequence[str], flag: str) -> str | None:
     """The value given to `flag` in argv (`--flag v` or `--flag=v`), or None."""
     for i, token in enumerate(argv):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 # Kinds a setting's value can have; `size` is a byte count written like 3G or 3GiB,
 # `json` a JSON object passed to vLLM as one argument.
@@ -35,7 +36,8 @@ class Setting:
     plan_managed: bool = False
     # vLLM takes several values after this flag (`--served-model-name a b`).
     multi_value: bool = False
-    accepted: str = field(default="")
+    # Overrides the generated description of accepted values.
+    accepted: str = ""
 
     @property
     def negative_flag(self) -> str:
@@ -67,7 +69,7 @@ class Setting:
         if self.kind == "size":
             return "a byte count such as 3221225472, 3G, 3GiB or 3GB"
         if self.kind == "json":
-            return "a JSON object such as '{\"method\":\"mtp\",\"num_speculative_tokens\":4}'"
+            return 'a JSON object such as \'{"method":"mtp","num_speculative_tokens":4}\''
         return "a string"
 
 
@@ -75,34 +77,82 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _s(key: str, kind: str, help: str = "", flag: str | None = None, **kw: object) -> Setting:
-    return Setting(key=key, kind=kind, flag=flag or _flag(key), help=help, **kw)  # type: ignore[arg-type]
+def _s(key: str, kind: str, help: str = "", flag: str | None = None, **kw: Any) -> Setting:
+    return Setting(key=key, kind=kind, flag=flag or _flag(key), help=help, **kw)
 
-
-_PORT = {"minimum": 1, "maximum": 65535, "removable": False}
 
 _SETTINGS: tuple[Setting, ...] = (
     # parallelism
-    _s("tensor_parallel", "int", "tensor-parallel ranks (one per Spark)",
-       flag="--tensor-parallel-size", minimum=1, removable=False, aliases=("-tp",)),
-    _s("pipeline_parallel", "int", "pipeline stages",
-       flag="--pipeline-parallel-size", minimum=1, removable=False, aliases=("-pp",)),
-    _s("data_parallel", "int", "data-parallel replicas",
-       flag="--data-parallel-size", minimum=1, removable=False, aliases=("-dp",)),
-    _s("decode_context_parallel_size", "int", "decode context-parallel size",
-       minimum=1, aliases=("-dcp",)),
-    _s("distributed_executor_backend", "choice", "executor backend (ray selects vllm-ray)",
-       choices=("mp", "ray", "uni", "external_launcher")),
-    _s("enable_expert_parallel", "bool", "expert parallelism for MoE layers",
-       vllm_default=False, aliases=("-ep",)),
+    _s(
+        "tensor_parallel",
+        "int",
+        "tensor-parallel ranks (one per Spark)",
+        flag="--tensor-parallel-size",
+        minimum=1,
+        removable=False,
+        aliases=("-tp",),
+    ),
+    _s(
+        "pipeline_parallel",
+        "int",
+        "pipeline stages",
+        flag="--pipeline-parallel-size",
+        minimum=1,
+        removable=False,
+        aliases=("-pp",),
+    ),
+    _s(
+        "data_parallel",
+        "int",
+        "data-parallel replicas",
+        flag="--data-parallel-size",
+        minimum=1,
+        removable=False,
+        aliases=("-dp",),
+    ),
+    _s(
+        "decode_context_parallel_size",
+        "int",
+        "decode context-parallel size",
+        minimum=1,
+        aliases=("-dcp",),
+    ),
+    _s(
+        "distributed_executor_backend",
+        "choice",
+        "executor backend (ray selects vllm-ray)",
+        choices=("mp", "ray", "uni", "external_launcher"),
+    ),
+    _s(
+        "enable_expert_parallel",
+        "bool",
+        "expert parallelism for MoE layers",
+        vllm_default=False,
+        aliases=("-ep",),
+    ),
     # memory and scheduling
-    _s("gpu_memory_utilization", "float", "fraction of memory vLLM budgets per node",
-       minimum=0.0, maximum=1.0, exclusive_minimum=True),
+    _s(
+        "gpu_memory_utilization",
+        "float",
+        "fraction of memory vLLM budgets per node",
+        minimum=0.0,
+        maximum=1.0,
+        exclusive_minimum=True,
+    ),
     _s("kv_cache_memory_bytes", "size", "explicit KV-cache budget per GPU (wins over utilization)"),
-    _s("kv_cache_dtype", "choice", "KV-cache precision",
-       choices=("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")),
-    _s("max_model_len", "int", "context limit per request (tokens)", minimum=1,
-       accepted="an integer >= 1 (also 128k = 128000, 128K = 131072)"),
+    _s(
+        "kv_cache_dtype",
+        "choice",
+        "KV-cache precision",
+        choices=("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"),
+    ),
+    _s(
+        "max_model_len",
+        "int",
+        "context limit per request (tokens)",
+        minimum=1,
+        accepted="an integer >= 1 (also 128k = 128000, 128K = 131072)",
+    ),
     _s("max_num_seqs", "int", "sequences per scheduler iteration", minimum=1),
     _s("max_num_batched_tokens", "int", "token budget per scheduler iteration", minimum=1),
     _s("block_size", "int", "KV-cache block size (tokens)", minimum=1),
@@ -116,8 +166,12 @@ _SETTINGS: tuple[Setting, ...] = (
     _s("mm_encoder_tp_mode", "choice", "multimodal encoder TP mode", choices=("weights", "data")),
     _s("limit_mm_per_prompt", "json", "multimodal items per prompt"),
     # model and weights
-    _s("dtype", "choice", "activation dtype",
-       choices=("auto", "half", "float16", "bfloat16", "float", "float32")),
+    _s(
+        "dtype",
+        "choice",
+        "activation dtype",
+        choices=("auto", "half", "float16", "bfloat16", "float", "float32"),
+    ),
     _s("quantization", "str", "weight quantization method", aliases=("-q",)),
     _s("load_format", "str", "weight loader"),
     _s("trust_remote_code", "bool", "run the model's own code", vllm_default=False),
@@ -135,12 +189,17 @@ _SETTINGS: tuple[Setting, ...] = (
     _s("speculative_config", "json", "speculative decoding (e.g. MTP)"),
     # serving
     _s("host", "str", "API bind address", removable=False),
-    _s("port", "int", "API port", **_PORT),  # type: ignore[arg-type]
+    _s("port", "int", "API port", minimum=1, maximum=65535, removable=False),
     _s("served_model_name", "str", "model id clients use", multi_value=True),
     _s("tool_call_parser", "str", "tool-call parser (none removes it)"),
     _s("tool_parser_plugin", "str", "tool-parser plugin file"),
-    _s("enable_auto_tool_choice", "bool", "let the model call tools", vllm_default=False,
-       negatable=True),
+    _s(
+        "enable_auto_tool_choice",
+        "bool",
+        "let the model call tools",
+        vllm_default=False,
+        negatable=True,
+    ),
     _s("reasoning_parser", "str", "reasoning parser (none removes it)"),
     _s("reasoning_parser_plugin", "str", "reasoning-parser plugin file"),
     _s("chat_template", "str", "chat template path"),
@@ -149,9 +208,43 @@ _SETTINGS: tuple[Setting, ...] = (
     _s("override_generation_config", "json", "generation parameter overrides"),
     _s("max_logprobs", "int", "logprobs per token", minimum=0),
     # rendezvous: the launch plan writes these per rank
-    _s("master_port", "int", "rendezvous port (default 29501)", plan_managed=True, **_PORT),  # type: ignore[arg-type]
-    _s("data_parallel_rpc_port", "int", "data-parallel RPC port (default 13345)",
-       plan_managed=True, **_PORT),  # type: ignore[arg-type]
+    _s(
+        "master_port",
+        "int",
+        "rendezvous port (default 29501)",
+        plan_managed=True,
+        minimum=1,
+        maximum=65535,
+        removable=False,
+    ),
+    _s(
+        "data_parallel_rpc_port",
+        "int",
+        "data-parallel RPC port (default 13345)",
+        plan_managed=True,
+        minimum=1,
+        maximum=65535,
+        removable=False,
+    ),
+    # vllm-ray only: the Ray cluster the plan starts before `vllm serve`
+    _s(
+        "ray_port",
+        "int",
+        "Ray GCS port (vllm-ray, default 46379)",
+        plan_managed=True,
+        minimum=1,
+        maximum=65535,
+        removable=False,
+    ),
+    _s(
+        "dashboard_port",
+        "int",
+        "Ray dashboard port (vllm-ray, default 8265)",
+        plan_managed=True,
+        minimum=1,
+        maximum=65535,
+        removable=False,
+    ),
 )
 
 SETTINGS: dict[str, Setting] = {s.key: s for s in _SETTINGS}

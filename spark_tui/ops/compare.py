@@ -123,9 +123,7 @@ def noise_for(
     terms = [NOISE_FLOOR]
     source = _SOURCE.get(figure)
     if source:
-        ses = [
-            _rel_se((lv.get("per_request") or {}).get(source) or []) for lv in (a, b)
-        ]
+        ses = [_rel_se((lv.get("per_request") or {}).get(source) or []) for lv in (a, b)]
         known = [s for s in ses if s is not None]
         if known:
             combined = 2 * math.sqrt(sum(s * s for s in known))
@@ -140,9 +138,7 @@ def noise_for(
     return max(terms)
 
 
-def compare_bench(
-    baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()
-) -> Comparison:
+def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> Comparison:
     """Each figure of `run` against `baseline`, level by level, with noise and direction."""
     cmp = Comparison(baseline.id, run.id, changed_settings(run, baseline))
     la, lb = _levels(baseline), _levels(run)
@@ -164,9 +160,7 @@ def compare_bench(
         for figure, higher_is_better in FIGURES.items():
             va, vb = fa.get(figure), fb.get(figure)
             if va is None or vb is None:
-                cmp.figures.append(
-                    FigureDelta(conc, figure, va, vb, None, None, None, False, None)
-                )
+                cmp.figures.append(FigureDelta(conc, figure, va, vb, None, None, None, False, None))
                 continue
             delta = vb - va
             pct = delta / abs(va) if va else (0.0 if delta == 0 else math.inf)
@@ -174,9 +168,7 @@ def compare_bench(
                 noise = 0.0
                 beyond = delta != 0
             else:
-                reps = [
-                    (rl.get(conc) or {}).get("figures", {}).get(figure) for rl in repeat_levels
-                ]
+                reps = [(rl.get(conc) or {}).get("figures", {}).get(figure) for rl in repeat_levels]
                 noise = noise_for(figure, a, b, reps)
                 beyond = abs(pct) > noise
             better = (delta > 0) == higher_is_better if beyond and delta != 0 else None

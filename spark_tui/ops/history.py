@@ -72,7 +72,7 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: -len(kv[0])))
 
 
-_ASSIGN = re.compile(r"(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s'\";]+)")
+_ASSIGN = re.compile(r"(?<![\w$.\-])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s'\";]+)")
 _FLAG_VALUE = re.compile(r"(--[A-Za-z0-9][\w-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s'\";]+)")
 
 
@@ -272,7 +272,9 @@ class History:
             f"{run_id!r} names {len(matches)} runs", "give more characters of the run id"
         )
 
-    def baseline_for(self, recipe: str | None, cluster: str | None, kind: str = "bench") -> Run | None:
+    def baseline_for(
+        self, recipe: str | None, cluster: str | None, kind: str = "bench"
+    ) -> Run | None:
         """The first run of this kind of the recipe on the cluster: its baseline."""
         for run in self.list_runs(kind):
             if run.recipe == recipe and run.cluster == cluster:
@@ -295,7 +297,7 @@ class History:
 
     def record_launch(
         self,
-        plan: Mapping[str, Any],
+        plan: Any,
         overrides: Mapping[str, Any] | None = None,
         digests: Mapping[str, str] | None = None,
         revision: str | None = None,
@@ -306,7 +308,14 @@ class History:
         results: Mapping[str, Any] | None = None,
         notes: list[str] | None = None,
     ) -> Run:
-        """Record a launch from its plan dict (the `plan --json` shape)."""
+        """Record a launch from its plan (a `LaunchPlan` or its `plan --json` dict)."""
+        if hasattr(plan, "to_dict"):
+            if shell is None and hasattr(plan, "to_shell"):
+                try:
+                    shell = plan.to_shell()
+                except ImportError:  # the shell export is optional for a record
+                    shell = None
+            plan = plan.to_dict()
         when = _now()
         ranks = sorted(plan.get("ranks") or [], key=lambda r: r.get("rank", 0))
         settings = dict(plan.get("settings") or {})
@@ -363,11 +372,11 @@ class History:
             network=network,
             commands=commands,
             shell=shell,
-            base_url=plan.get("endpoint") if isinstance(plan.get("endpoint"), str) else None,
+            base_url=_endpoint_url(plan.get("endpoint")),
             changed=list(changed or []),
             ok=ok,
             results=dict(results or {}),
-            notes=list(notes or []),
+            notes=list(notes or []) + [str(n) for n in plan.get("notes") or []],
         )
         return self.save(run)
 
@@ -430,6 +439,14 @@ class History:
         )
         run.results = {"bench": data}
         return self.save(run)
+
+
+def _endpoint_url(endpoint: Any) -> str | None:
+    if isinstance(endpoint, str):
+        return endpoint
+    if isinstance(endpoint, Mapping) and endpoint.get("base_url"):
+        return str(endpoint["base_url"])
+    return None
 
 
 def _label_hash(ranks: list[dict[str, Any]]) -> str | None:

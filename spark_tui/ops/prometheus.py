@@ -26,7 +26,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "num_requests_waiting": ("vllm:num_requests_waiting",),
 }
 # Per-engine values are summed for request counts and the fullest engine is taken for the cache.
-_COMBINE = {"kv_cache_usage_perc": max, "num_requests_running": sum, "num_requests_waiting": sum}
+_SUMMED = ("num_requests_running", "num_requests_waiting")
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,7 @@ def vllm_gauges(text: str) -> dict[str, float]:
     for figure, names in ALIASES.items():
         for name in names:
             if name in by_name:
-                found[figure] = float(_COMBINE[figure](by_name[name]))
+                values = by_name[name]
+                found[figure] = float(sum(values) if figure in _SUMMED else max(values))
                 break
     return found

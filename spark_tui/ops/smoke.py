@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -294,7 +294,10 @@ class _Checker:
             )
         start = time.perf_counter()
         try:
-            return await getattr(self, f"_check_{name}")(req)
+            check: Callable[[SmokeRequest], Awaitable[SmokeResult]] = getattr(
+                self, f"_check_{name}"
+            )
+            return await check(req)
         except _Unreachable as exc:
             return self._unreachable_result(name, req, str(exc), time.perf_counter() - start)
         except httpx.TimeoutException:
@@ -757,12 +760,16 @@ async def iter_smoke(
     max_tokens: int = MAX_TOKENS,
     timeout: float = DEFAULT_TIMEOUT_S,
     checks: tuple[str, ...] = CHECKS,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[SmokeResult]:
     """Run the checks in order, yielding each result as soon as it is known."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     base = normalize_base_url(base_url)
     limits = httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S))
-    async with httpx.AsyncClient(timeout=limits, headers=headers, trust_env=False) as client:
+    # trust_env off: an http_proxy in the environment must not intercept a loopback forward.
+    async with httpx.AsyncClient(
+        timeout=limits, headers=headers, trust_env=False, transport=transport
+    ) as client:
         checker = _Checker(client, base, model, expect_reasoning, tool_call_parser, max_tokens)
         for name in checks:
             yield await checker.run(name)
@@ -777,6 +784,7 @@ async def run_smoke(
     tool_call_parser: str | None = None,
     max_tokens: int = MAX_TOKENS,
     timeout: float = DEFAULT_TIMEOUT_S,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[SmokeResult]:
     """Run every check and return the results in order (health, models, chat, tool, stream)."""
     return [
@@ -789,6 +797,7 @@ async def run_smoke(
             tool_call_parser=tool_call_parser,
             max_tokens=max_tokens,
             timeout=timeout,
+            transport=transport,
         )
     ]
 

@@ -75,7 +75,9 @@ class RecordingClient(asyncssh.SSHClient):
         self.lost_reason = str(exc) if exc else None
 
 
-def known_keys(paths: Sequence[str], host: str, addr: str | None, port: int) -> list[asyncssh.SSHKey]:
+def known_keys(
+    paths: Sequence[str], host: str, addr: str | None, port: int
+) -> list[asyncssh.SSHKey]:
     """The keys the known_hosts files hold for this host (by name or address)."""
     keys: list[asyncssh.SSHKey] = []
     for path in existing(paths):
@@ -129,7 +131,9 @@ class HostKeyPolicy:
         self.confirm = confirm
         self.accept_new = accept_new
         # Where an accepted key is written: the first known_hosts file unless told.
-        self.write_to = write_to or (self.known_hosts[0] if self.known_hosts else DEFAULT_KNOWN_HOSTS)
+        self.write_to = write_to or (
+            self.known_hosts[0] if self.known_hosts else DEFAULT_KNOWN_HOSTS
+        )
 
     async def resolve(self, node: str, presented: PresentedKey) -> None:
         """Accept an unknown key (appending it) or raise HostKeyError with the remedy."""

@@ -82,7 +82,9 @@ def _smi_mib(value: str) -> int | None:
     return int(float(m.group(1)) * MIB) if m else None
 
 
-def parse_nvidia_smi_csv(text: str, columns: tuple[str, ...] = QUERY_COLUMNS) -> list[dict[str, Any]]:
+def parse_nvidia_smi_csv(
+    text: str, columns: tuple[str, ...] = QUERY_COLUMNS
+) -> list[dict[str, Any]]:
     """Parse `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`, one dict per GPU.
 
     A header line (`name, memory.total [MiB], ...`) names the columns when present;

@@ -37,6 +37,9 @@ HF_CACHE_SCAN = (
     '[ -f "$s/$f" ] && head -c 65536 "$s/$f"; echo; done; done\''
 )
 
+# The node's DOCKER_HOST (empty when unset): where its Docker socket is, when not the default.
+DOCKER_HOST_ENV = "sh -c 'echo \"$DOCKER_HOST\"'"
+
 # The commands a simulated node answers itself (the rest run in its simulated home).
 SIMULATED = (
     HOSTNAME,

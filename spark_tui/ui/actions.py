@@ -105,7 +105,7 @@ def preview_change(
         after = apply_overrides(recipe, {**sets, key: value})
     except SparkError as exc:
         return f"{exc.message} ({exc.remedy})", Text()
-    diff = settings_diff(before, after)
+    diff = settings_diff(before, after, recipe)
     result = evaluate(recipe, {**sets, key: value}, nodes)
     text = Text()
     if not diff:

@@ -68,9 +68,7 @@ def memory_state(node: NodeScenario, page_cache_bytes: int, held_bytes: int) -> 
     # The page cache cannot hold what the engines took: it is evicted first, as Linux does.
     extra_cache = max(0, min(page_cache_bytes // 1024, room - held))
     cached = _CACHED_KB + extra_cache
-    free = max(
-        _MIN_FREE_KB, total - _USED_KB - held - _BUFFERS_KB - cached - _SRECLAIMABLE_KB
-    )
+    free = max(_MIN_FREE_KB, total - _USED_KB - held - _BUFFERS_KB - cached - _SRECLAIMABLE_KB)
     # si_mem_available(): free minus reserves, plus most of the file pages and half the
     # reclaimable slab. The kernel counts page cache as available: CUDA on GB10 does not.
     file_pages = _BUFFERS_KB + cached - _SHMEM_KB
@@ -161,7 +159,9 @@ def free(mem: Memory, unit: int = 1024) -> str:
     # procps-ng: "%-8s" for the label, then " %11s" per column (wider numbers overflow).
     heads = ["total", "used", "free", "shared", "buff/cache", "available"]
     lines = [("", heads), ("Mem:", [str(v) for v in row]), ("Swap:", [str(v) for v in swap])]
-    return "".join(f"{label:<8}" + "".join(f" {v:>11}" for v in vals) + "\n" for label, vals in lines)
+    return "".join(
+        f"{label:<8}" + "".join(f" {v:>11}" for v in vals) + "\n" for label, vals in lines
+    )
 
 
 def nvidia_smi(now: datetime, processes: list[GpuProcess]) -> str:
@@ -289,7 +289,9 @@ def netdevs(node: NodeScenario) -> list[Netdev]:
         )
     devs.append(Netdev(7, "wlP9s9", _mac(node, 0x20), False, altname="wlP9p1s0"))
     docker_mac = _mac(node, 0x30).replace("4c:bb:47", "96:6d:d0")
-    devs.append(Netdev(8, "docker0", docker_mac, False, extra_ipv4=("172.17.0.1", 16, "172.17.255.255")))
+    devs.append(
+        Netdev(8, "docker0", docker_mac, False, extra_ipv4=("172.17.0.1", 16, "172.17.255.255"))
+    )
     return devs
 
 
@@ -307,7 +309,9 @@ def _broadcast(address: str, prefix: int) -> str:
     return str(ipaddress.IPv4Network(f"{address}/{prefix}", strict=False).broadcast_address)
 
 
-def _addr(family: str, local: str, prefix: int, scope: str, label: str | None, **kw: Any) -> dict[str, Any]:
+def _addr(
+    family: str, local: str, prefix: int, scope: str, label: str | None, **kw: Any
+) -> dict[str, Any]:
     entry: dict[str, Any] = {"family": family, "local": local, "prefixlen": prefix}
     entry.update(kw)
     entry["scope"] = scope
@@ -349,7 +353,9 @@ def ip_addr_json(node: NodeScenario) -> str:
             info.append(_addr("inet", "127.0.0.1", 8, "host", "lo"))
             info.append(_addr("inet6", "::1", 128, "host", None, noprefixroute=True))
         if d.ipv4:
-            info.append(_addr("inet", d.ipv4, 24, "global", d.name, broadcast=_broadcast(d.ipv4, 24)))
+            info.append(
+                _addr("inet", d.ipv4, 24, "global", d.name, broadcast=_broadcast(d.ipv4, 24))
+            )
         if d.extra_ipv4:
             a, p, b = d.extra_ipv4
             info.append(_addr("inet", a, p, "global", d.name, broadcast=b))

@@ -1,0 +1,103 @@
+"""`spark-tui recipes [--json]`: list the user's and the bundled recipes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from spark_tui.core.errors import RecipeError
+from spark_tui.core.recipe import Recipe
+from spark_tui.core.recipe_loader import list_recipes, shadowed
+
+# The model facts an offline fit check needs from a recipe's metadata.
+REQUIRED_FACTS = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "attention",
+    "max_position_embeddings",
+)
+
+
+def missing_facts(recipe: Recipe) -> list[str]:
+    """The fit-check facts the recipe's metadata does not carry."""
+    meta = recipe.metadata
+    missing = [key for key in REQUIRED_FACTS if meta.get(key) is None]
+    if meta.get("weight_bytes") is None and (
+        meta.get("params") is None or meta.get("dtype") is None
+    ):
+        missing.insert(0, "weight_bytes")
+    return missing
+
+
+def _nodes(recipe: Recipe) -> str:
+    if recipe.max_nodes is None:
+        return f"{recipe.min_nodes}+"
+    if recipe.max_nodes == recipe.min_nodes:
+        return str(recipe.min_nodes)
+    return f"{recipe.min_nodes}-{recipe.max_nodes}"
+
+
+def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
+    """The JSON object `recipes --json` prints for one recipe."""
+    return {
+        "name": recipe.name,
+        "model": recipe.model,
+        "runtime": recipe.runtime,
+        "min_nodes": recipe.min_nodes,
+        "max_nodes": recipe.max_nodes,
+        "container": recipe.container,
+        "source": recipe.source,
+        "path": recipe.path,
+        "description": recipe.description,
+        "shadowed": is_shadowed,
+        "facts_missing": missing_facts(recipe),
+    }
+
+
+def _facts_cell(missing: list[str]) -> str:
+    # Keep the column narrow for 80-column terminals; --json lists every missing fact.
+    if not missing:
+        return "complete"
+    if len(missing) <= 2:
+        return "missing " + ", ".join(missing)
+    return f"{len(missing)} missing"
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    headers = ("NAME", "MODEL", "RUNTIME", "NODES", "SOURCE", "FACTS")
+    lines: list[tuple[str, ...]] = [headers]
+    for row in rows:
+        facts = _facts_cell(row["facts_missing"])
+        source = row["source"] + (" (shadowed)" if row["shadowed"] else "")
+        nodes = row["_nodes"]
+        lines.append((row["name"], row["model"], row["runtime"], nodes, source, facts))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
+    out = []
+    for line in lines:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(line[:-1])]
+        out.append("  ".join([*cells, line[-1]]).rstrip())
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """List recipes as a table, or as a JSON list with `--json`."""
+    errors: list[RecipeError] = []
+    recipes = list_recipes(errors=errors)
+    hidden = shadowed(recipes)
+    rows = []
+    for recipe in recipes:
+        row = recipe_row(recipe, (recipe.name, recipe.source) in hidden)
+        row["_nodes"] = _nodes(recipe)
+        rows.append(row)
+    if getattr(args, "json", False):
+        print(json.dumps([{k: v for k, v in r.items() if k != "_nodes"} for r in rows], indent=2))
+    else:
+        print(_table(rows) if rows else "no recipes found")
+    for exc in errors:
+        print(f"spark-tui: skipped a broken recipe: {exc.message}", file=sys.stderr)
+        print(f"  remedy: {exc.remedy}", file=sys.stderr)
+    return 0

@@ -1,0 +1,520 @@
+"""The fit validator: does a recipe's parallel layout match the nodes, and does each rank fit?"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
+from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, layout_for
+from spark_tui.core.model_facts import missing_for_fit
+from spark_tui.core.recipe import Recipe
+from spark_tui.core.serve_args import ServeArgs, parse_serve_args
+
+MIB = 1024**2
+
+# What vLLM adds on top of the checkpoint when it loads it ("Model loading took X GiB" over
+# "Checkpoint size: Y GiB"): 1.0247, 1.0089, 0.9942, 1.0093, 1.0218 and 1.0201 on the six
+# GB10 / sm120 logs in the reference set; the median.
+WEIGHT_LOAD_FACTOR = 1.015
+# What a rank holds besides weights and KV cache: CUDA context, NCCL buffers, CUDA graphs
+# and the activation peak of one scheduler step, which grows with max_num_batched_tokens.
+# Calibrated on the logs' "Available KV cache memory" (see benchmarks/fit_accuracy.py).
+RUNTIME_OVERHEAD_BASE = int(1.5 * GIB)
+RUNTIME_OVERHEAD_PER_BATCHED_TOKEN = MIB // 4
+# Above this the OS, Docker and the page cache share too little of a unified-memory node.
+HIGH_UTILIZATION = 0.9
+DROP_CACHES = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
+SEVERITIES = ("error", "warning", "info")
+VERDICTS = ("fits", "fits_with_warnings", "does_not_fit", "unknown")
+
+
+@dataclass
+class Finding:
+    """One result of the check: severity ("error", "warning", "info"), code, message, remedy."""
+
+    severity: str
+    code: str
+    message: str
+    remedy: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "remedy": self.remedy,
+        }
+
+
+@dataclass
+class NodeFit:
+    """The memory table of one node's rank (bytes; None where a fact is missing)."""
+
+    name: str
+    rank: int
+    memory_total_bytes: int | None = None
+    memory_available_bytes: int | None = None
+    budget_bytes: int | None = None
+    weights_bytes: int | None = None
+    overhead_bytes: int | None = None
+    kv_budget_bytes: int | None = None
+    kv_per_request_bytes: int | None = None
+    kv_tokens: int | None = None
+    max_concurrency: float | None = None
+    headroom_bytes: int | None = None
+    available_headroom_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "budget_bytes": self.budget_bytes,
+            "weights_bytes": self.weights_bytes,
+            "kv_budget_bytes": self.kv_budget_bytes,
+            "kv_per_request_bytes": self.kv_per_request_bytes,
+            "max_concurrency": (
+                None if self.max_concurrency is None else round(self.max_concurrency, 2)
+            ),
+            "rank": self.rank,
+            "memory_total_bytes": self.memory_total_bytes,
+            "memory_available_bytes": self.memory_available_bytes,
+            "overhead_bytes": self.overhead_bytes,
+            "kv_tokens": self.kv_tokens,
+            "headroom_bytes": self.headroom_bytes,
+            "available_headroom_bytes": self.available_headroom_bytes,
+        }
+
+
+@dataclass
+class FitReport:
+    """A verdict, the findings behind it, the per-node memory table and the parallel layout."""
+
+    verdict: str
+    findings: list[Finding] = field(default_factory=list)
+    nodes: list[NodeFit] = field(default_factory=list)
+    parallel: dict[str, int] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    max_model_len: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the verdict lets a launch go ahead (fits, with or without warnings)."""
+        return self.verdict in ("fits", "fits_with_warnings")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `check --json` document."""
+        return {
+            "verdict": self.verdict,
+            "findings": [f.to_dict() for f in self.findings],
+            "nodes": [n.to_dict() for n in self.nodes],
+            "parallel": dict(self.parallel),
+            "missing": list(self.missing),
+            "max_model_len": self.max_model_len,
+        }
+
+
+def gib(value: float) -> str:
+    """Bytes as GiB with two decimals, as vLLM prints them."""
+    return f"{value / GIB:.2f}"
+
+
+def runtime_overhead_bytes(args: ServeArgs) -> int:
+    """Memory a rank uses besides weights and KV cache (calibrated, see the constants)."""
+    tokens = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
+    return RUNTIME_OVERHEAD_BASE + tokens * RUNTIME_OVERHEAD_PER_BATCHED_TOKEN
+
+
+def weights_per_rank_bytes(
+    facts: ModelFacts, args: ServeArgs, env: Mapping[str, str]
+) -> int | None:
+    """Weight memory of one rank: weights / (TP x PP), less a PLE table kept on disk, as loaded."""
+    if facts.weight_bytes is None:
+        return None
+    weights = facts.weight_bytes
+    if env.get("VLLM_PLE_TABLE_MEMORY", "").lower() == "disk" and facts.ple_table_bytes:
+        weights -= facts.ple_table_bytes
+    shards = max(1, args.tensor_parallel_size) * max(1, args.pipeline_parallel_size)
+    return int(weights / shards * WEIGHT_LOAD_FACTOR)
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, limit + 1) if n % d == 0]
+
+
+def _parallel_findings(
+    recipe: Recipe, args: ServeArgs, nodes: list[NodeFacts], facts: ModelFacts
+) -> list[Finding]:
+    out: list[Finding] = []
+    tp, pp, dp = args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
+    world = tp * pp * dp
+    n = len(nodes)
+    if n != world:
+        if n % (pp * dp) == 0:
+            fix = f"--set tensor_parallel={n // (pp * dp)} to use all {n} nodes, or "
+        else:
+            fix = ""
+        out.append(
+            Finding(
+                "error",
+                "nodes_mismatch",
+                f"TP {tp} x PP {pp} x DP {dp} = {world} ranks (one per Spark), "
+                f"but {n} node{'s' if n != 1 else ''} given",
+                f"{fix}give exactly {world} nodes",
+            )
+        )
+    if n < recipe.min_nodes:
+        out.append(
+            Finding(
+                "error",
+                "too_few_nodes",
+                f"recipe {recipe.name} needs at least {recipe.min_nodes} nodes, {n} given",
+                f"give {recipe.min_nodes} nodes (inventory, --hosts or facts file)",
+            )
+        )
+    if recipe.max_nodes is not None and n > recipe.max_nodes:
+        out.append(
+            Finding(
+                "error",
+                "too_many_nodes",
+                f"recipe {recipe.name} runs on at most {recipe.max_nodes} nodes, {n} given",
+                f"give at most {recipe.max_nodes} nodes",
+            )
+        )
+    heads = facts.num_attention_heads
+    if heads is not None and heads % tp != 0:
+        good = ", ".join(str(d) for d in _divisors(heads, max(8, n, tp)))
+        out.append(
+            Finding(
+                "error",
+                "tp_heads",
+                f"Total number of attention heads ({heads}) must be divisible by "
+                f"tensor parallel size ({tp}).",
+                f"use a tensor parallel size that divides {heads}: {good} "
+                f"(--set tensor_parallel=N, with N x PP x DP nodes)",
+            )
+        )
+    layers = facts.num_hidden_layers
+    if layers is not None and pp > layers:
+        out.append(
+            Finding(
+                "error",
+                "pp_layers",
+                f"pipeline parallel size {pp} is larger than the model's {layers} layers",
+                f"--set pipeline_parallel=N with N <= {layers}",
+            )
+        )
+    ray = recipe.runtime == "vllm-ray" or (args.distributed_executor_backend or "") == "ray"
+    if ray and dp > 1:
+        out.append(
+            Finding(
+                "error",
+                "ray_data_parallel",
+                f"the vllm-ray runtime does not support data_parallel > 1 (DP {dp})",
+                "use vllm-distributed for data parallelism (drop distributed_executor_backend: "
+                "ray), or --set data_parallel=1",
+            )
+        )
+    totals = [nd.memory_total_bytes for nd in nodes if nd.memory_total_bytes]
+    if len(totals) > 1 and min(totals) > 0:
+        spread = max(totals) / min(totals) - 1
+        if spread >= 0.03:
+            sizes = ", ".join(
+                f"{nd.name} {gib(nd.memory_total_bytes)} GiB"
+                for nd in nodes
+                if nd.memory_total_bytes
+            )
+            severity = "error" if spread >= 0.10 else "warning"
+            out.append(
+                Finding(
+                    severity,
+                    "memory_size_mismatch",
+                    f"nodes differ in memory size ({sizes}); every rank gets the same share "
+                    "of the model, so the smallest node bounds the cluster",
+                    "use Sparks of the same memory size (NVIDIA's playbook: \"Use two Sparks "
+                    'of the same memory size"), or the recipe made for the smaller size',
+                )
+            )
+    return out
+
+
+def _free_memory_message(free: int, total: int, util: float, budget: int) -> str:
+    # vLLM's own words (vllm/v1/worker/utils.py request_memory), with this node's numbers.
+    return (
+        f"Free memory on device cuda:0 ({gib(free)}/{gib(total)} GiB) on startup is less than "
+        f"desired GPU memory utilization ({util}, {gib(budget)} GiB). Decrease GPU memory "
+        "utilization or reduce GPU memory used by other processes."
+    )
+
+
+def _max_seq_len_message(max_len: int, needed: int, available: int, estimate: int) -> str:
+    # vLLM's own words (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory).
+    return (
+        f"To serve at least one request with the models's max seq len ({max_len}), "
+        f"({gib(needed)} GiB KV cache is needed, which is larger than the available KV cache "
+        f"memory ({gib(available)} GiB). Based on the available memory, the estimated maximum "
+        f"model length is {estimate}. Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine."
+    )
+
+
+NO_CACHE_BLOCKS = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+    "when initializing the engine."
+)
+
+
+def _unified_memory(node: NodeFacts) -> bool:
+    # GB10 shares one memory between CPU and GPU; an unknown GPU is taken to be a Spark.
+    return node.gpu_name is None or "GB10" in node.gpu_name.upper()
+
+
+def _node_findings(
+    node: NodeFacts,
+    fit: NodeFit,
+    args: ServeArgs,
+    layout: KVLayout | None,
+    max_len: int | None,
+) -> list[Finding]:
+    out: list[Finding] = []
+    util = args.gpu_memory_utilization
+    total, avail, budget = fit.memory_total_bytes, fit.memory_available_bytes, fit.budget_bytes
+    if total is not None and avail is not None and budget is not None:
+        cache = node.page_cache_bytes or 0
+        free = avail - cache if _unified_memory(node) else avail
+        if avail < budget:
+            target = math.floor(avail / total * 100) / 100 - 0.01
+            out.append(
+                Finding(
+                    "error",
+                    "free_memory",
+                    "vLLM will stop at startup: "
+                    + _free_memory_message(avail, total, util, budget),
+                    "stop what holds memory on the node (other containers, desktop apps), "
+                    f"or lower the budget: --set gpu_memory_utilization={max(target, 0.05):.2f}",
+                )
+            )
+        elif cache and free < budget:
+            out.append(
+                Finding(
+                    "error",
+                    "page_cache",
+                    "vLLM will stop at startup: "
+                    + _free_memory_message(free, total, util, budget)
+                    + f" On GB10 the page cache counts as used GPU memory: MemAvailable is "
+                    f"{gib(avail)} GiB but {gib(cache)} GiB of it is page cache, which covers "
+                    f"the {gib(budget - free)} GiB gap",
+                    f"drop the page cache on the node before launch: {DROP_CACHES}",
+                )
+            )
+        if util > HIGH_UTILIZATION and _unified_memory(node):
+            out.append(
+                Finding(
+                    "warning",
+                    "system_headroom",
+                    f"gpu_memory_utilization {util} leaves {gib(total - budget)} GiB of the "
+                    "unified memory for the OS, Docker and the page cache; GB10 nodes have "
+                    "failed at startup with NVRM out-of-memory errors at such settings",
+                    "--set gpu_memory_utilization=0.85 (or lower)",
+                )
+            )
+    weights, kv_budget = fit.weights_bytes, fit.kv_budget_bytes
+    if weights is not None and budget is not None and args.kv_cache_memory_bytes is None:
+        if weights + (fit.overhead_bytes or 0) >= budget:
+            out.append(
+                Finding(
+                    "error",
+                    "weights_exceed_budget",
+                    f"weights need {gib(weights)} GiB per rank (plus {gib(fit.overhead_bytes or 0)}"
+                    f" GiB runtime), more than the budget of {gib(budget)} GiB "
+                    f"({util} x {gib(total or 0)} GiB); vLLM will stop with: {NO_CACHE_BLOCKS}",
+                    "spread the model over more nodes (--set tensor_parallel=N with N nodes), "
+                    "raise gpu_memory_utilization, or use a smaller (more quantized) checkpoint",
+                )
+            )
+            return out
+    if weights is not None and args.kv_cache_memory_bytes is not None and avail is not None:
+        cache = node.page_cache_bytes or 0
+        free = avail - cache if _unified_memory(node) else avail
+        need = weights + (fit.overhead_bytes or 0) + args.kv_cache_memory_bytes
+        if need > free:
+            out.append(
+                Finding(
+                    "error",
+                    "kv_cache_memory_exceeds_free",
+                    f"weights {gib(weights)} GiB + runtime {gib(fit.overhead_bytes or 0)} GiB + "
+                    f"--kv-cache-memory-bytes {gib(args.kv_cache_memory_bytes)} GiB = "
+                    f"{gib(need)} GiB per rank, more than the {gib(free)} GiB free",
+                    "lower kv_cache_memory_bytes (--set kv_cache_memory_bytes=2G), free "
+                    f"memory on the node ({DROP_CACHES} drops the page cache), or add nodes",
+                )
+            )
+            return out
+    if kv_budget is not None and kv_budget <= 0:
+        out.append(
+            Finding(
+                "error",
+                "no_kv_memory",
+                f"no memory is left for the KV cache ({gib(kv_budget)} GiB); "
+                f"vLLM will stop with: {NO_CACHE_BLOCKS}",
+                "raise gpu_memory_utilization (--set gpu_memory_utilization=0.9), "
+                "or spread the model over more nodes",
+            )
+        )
+        return out
+    needed = fit.kv_per_request_bytes
+    if layout is not None and kv_budget is not None and needed is not None and max_len:
+        if needed > kv_budget:
+            estimate = layout.max_len_for(kv_budget, max_len)
+            fp8 = "" if args.kv_cache_dtype.startswith("fp8") else ", or --set kv_cache_dtype=fp8"
+            out.append(
+                Finding(
+                    "error",
+                    "kv_max_seq_len",
+                    "vLLM will stop at startup: "
+                    + _max_seq_len_message(max_len, needed, kv_budget, estimate),
+                    f"--set max_model_len={estimate}, or raise gpu_memory_utilization{fp8}",
+                )
+            )
+        elif (
+            fit.max_concurrency is not None
+            and args.max_num_seqs is not None
+            and fit.max_concurrency < args.max_num_seqs
+        ):
+            out.append(
+                Finding(
+                    "info",
+                    "concurrency_at_full_length",
+                    f"{fit.max_concurrency:.2f} requests of the full {max_len} tokens fit in the "
+                    f"KV cache at once; max_num_seqs={args.max_num_seqs} are served together when "
+                    "requests are shorter (normal for long-context recipes)",
+                    "nothing to do; lower max_model_len or use fp8 KV to hold more full-length "
+                    "requests",
+                )
+            )
+    return out
+
+
+def _group_findings(per_node: list[tuple[str, Finding]], n_nodes: int) -> list[Finding]:
+    """One finding per distinct problem, naming the nodes it applies to."""
+    grouped: dict[tuple[str, str, str, str], list[str]] = {}
+    for name, f in per_node:
+        grouped.setdefault((f.severity, f.code, f.message, f.remedy), []).append(name)
+    out: list[Finding] = []
+    for (severity, code, message, remedy), names in grouped.items():
+        where = "all nodes" if len(names) == n_nodes and n_nodes > 1 else ", ".join(names)
+        out.append(Finding(severity, code, f"{where}: {message}", remedy))
+    return out
+
+
+def _missing_finding(facts: ModelFacts, missing: list[str]) -> Finding:
+    model_keys = [m for m in missing if ":" not in m]
+    node_keys = [m for m in missing if ":" in m]
+    parts = []
+    remedies = []
+    if model_keys:
+        parts.append(f"model facts of {facts.model_id}: {', '.join(model_keys)}")
+        remedies.append(
+            f"add {', '.join(model_keys)} to the recipe's metadata, or give a node of the facts "
+            f"file a `models` entry for {facts.model_id} with `config` (its config.json) and "
+            "`weight_bytes` (`spark-tui probe --json` fills them from the node's Hugging Face "
+            "cache)"
+        )
+    if node_keys:
+        parts.append(f"node facts: {', '.join(node_keys)}")
+        remedies.append("probe the nodes again (`spark-tui probe --json`) or fill these in")
+    return Finding(
+        "warning",
+        "facts_missing",
+        "cannot tell whether it fits; missing " + "; ".join(parts),
+        "; ".join(remedies),
+    )
+
+
+def _verdict(findings: list[Finding], missing: list[str]) -> str:
+    if any(f.severity == "error" for f in findings):
+        return "does_not_fit"
+    if missing:
+        return "unknown"
+    if any(f.severity == "warning" for f in findings):
+        return "fits_with_warnings"
+    return "fits"
+
+
+def check_fit(
+    recipe: Recipe,
+    argv: list[str],
+    env: Mapping[str, str],
+    nodes: list[NodeFacts],
+    facts: ModelFacts,
+) -> FitReport:
+    """Check a rendered serve command against the nodes (rank order) and the model facts."""
+    args = parse_serve_args(argv)
+    findings = _parallel_findings(recipe, args, nodes, facts)
+    missing = missing_for_fit(facts, args)
+    for node in nodes:
+        for key in ("memory_total_bytes", "memory_available_bytes"):
+            if getattr(node, key) is None:
+                missing.append(f"{node.name}:{key}")
+    max_len = args.max_model_len or facts.max_position_embeddings
+    limit = facts.max_position_embeddings
+    if args.max_model_len and limit and args.max_model_len > limit:
+        allowed = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "") in ("1", "true", "True")
+        findings.append(
+            Finding(
+                "warning" if allowed else "error",
+                "max_model_len_exceeds_model",
+                f"max_model_len {args.max_model_len} is longer than the model's {limit} positions",
+                f"--set max_model_len={limit}"
+                + ("" if allowed else " (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 knowingly)"),
+            )
+        )
+    layout = layout_for(facts, args)
+    weights = weights_per_rank_bytes(facts, args, env)
+    overhead = runtime_overhead_bytes(args)
+    per_node: list[tuple[str, Finding]] = []
+    fits: list[NodeFit] = []
+    for rank, node in enumerate(nodes):
+        fit = NodeFit(
+            name=node.name,
+            rank=rank,
+            memory_total_bytes=node.memory_total_bytes,
+            memory_available_bytes=node.memory_available_bytes,
+            weights_bytes=weights,
+            overhead_bytes=overhead,
+        )
+        if node.memory_total_bytes is not None:
+            fit.budget_bytes = int(args.gpu_memory_utilization * node.memory_total_bytes)
+            fit.headroom_bytes = node.memory_total_bytes - fit.budget_bytes
+            if node.memory_available_bytes is not None:
+                fit.available_headroom_bytes = node.memory_available_bytes - fit.budget_bytes
+        if args.kv_cache_memory_bytes is not None:
+            fit.kv_budget_bytes = args.kv_cache_memory_bytes  # wins over the utilization
+        elif fit.budget_bytes is not None and weights is not None:
+            fit.kv_budget_bytes = fit.budget_bytes - weights - overhead
+        if layout is not None and max_len:
+            fit.kv_per_request_bytes = layout.request_bytes(max_len)
+            if fit.kv_budget_bytes is not None and fit.kv_budget_bytes > 0:
+                fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
+                fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
+        fits.append(fit)
+        for f in _node_findings(node, fit, args, layout, max_len):
+            per_node.append((node.name, f))
+    findings += _group_findings(per_node, len(nodes))
+    if missing:
+        findings.append(_missing_finding(facts, missing))
+    return FitReport(
+        verdict=_verdict(findings, missing),
+        findings=findings,
+        nodes=fits,
+        parallel={
+            "tensor_parallel": args.tensor_parallel_size,
+            "pipeline_parallel": args.pipeline_parallel_size,
+            "data_parallel": args.data_parallel_size,
+            "world_size": args.world_size,
+            "nodes": len(nodes),
+        },
+        missing=missing,
+        max_model_len=max_len,
+    )

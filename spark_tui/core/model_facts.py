@@ -1,0 +1,508 @@
+"""Model facts for the fit check: from recipe metadata, from a model's config.json, merged."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import fields, replace
+from typing import Any
+
+from spark_tui.core.errors import RecipeError
+from spark_tui.core.facts import ModelFacts, NodeFacts
+from spark_tui.core.recipe import Recipe
+from spark_tui.core.serve_args import ServeArgs, human_readable_int
+
+# Bytes per parameter (or per KV element) of the dtypes configs and recipes name.
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "fp8": 1,
+    "float8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "int8": 1,
+    "fp4": 0.5,
+    "nvfp4": 0.5,
+    "mxfp4": 0.5,
+    "int4": 0.5,
+}
+
+ATTENTION_KINDS = ("full", "sliding_window", "mla", "hybrid")
+_ATTENTION_ALIASES = {
+    "full": "full",
+    "gqa": "full",
+    "mha": "full",
+    "mqa": "full",
+    "sliding_window": "sliding_window",
+    "sliding": "sliding_window",
+    "swa": "sliding_window",
+    "mla": "mla",
+    "hybrid": "hybrid",
+    "linear": "hybrid",
+    "mamba": "hybrid",
+}
+
+_INT_FIELDS = (
+    "weight_bytes",
+    "params",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "hidden_size",
+    "max_position_embeddings",
+    "sliding_window",
+    "full_attention_layers",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "global_head_dim",
+    "num_global_key_value_heads",
+    "linear_layers",
+    "linear_state_bytes",
+    "mtp_layers",
+    "ple_table_bytes",
+)
+_FACT_FIELDS = tuple(f.name for f in fields(ModelFacts) if f.name not in ("model_id", "sources"))
+
+_SIZE_UNITS = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]|[bB])\s*")
+_COUNT_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMBT])\s*")
+_COUNT_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def dtype_bytes(name: str | None) -> float | None:
+    """Bytes per element of a dtype name ("bfloat16", "torch.float16", "fp8_e4m3"), or None."""
+    if not name:
+        return None
+    key = str(name).lower().removeprefix("torch.")
+    return DTYPE_BYTES.get(key)
+
+
+def _to_int(key: str, value: Any, where: str) -> int | None:
+    """A fact as an int: ints, integral floats, numeric strings, sizes ("48 GiB", "3G")."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, float) and key in ("weight_bytes", "params", "ple_table_bytes"):
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip().replace("_", "").replace(",", "")
+        m = _SIZE_RE.fullmatch(text)
+        if m and key.endswith("_bytes"):
+            return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+        m = _COUNT_RE.fullmatch(text)
+        if m and key == "params":
+            return int(float(m.group(1)) * _COUNT_UNITS[m.group(2)])
+        try:
+            return human_readable_int(text)
+        except ValueError:
+            pass
+    raise RecipeError(
+        f"{where}: {key}={value!r} is not a whole number",
+        f"write {key} as an integer (sizes in bytes, or like 48GiB / 3G)",
+    )
+
+
+def normalise_attention(value: Any, where: str = "metadata") -> str | None:
+    """One of ATTENTION_KINDS from a recipe's `attention:` spelling, or None when absent."""
+    if value is None:
+        return None
+    kind = _ATTENTION_ALIASES.get(str(value).strip().lower().replace("-", "_"))
+    if kind is None:
+        raise RecipeError(
+            f"{where}: attention={value!r} is not a known attention kind",
+            "use one of: " + ", ".join(ATTENTION_KINDS),
+        )
+    return kind
+
+
+def _with_derived_weights(facts: ModelFacts) -> ModelFacts:
+    """Fill weight_bytes from params x dtype bytes when only those are known."""
+    if facts.weight_bytes is not None or facts.params is None:
+        return facts
+    per = dtype_bytes(facts.quantization) or dtype_bytes(facts.dtype)
+    if per is None:
+        return facts
+    sources = dict(facts.sources)
+    sources["weight_bytes"] = (
+        f"derived: params x {per:g} bytes ({facts.quantization or facts.dtype})"
+    )
+    return replace(facts, weight_bytes=int(facts.params * per), sources=sources)
+
+
+def facts_from_metadata(model_id: str, metadata: Mapping[str, Any] | None) -> ModelFacts:
+    """ModelFacts from a recipe's `metadata:` (keys named as the ModelFacts fields).
+
+    `metadata.facts_sources` (a mapping fact -> where it came from) labels each fact;
+    `metadata.config` may hold a whole config.json, used for what the keys leave out.
+    """
+    meta = dict(metadata or {})
+    where = f"recipe metadata ({model_id})"
+    cited = meta.get("facts_sources")
+    cited_map: Mapping[str, Any] = cited if isinstance(cited, Mapping) else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in _FACT_FIELDS:
+        if meta.get(key) is None:
+            continue
+        raw = meta[key]
+        if key in _INT_FIELDS:
+            values[key] = _to_int(key, raw, where)
+        elif key == "attention":
+            values[key] = normalise_attention(raw, where)
+        else:
+            values[key] = str(raw)
+        label = cited_map.get(key)
+        sources[key] = f"recipe metadata: {label}" if label else "recipe metadata"
+    facts = ModelFacts(model_id=model_id, sources=sources, **values)
+    config = meta.get("config")
+    if isinstance(config, Mapping):
+        from_config = facts_from_hf_config(
+            model_id, dict(config), None, source="recipe metadata config"
+        )
+        facts = merge_facts(facts, from_config)
+    return _with_derived_weights(facts)
+
+
+def _text_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model's config: multimodal configs nest it under text_config & co."""
+    merged = dict(config)
+    for key in ("text_config", "llm_config", "language_config", "thinker_config"):
+        inner = config.get(key)
+        if isinstance(inner, Mapping):
+            if key == "thinker_config" and isinstance(inner.get("text_config"), Mapping):
+                inner = inner["text_config"]
+            merged.update(inner)
+            break
+    return merged
+
+
+def _first(cfg: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, float) and value.is_integer() and value > 0:
+        return int(value)
+    return None
+
+
+def _max_position(cfg: Mapping[str, Any]) -> int | None:
+    """vLLM's derived max length: max_position_embeddings, stretched by rope scaling."""
+    base = _positive_int(
+        _first(cfg, "max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
+    )
+    rope = cfg.get("rope_scaling")
+    if not isinstance(rope, Mapping):
+        rope = cfg.get("rope_parameters")
+    if base is None or not isinstance(rope, Mapping):
+        return base
+    kind = rope.get("rope_type") or rope.get("type")
+    factor = rope.get("factor")
+    # vLLM leaves these as they are: the position limit already describes them.
+    if kind in (None, "default", "su", "longrope", "llama3", "mrope", "proportional"):
+        return base
+    if not isinstance(factor, int | float) or factor <= 1:
+        return base
+    if kind == "yarn":
+        original = _positive_int(rope.get("original_max_position_embeddings"))
+        return int((original or base) * factor)
+    return int(base * factor)
+
+
+def _layer_kinds(cfg: Mapping[str, Any], layers: int | None) -> dict[str, int] | None:
+    """Counts of full / sliding / linear layers when the config spells a per-layer layout."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        counts = {"full": 0, "sliding": 0, "linear": 0}
+        for t in types:
+            name = str(t).lower()
+            if "sliding" in name or "chunked" in name or name == "local":
+                counts["sliding"] += 1
+            elif "linear" in name or "mamba" in name or "ssm" in name:
+                counts["linear"] += 1
+            else:
+                counts["full"] += 1
+        return counts
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        # Nemotron-H: M = Mamba-2, * = attention, - = MLP, E = MoE (no cache).
+        return {"full": pattern.count("*"), "sliding": 0, "linear": pattern.count("M")}
+    block_types = cfg.get("layers_block_type")
+    if isinstance(block_types, list) and block_types:
+        names = [str(t).lower() for t in block_types]
+        return {
+            "full": sum(1 for n in names if "attention" in n),
+            "sliding": 0,
+            "linear": sum(1 for n in names if "mamba" in n or "linear" in n),
+        }
+    interval = _positive_int(cfg.get("full_attention_interval"))
+    if interval and layers:
+        # Qwen3-Next: every interval-th layer is full attention, the rest gated delta-net.
+        full = layers // interval
+        return {"full": full, "sliding": 0, "linear": layers - full}
+    return None
+
+
+def _sliding_counts(cfg: Mapping[str, Any], layers: int | None) -> dict[str, int] | None:
+    """Full/sliding split of families that spell it without layer_types."""
+    window = _positive_int(cfg.get("sliding_window"))
+    if window is None or cfg.get("use_sliding_window") is False or not layers:
+        return None
+    model_type = str(cfg.get("model_type") or "")
+    pattern = _positive_int(cfg.get("sliding_window_pattern"))
+    if pattern and pattern > 1:
+        full = layers // pattern  # every pattern-th layer is global (Gemma 3, Cohere2)
+        return {"full": full, "sliding": layers - full, "linear": 0}
+    if model_type.startswith("gemma2"):
+        return {"full": layers // 2, "sliding": layers - layers // 2, "linear": 0}
+    return {"full": 0, "sliding": layers, "linear": 0}
+
+
+def _linear_state_bytes(cfg: Mapping[str, Any], elem: float) -> int | None:
+    """Per-sequence state of one Mamba / linear-attention layer at TP=1 (conv + SSM state)."""
+    nk = _positive_int(cfg.get("linear_num_key_heads"))
+    nv = _positive_int(cfg.get("linear_num_value_heads"))
+    dk = _positive_int(cfg.get("linear_key_head_dim"))
+    dv = _positive_int(cfg.get("linear_value_head_dim"))
+    kernel = _positive_int(cfg.get("linear_conv_kernel_dim"))
+    if nk and nv and dk and dv and kernel:
+        # Gated delta-net (Qwen3-Next): conv over q, k, v plus a dk x dv state per value head.
+        conv = (2 * nk * dk + nv * dv) * (kernel - 1)
+        ssm = nv * dk * dv
+        return int((conv + ssm) * elem)
+    heads = _positive_int(_first(cfg, "mamba_num_heads", "mamba_n_heads"))
+    head_dim = _positive_int(_first(cfg, "mamba_head_dim", "mamba_d_head"))
+    state = _positive_int(_first(cfg, "ssm_state_size", "mamba_d_state", "state_size"))
+    groups = _positive_int(_first(cfg, "n_groups", "mamba_n_groups")) or 1
+    kernel = _positive_int(_first(cfg, "conv_kernel", "mamba_d_conv"))
+    if heads and head_dim and state and kernel:
+        # Mamba-2: conv over x, B, C plus a head_dim x state matrix per head.
+        inner = heads * head_dim
+        conv = (inner + 2 * groups * state) * (kernel - 1)
+        ssm = inner * state
+        return int((conv + ssm) * elem)
+    hidden = _positive_int(cfg.get("hidden_size"))
+    expand = _positive_int(_first(cfg, "mamba_expand", "expand"))
+    if hidden and expand and state and kernel:
+        # Mamba-1 (Jamba): conv and an inner x state SSM state.
+        inner = hidden * expand
+        return int((inner * (kernel - 1) + inner * state) * elem)
+    return None
+
+
+def facts_from_hf_config(
+    model_id: str,
+    config: Mapping[str, Any],
+    weight_bytes: int | None,
+    source: str = "config.json",
+) -> ModelFacts:
+    """ModelFacts from a Hugging Face config.json (llama/qwen, gpt-oss, gemma, MLA, hybrid).
+
+    Only what the config states (or what follows from it as vLLM reads it) is filled;
+    everything else stays None so the fit check can name it.
+    """
+    cfg = _text_config(config)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(key: str, value: Any, note: str = "") -> None:
+        if value is None:
+            return
+        values[key] = value
+        sources[key] = source + (f" ({note})" if note else "")
+
+    layers = _positive_int(_first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers"))
+    heads = _positive_int(_first(cfg, "num_attention_heads", "n_head", "num_heads"))
+    hidden = _positive_int(_first(cfg, "hidden_size", "d_model", "n_embd"))
+    put("num_hidden_layers", layers)
+    put("num_attention_heads", heads)
+    put("hidden_size", hidden)
+    put("weight_bytes", _positive_int(weight_bytes), "weight size")
+    dtype = _first(cfg, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype")
+    put("dtype", str(dtype).removeprefix("torch.") if dtype else None)
+    quant = config.get("quantization_config") or cfg.get("quantization_config")
+    if isinstance(quant, Mapping):
+        put("quantization", _first(quant, "quant_method", "quant_algo", "format"))
+    put("max_position_embeddings", _max_position(cfg))
+
+    kv_lora = _positive_int(cfg.get("kv_lora_rank"))
+    rope_dim = _positive_int(cfg.get("qk_rope_head_dim"))
+    kinds = _layer_kinds(cfg, layers)
+    if kinds is None and kv_lora is None:
+        kinds = _sliding_counts(cfg, layers)
+    if kv_lora is not None:
+        put("attention", "mla", "kv_lora_rank")
+        put("kv_lora_rank", kv_lora)
+        put("qk_rope_head_dim", rope_dim)
+    elif kinds and kinds["linear"]:
+        put("attention", "hybrid", "linear/Mamba layers")
+        put("full_attention_layers", kinds["full"] + kinds["sliding"])
+        put("linear_layers", kinds["linear"])
+    elif kinds and kinds["sliding"]:
+        put("attention", "sliding_window", "sliding layers")
+        put("full_attention_layers", kinds["full"])
+        put("sliding_window", _positive_int(_first(cfg, "sliding_window", "attention_chunk_size")))
+    elif layers is not None:
+        put("attention", "full")
+    if kinds and kinds["sliding"] and "sliding_window" not in values:
+        put("sliding_window", _positive_int(cfg.get("sliding_window")))
+
+    if kv_lora is None:
+        kv_heads = _positive_int(
+            _first(cfg, "num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv")
+        )
+        if kv_heads is None and heads is not None and cfg.get("multi_query") is not True:
+            put("num_key_value_heads", heads, "no num_key_value_heads: one KV head per head")
+        else:
+            put("num_key_value_heads", kv_heads)
+        head_dim = _positive_int(_first(cfg, "head_dim", "kv_channels", "attention_head_dim"))
+        if head_dim is None and hidden and heads:
+            put("head_dim", hidden // heads, "hidden_size / num_attention_heads")
+        else:
+            put("head_dim", head_dim)
+        put("global_head_dim", _positive_int(cfg.get("global_head_dim")))
+        put("num_global_key_value_heads", _positive_int(cfg.get("num_global_key_value_heads")))
+
+    if values.get("attention") == "hybrid":
+        elem = dtype_bytes(values.get("dtype")) or 2
+        put("linear_state_bytes", _linear_state_bytes(cfg, elem), "conv + SSM state")
+    put(
+        "mtp_layers",
+        _positive_int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers")),
+    )
+    return ModelFacts(model_id=model_id, sources=sources, **values)
+
+
+def merge_facts(primary: ModelFacts, fallback: ModelFacts) -> ModelFacts:
+    """primary's facts, with the ones it lacks taken from fallback (sources kept per fact)."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in _FACT_FIELDS:
+        mine = getattr(primary, key)
+        if mine is not None:
+            values[key] = mine
+            if key in primary.sources:
+                sources[key] = primary.sources[key]
+        elif getattr(fallback, key) is not None:
+            values[key] = getattr(fallback, key)
+            if key in fallback.sources:
+                sources[key] = fallback.sources[key]
+    return ModelFacts(model_id=primary.model_id, sources=sources, **values)
+
+
+def _same_model(a: str, b: str) -> bool:
+    return a.strip().lower() == b.strip().lower()
+
+
+def facts_from_nodes(
+    model_id: str, nodes: Iterable[NodeFacts], revision: str | None = None
+) -> ModelFacts | None:
+    """What the nodes' `models` entries for model_id (config, weight_bytes) say, or None."""
+    found: ModelFacts | None = None
+    for node in nodes:
+        for entry in node.models:
+            if not _same_model(entry.repo_id, model_id):
+                continue
+            if revision and entry.revision and entry.revision != revision:
+                continue
+            if entry.config is None and entry.weight_bytes is None:
+                continue
+            label = f"facts file: {node.name} models[{entry.repo_id}]"
+            facts = facts_from_hf_config(
+                model_id, entry.config or {}, entry.weight_bytes, source=label
+            )
+            found = facts if found is None else merge_facts(found, facts)
+    return found
+
+
+def resolve_model_facts(recipe: Recipe, nodes: Iterable[NodeFacts]) -> ModelFacts:
+    """The recipe's metadata facts, completed by any node's `models` entry for its model."""
+    facts = facts_from_metadata(recipe.model, recipe.metadata)
+    from_nodes = facts_from_nodes(recipe.model, nodes, recipe.model_revision)
+    if from_nodes is not None:
+        facts = merge_facts(facts, from_nodes)
+    return _with_derived_weights(facts)
+
+
+def effective_head_dim(facts: ModelFacts) -> int | None:
+    """head_dim, or hidden_size / num_attention_heads when only those are known."""
+    if facts.head_dim is not None:
+        return facts.head_dim
+    if facts.hidden_size and facts.num_attention_heads:
+        return facts.hidden_size // facts.num_attention_heads
+    return None
+
+
+def kv_cache_dtype_bytes(facts: ModelFacts, args: ServeArgs) -> float | None:
+    """Bytes per KV element: `--kv-cache-dtype`, and for auto the model's dtype."""
+    kv = (args.kv_cache_dtype or "auto").lower()
+    if kv == "fp8_ds_mla":
+        return 1
+    if kv != "auto":
+        return dtype_bytes(kv)
+    if args.dtype and args.dtype.lower() != "auto":
+        return dtype_bytes(args.dtype)
+    return dtype_bytes(facts.dtype)
+
+
+def missing_for_fit(facts: ModelFacts, settings: ServeArgs | None = None) -> list[str]:
+    """The facts the fit check needs and does not have, by ModelFacts field name."""
+    missing: list[str] = []
+    if facts.weight_bytes is None:
+        missing.append("weight_bytes")
+    for key in ("num_hidden_layers", "num_attention_heads", "attention"):
+        if getattr(facts, key) is None:
+            missing.append(key)
+    kind = facts.attention
+    if kind in (None, "full", "sliding_window", "hybrid"):
+        if facts.num_key_value_heads is None:
+            missing.append("num_key_value_heads")
+        if effective_head_dim(facts) is None:
+            missing.append("head_dim")
+    if kind == "sliding_window":
+        for key in ("sliding_window", "full_attention_layers"):
+            if getattr(facts, key) is None:
+                missing.append(key)
+    if kind == "hybrid":
+        for key in ("full_attention_layers", "linear_layers", "linear_state_bytes"):
+            if getattr(facts, key) is None:
+                missing.append(key)
+    if kind == "mla":
+        for key in ("kv_lora_rank", "qk_rope_head_dim"):
+            if getattr(facts, key) is None:
+                missing.append(key)
+    if settings is None or settings.max_model_len is None:
+        if facts.max_position_embeddings is None:
+            missing.append("max_position_embeddings")
+    kv_known = settings is not None and kv_cache_dtype_bytes(facts, settings) is not None
+    if not kv_known and dtype_bytes(facts.dtype) is None:
+        missing.append("dtype")
+    return missing

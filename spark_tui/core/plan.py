@@ -1,0 +1,651 @@
+"""The launch plan: one container per rank, with its image, labels, env, mounts, docker
+options and argv, as NVIDIA's two-Spark playbook runs them by hand.
+
+vllm-distributed ranks each run `vllm serve` with the rank and rendezvous flags
+(`--nnodes`, `--master-addr`, `--master-port`, `--node-rank`, `--headless` on workers;
+the data-parallel flags for DP and hybrid TP x DP, replicas mapped to host groups as
+sparkrun does). vllm-ray ranks run `ray start` and the serve command runs on the head
+once the Ray cluster has formed. Network variables come from each node's own facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spark_tui.core.errors import InputError, RecipeError
+from spark_tui.core.facts import NodeFacts
+from spark_tui.core.network_env import eth_interface, network_env
+from spark_tui.core.recipe import Recipe
+from spark_tui.core.render import render_argv, render_env
+from spark_tui.core.serve_args import parse_serve_args
+
+DEFAULT_MASTER_PORT = 29501
+DEFAULT_DP_RPC_PORT = 13345
+DEFAULT_RAY_PORT = 46379
+DEFAULT_API_PORT = 8000
+
+# The playbook's cache mounts: (path under the node's home, path in the container).
+CACHE_MOUNTS: tuple[tuple[str, str], ...] = (
+    (".cache/huggingface", "/root/.cache/huggingface"),
+    (".cache/vllm", "/root/.cache/vllm"),
+    (".cache/flashinfer", "/root/.cache/flashinfer"),
+    (".triton", "/root/.triton"),
+    (".cache/b12x", "/root/.cache/b12x"),
+)
+FALLBACK_HOME = "/root"
+
+LABEL_PREFIX = "spark-tui."
+# A secret's name has a word (split on `_`/`-`) ending in one of these; plural counts such
+# as `max_num_batched_tokens` are not secrets.
+_SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIALS")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A value that is only a reference to a variable of the launching shell: ${NAME} or ${NAME:-x}.
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_CLUSTER_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}")
+
+# Rank and rendezvous flags the plan owns: a template value for them is replaced.
+NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, HEADLESS = (
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--headless",
+)
+DP_SIZE, DP_RANK, DP_ADDRESS, DP_RPC_PORT = (
+    "--data-parallel-size",
+    "--data-parallel-rank",
+    "--data-parallel-address",
+    "--data-parallel-rpc-port",
+)
+EXECUTOR_BACKEND = "--distributed-executor-backend"
+# Short spellings vLLM accepts for the flags above (underscore forms are handled generically).
+_FLAG_ALIASES = {DP_SIZE: ("-dp",)}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an env key or flag name looks like it holds a secret (HF_TOKEN, --api-key)."""
+    words = re.split(r"[_\-]+", name.strip("-").upper())
+    return any(w.endswith(_SECRET_WORDS) for w in words if w)
+
+
+@dataclass
+class DockerOptions:
+    """The `docker run` options of the playbook: privileged, all GPUs, host IPC and network."""
+
+    privileged: bool = True
+    gpus: str = "all"
+    ipc: str = "host"
+    network: str = "host"
+    shm_size: str = "16g"
+    ulimits: dict[str, str] = field(
+        default_factory=lambda: {
+            "nofile": "1048576:1048576",
+            "memlock": "-1",
+            "stack": "67108864",
+        }
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ContainerSpec:
+    """One rank's container: name, image, labels, env, mounts (host -> container), options.
+
+    `command` is the argv the container runs (after `entrypoint` when one is set).
+    `home` is the node home the mounts were built from; None means it was unknown and
+    the mounts use FALLBACK_HOME (the shell export writes `$HOME` instead).
+    """
+
+    name: str
+    image: str
+    labels: dict[str, str]
+    env: dict[str, str]
+    mounts: dict[str, str]
+    docker: DockerOptions = field(default_factory=DockerOptions)
+    entrypoint: list[str] | None = None
+    command: list[str] = field(default_factory=list)
+    home: str | None = None
+
+
+@dataclass
+class RankSpec:
+    """One rank: its node, role, addresses, container and the argv it runs.
+
+    `role` is "head" or "worker" (vllm-distributed) or "ray-head" / "ray-worker".
+    `address` is how the node is reached (its facts address); `cluster_address` its
+    ConnectX IPv4. `serves_api` is true for ranks that run an API server (the head, and
+    every replica leader under data parallelism). `replica` is the data-parallel rank.
+    """
+
+    rank: int
+    role: str
+    node: str
+    address: str
+    cluster_address: str
+    container: ContainerSpec
+    argv: list[str]
+    env: dict[str, str]
+    serves_api: bool = False
+    replica: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The rank in the `plan --json` format (secrets only as `${NAME}`)."""
+        c = self.container
+        return {
+            "rank": self.rank,
+            "role": self.role,
+            "node": self.node,
+            "address": self.address,
+            "cluster_address": self.cluster_address,
+            "container_name": c.name,
+            "image": c.image,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "mounts": dict(c.mounts),
+            "docker": c.docker.to_dict(),
+            "labels": dict(c.labels),
+            "entrypoint": list(c.entrypoint) if c.entrypoint is not None else None,
+            "command": list(c.command),
+            "serves_api": self.serves_api,
+            "replica": self.replica,
+        }
+
+
+@dataclass
+class LaunchPlan:
+    """Everything needed to start one service across the nodes, and to find it again."""
+
+    cluster_id: str
+    recipe: str
+    model: str
+    runtime: str
+    settings: dict[str, Any]
+    settings_hash: str
+    ranks: list[RankSpec]
+    endpoint: dict[str, Any]
+    rendezvous: dict[str, Any]
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int = 1
+    serve_exec: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def head(self) -> RankSpec:
+        return self.ranks[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `plan --json` format of issue 2 (extra keys allowed); secrets as `${NAME}`."""
+        return {
+            "cluster_id": self.cluster_id,
+            "recipe": self.recipe,
+            "model": self.model,
+            "runtime": self.runtime,
+            "settings": mask_settings(self.settings),
+            "settings_hash": self.settings_hash,
+            "parallel": {
+                "tensor": self.tensor_parallel,
+                "pipeline": self.pipeline_parallel,
+                "data": self.data_parallel,
+            },
+            "ranks": [r.to_dict() for r in self.ranks],
+            "endpoint": dict(self.endpoint),
+            "rendezvous": dict(self.rendezvous),
+            "serve_exec": list(self.serve_exec) if self.serve_exec is not None else None,
+            "notes": list(self.notes),
+        }
+
+    def to_shell(self) -> str:
+        """The equivalent hand-typed commands, per node (see core.shell)."""
+        from spark_tui.core.shell import plan_to_shell
+
+        return plan_to_shell(self)
+
+
+# --- settings, identity -------------------------------------------------------------
+
+
+def mask_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings with every secret-looking value replaced by a `${NAME}` reference."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if is_secret_name(key) and value is not None and not _is_reference(value):
+            out[key] = "${" + key.upper() + "}"
+        else:
+            out[key] = value
+    return out
+
+
+def settings_hash(settings: Mapping[str, Any]) -> str:
+    """A short, stable hash of the settings (canonical JSON, secrets masked first)."""
+    canonical = json.dumps(
+        mask_settings(settings), sort_keys=True, separators=(",", ":"), default=str
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def default_cluster_id(recipe_name: str, node_names: Sequence[str]) -> str:
+    """A short id, stable for the same recipe on the same nodes (in order)."""
+    key = "\0".join([recipe_name, *node_names])
+    return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def container_name(cluster_id: str, rank: int) -> str:
+    """The container name of a rank: `spark-tui-<cluster_id>-r<rank>`."""
+    return f"spark-tui-{cluster_id}-r{rank}"
+
+
+# --- secrets ------------------------------------------------------------------------
+
+
+def _is_reference(value: Any) -> bool:
+    return isinstance(value, str) and REFERENCE.fullmatch(value) is not None
+
+
+def resolve_secrets(env: Mapping[str, str], local_env: Mapping[str, str]) -> dict[str, str]:
+    """Fill every `${NAME}` (or `${NAME:-default}`) value from the launching side's
+    environment, for the ops layer at launch time. The result must never be printed."""
+    out: dict[str, str] = {}
+    for key, value in env.items():
+        m = REFERENCE.fullmatch(value)
+        out[key] = _lookup(m, local_env) if m else value
+    return out
+
+
+def resolve_argv(argv: Sequence[str], local_env: Mapping[str, str]) -> list[str]:
+    """Like resolve_secrets, for argv elements that are `${NAME}` references."""
+    out: list[str] = []
+    for token in argv:
+        m = REFERENCE.fullmatch(token)
+        out.append(_lookup(m, local_env) if m else token)
+    return out
+
+
+def _lookup(m: re.Match[str], local_env: Mapping[str, str]) -> str:
+    name, default = m.group(1), m.group(2)
+    value = local_env.get(name)
+    if value is None or (value == "" and default is not None):
+        return default or ""
+    return value
+
+
+def _mask_argv(argv: list[str], notes: list[str]) -> list[str]:
+    """Replace the values of secret-looking flags (`--api-key x`) with `${NAME}` references."""
+    out = list(argv)
+    i = 0
+    while i < len(out):
+        token = out[i]
+        if token.startswith("--") and is_secret_name(token.split("=", 1)[0]):
+            name = token[2:].split("=", 1)[0].replace("-", "_").upper()
+            ref_name = {"API_KEY": "VLLM_API_KEY"}.get(name, name)
+            if "=" in token:
+                if not _is_reference(token.split("=", 1)[1]):
+                    out[i] = f"{token.split('=', 1)[0]}=${{{ref_name}}}"
+                    notes.append(f"{token.split('=', 1)[0]} is passed as ${{{ref_name}}}")
+            elif i + 1 < len(out) and not _is_reference(out[i + 1]):
+                out[i + 1] = "${" + ref_name + "}"
+                notes.append(f"{token} is passed as ${{{ref_name}}}: export it before launch")
+                i += 1
+        i += 1
+    return out
+
+
+def _rank_env(
+    recipe_env: Mapping[str, str], node: NodeFacts, head_ip: str, master_port: int
+) -> tuple[dict[str, str], list[str]]:
+    """Recipe env, then the playbook's `docker run -e` variables with this node's values."""
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    for key, value in recipe_env.items():
+        if not _ENV_NAME.fullmatch(key):
+            raise RecipeError(
+                f"env key {key!r} is not a valid variable name",
+                "use letters, digits and underscores in `env:` keys",
+            )
+        if is_secret_name(key) and not _is_reference(value):
+            # Never carry a literal secret into a plan: read it from the launching shell.
+            env[key] = "${" + key + "}"
+            notes.append(f"{key}: the recipe's literal value is not used; export {key} instead")
+        else:
+            env[key] = value
+    env["HF_TOKEN"] = "${HF_TOKEN}"
+    for key, value in network_env(node).items():
+        if key in env and env[key] != value:
+            notes.append(
+                f"{node.name}: recipe sets {key}={env[key]}, replaced by the node's own {value}"
+            )
+        env.pop(key, None)
+        env[key] = value
+    env.pop("HEAD_IP", None)
+    env.pop("MASTER_PORT", None)
+    env["HEAD_IP"] = head_ip
+    env["MASTER_PORT"] = str(master_port)
+    return env, notes
+
+
+def _mounts(node: NodeFacts) -> dict[str, str]:
+    home = (node.home or FALLBACK_HOME).rstrip("/") or "/"
+    return {f"{home}/{rel}" if home != "/" else f"/{rel}": target for rel, target in CACHE_MOUNTS}
+
+
+# --- argv editing -------------------------------------------------------------------
+
+
+def _spellings(flag: str) -> tuple[str, ...]:
+    return (flag, "--" + flag[2:].replace("-", "_"), *_FLAG_ALIASES.get(flag, ()))
+
+
+def _find(argv: Sequence[str], flag: str) -> list[tuple[int, int]]:
+    """(start, end) spans of every occurrence of `flag` with its value, any spelling."""
+    names = _spellings(flag)
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if name in names:
+            end = i + 1
+            if "=" not in token and flag != HEADLESS and end < len(argv):
+                end += 1
+            spans.append((i, end))
+            i = end
+        else:
+            i += 1
+    return spans
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of a flag in argv (any spelling), or None."""
+    for start, end in _find(argv, flag):
+        token = argv[start]
+        if "=" in token:
+            return token.split("=", 1)[1]
+        if end > start + 1:
+            return argv[start + 1]
+    return None
+
+
+def set_flag(argv: Sequence[str], flag: str, value: str | bool | None) -> list[str]:
+    """argv with `flag` set to `value` exactly once: replaced in place where the template
+    has it (its first spelling kept), appended otherwise. `True` is a bare switch;
+    `None` or `False` removes the flag."""
+    spans = _find(argv, flag)
+    if value is None or value is False:
+        new: list[str] = []
+    elif value is True:
+        new = [flag]
+    else:
+        new = [flag, str(value)]
+    if not spans:
+        return list(argv) + new
+    out = list(argv[: spans[0][0]])
+    first_token = argv[spans[0][0]]
+    if isinstance(value, str) and "=" in first_token:
+        new = [f"{first_token.split('=', 1)[0]}={value}"]
+    out += new
+    pos = spans[0][1]
+    for start, end in spans[1:]:
+        out += argv[pos:start]
+        pos = end
+    out += argv[pos:]
+    return out
+
+
+# --- building ----------------------------------------------------------------------
+
+
+def _int_setting(settings: Mapping[str, Any], key: str, default: int) -> int:
+    value = settings.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"setting {key}={value!r} is not an integer", f"use --set {key}=<number>"
+        ) from None
+
+
+def _size(value: Any, default: int = 1) -> int:
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def build_plan(
+    recipe: Recipe,
+    settings: Mapping[str, Any],
+    nodes: list[NodeFacts],
+    cluster_id: str | None = None,
+) -> LaunchPlan:
+    """One rank per node (the first is the head) for this recipe and these settings."""
+    if not nodes:
+        raise InputError("no nodes to plan for", "pass --facts FILE, --inventory or --hosts")
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise InputError(f"node names repeat: {names}", "give every node its own name")
+    if not recipe.container:
+        raise RecipeError(
+            f"{recipe.name}: the recipe names no container image",
+            "add `container: IMAGE:TAG` to the recipe",
+        )
+    if cluster_id is None:
+        cluster_id = default_cluster_id(recipe.name, names)
+    elif not _CLUSTER_ID.fullmatch(cluster_id):
+        raise InputError(
+            f"cluster id {cluster_id!r} is not usable in a container name",
+            "use up to 32 lower-case letters, digits, '.', '_' or '-'",
+        )
+
+    notes: list[str] = []
+    base = _mask_argv(render_argv(recipe, settings), notes)
+    args = parse_serve_args(base)
+    tp = _size(args.tensor_parallel_size)
+    pp = _size(args.pipeline_parallel_size)
+    dp = _size(args.data_parallel_size)
+    api_port = _size(args.port, DEFAULT_API_PORT)
+    backend = args.distributed_executor_backend or settings.get("distributed_executor_backend")
+    ray = recipe.runtime == "vllm-ray" or backend == "ray"
+
+    required = tp * pp * dp
+    if ray and dp > 1:
+        raise InputError(
+            f"{recipe.name}: vllm-ray does not support data parallelism (data_parallel={dp})",
+            "use vllm-distributed (drop `distributed_executor_backend: ray` / "
+            "`runtime: vllm-ray`), or --set data_parallel=1",
+        )
+    if required != len(nodes):
+        raise InputError(
+            f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {required} node(s); "
+            f"{len(nodes)} given ({', '.join(names)})",
+            f"pass exactly {required} node(s), head first, or change the layout with "
+            "--set tensor_parallel=N (pipeline_parallel, data_parallel)",
+        )
+
+    # Every node's ConnectX facts are checked up front, so a bad worker fails the plan.
+    cluster_ips = [eth_interface(n).ipv4 or "" for n in nodes]
+    head_ip = cluster_ips[0]
+    master_port = _int_setting(
+        settings, "master_port", _size(flag_value(base, MASTER_PORT), DEFAULT_MASTER_PORT)
+    )
+    rpc_port = _int_setting(
+        settings,
+        "data_parallel_rpc_port",
+        _size(flag_value(base, DP_RPC_PORT), DEFAULT_DP_RPC_PORT),
+    )
+    ray_port = _int_setting(settings, "ray_port", DEFAULT_RAY_PORT)
+    recipe_env = render_env(recipe)
+    shash = settings_hash(settings)
+    image = recipe.container
+
+    ranks: list[RankSpec] = []
+    serve_exec: list[str] | None = None
+    rendezvous: dict[str, Any]
+    replica_size = tp * pp
+    for rank, node in enumerate(nodes):
+        replica, intra = divmod(rank, replica_size)
+        leader = replica * replica_size
+        master_ip = cluster_ips[leader] if not ray else head_ip
+        if ray:
+            role = "ray-head" if rank == 0 else "ray-worker"
+            argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port)
+            serves_api = rank == 0
+        else:
+            role = "head" if rank == 0 else "worker"
+            argv = _distributed_argv(
+                base,
+                nnodes=replica_size,
+                node_rank=intra,
+                master_ip=master_ip,
+                master_port=master_port,
+                dp=dp,
+                dp_rank=replica,
+                dp_address=head_ip,
+                rpc_port=rpc_port,
+            )
+            serves_api = intra == 0
+        env, env_notes = _rank_env(recipe_env, node, master_ip, master_port)
+        notes.extend(n for n in env_notes if n not in notes)
+        if ray:
+            # vLLM's Ray executor picks each node's IP from VLLM_HOST_IP.
+            env["VLLM_HOST_IP"] = cluster_ips[rank]
+        labels = {
+            LABEL_PREFIX + "cluster": cluster_id,
+            LABEL_PREFIX + "rank": str(rank),
+            LABEL_PREFIX + "role": role,
+            LABEL_PREFIX + "recipe": recipe.name,
+            LABEL_PREFIX + "settings-hash": shash,
+            LABEL_PREFIX + "node": node.name,
+            LABEL_PREFIX + "model": recipe.model,
+        }
+        spec = ContainerSpec(
+            name=container_name(cluster_id, rank),
+            image=image,
+            labels=labels,
+            env=env,
+            mounts=_mounts(node),
+            command=list(argv),
+            home=node.home,
+        )
+        if node.home is None:
+            notes.append(
+                f"{node.name}: home directory unknown; mounts use {FALLBACK_HOME} in the plan "
+                "and $HOME in the shell export"
+            )
+        ranks.append(
+            RankSpec(
+                rank=rank,
+                role=role,
+                node=node.name,
+                address=node.address,
+                cluster_address=cluster_ips[rank],
+                container=spec,
+                argv=argv,
+                env=env,
+                serves_api=serves_api,
+                replica=replica if not ray else 0,
+            )
+        )
+
+    if ray:
+        serve_exec = set_flag(base, EXECUTOR_BACKEND, "ray")
+        rendezvous = {"ray_address": f"{head_ip}:{ray_port}", "master_addr": head_ip}
+    else:
+        rendezvous = {"master_addr": head_ip, "master_port": master_port}
+        if dp > 1:
+            rendezvous.update(data_parallel_address=head_ip, data_parallel_rpc_port=rpc_port)
+            notes.append(
+                f"data parallel: {dp} replicas of {replica_size} node(s); each replica leader "
+                "runs its own API server (vLLM external load balancing), the head's is the "
+                "endpoint"
+            )
+    head = nodes[0]
+    endpoint = {
+        "node": head.name,
+        "address": head.address,
+        "port": api_port,
+        "base_url": f"http://{head.address}:{api_port}/v1",
+        "replicas": [
+            {"node": r.node, "address": r.address, "port": api_port} for r in ranks if r.serves_api
+        ],
+    }
+    return LaunchPlan(
+        cluster_id=cluster_id,
+        recipe=recipe.name,
+        model=recipe.model,
+        runtime="vllm-ray" if ray else "vllm-distributed",
+        settings=dict(settings),
+        settings_hash=shash,
+        ranks=ranks,
+        endpoint=endpoint,
+        rendezvous=rendezvous,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=dp,
+        serve_exec=serve_exec,
+        notes=notes,
+    )
+
+
+def _distributed_argv(
+    base: list[str],
+    *,
+    nnodes: int,
+    node_rank: int,
+    master_ip: str,
+    master_port: int,
+    dp: int,
+    dp_rank: int,
+    dp_address: str,
+    rpc_port: int,
+) -> list[str]:
+    """The serve argv of one vllm-distributed rank, in the playbook's flag order."""
+    argv = list(base)
+    if nnodes > 1:
+        argv = set_flag(argv, NNODES, str(nnodes))
+        argv = set_flag(argv, MASTER_ADDR, master_ip)
+        argv = set_flag(argv, MASTER_PORT, str(master_port))
+        argv = set_flag(argv, NODE_RANK, str(node_rank))
+        argv = set_flag(argv, HEADLESS, node_rank > 0)
+    else:
+        for flag in (NNODES, MASTER_ADDR, MASTER_PORT, NODE_RANK, HEADLESS):
+            argv = set_flag(argv, flag, None)
+    if dp > 1:
+        if flag_value(argv, DP_SIZE) is None:
+            argv = set_flag(argv, DP_SIZE, str(dp))
+        argv = set_flag(argv, DP_RANK, str(dp_rank))
+        argv = set_flag(argv, DP_ADDRESS, dp_address)
+        argv = set_flag(argv, DP_RPC_PORT, str(rpc_port))
+    return argv
+
+
+def _ray_argv(rank: int, head_ip: str, own_ip: str, ray_port: int) -> list[str]:
+    """`ray start` for the Ray head (rank 0) or a worker, bound to the ConnectX address."""
+    if rank == 0:
+        return [
+            "ray",
+            "start",
+            "--head",
+            "--port",
+            str(ray_port),
+            "--node-ip-address",
+            own_ip,
+            "--block",
+        ]
+    return [
+        "ray",
+        "start",
+        "--address",
+        f"{head_ip}:{ray_port}",
+        "--node-ip-address",
+        own_ip,
+        "--block",
+    ]

@@ -1,0 +1,217 @@
+"""Probe nodes: run the probe commands over SSH (in parallel) and turn their output into NodeFacts.
+
+Docker facts (version, images with digests, our running containers) come from the
+Docker SDK through the node's socket forwarded over the same SSH connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from spark_tui.core.errors import SparkError, UnreachableError
+from spark_tui.core.facts import NodeFacts
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.remote import parsers
+from spark_tui.remote import probe_commands as pc
+from spark_tui.remote.hostkeys import HostKeyConfirm
+from spark_tui.remote.ssh import ConnectionPool, NodeConnection, RunResult, combine_errors
+
+# The label every container of ours carries (see core.plan.LABEL_PREFIX).
+CLUSTER_LABEL = "spark-tui.cluster"
+
+_COMMANDS = {
+    "hostname": pc.HOSTNAME,
+    "home": pc.HOME,
+    "arch": pc.ARCH,
+    "nvidia_smi": pc.NVIDIA_SMI,
+    "nvidia_smi_query": pc.NVIDIA_SMI_QUERY,
+    "meminfo": pc.MEMINFO,
+    "ibdev2netdev": pc.IBDEV2NETDEV,
+    "ip_addr": pc.IP_ADDR_JSON,
+    "net_speeds": pc.NET_SPEEDS,
+    "disk_free": pc.DISK_FREE,
+    "hf_cache": pc.HF_CACHE_SCAN,
+}
+# What a missing command means for the user, and what to do about it.
+_MISSING = {
+    "nvidia_smi": "nvidia-smi not found: is the NVIDIA driver installed?",
+    "nvidia_smi_query": None,  # the same cause as nvidia_smi: said once
+    "ibdev2netdev": "ibdev2netdev not found: ConnectX ports unknown (install the "
+    "MLNX/DOCA OFED tools, as on DGX OS)",
+}
+
+
+def _failed(key: str, cmd: str, res: RunResult) -> str | None:
+    """A one-line note for a probe command that failed (None: not worth saying)."""
+    if key in _MISSING and res.exit_status == 127:
+        return _MISSING[key]
+    if key == "hf_cache":
+        return None  # an empty or missing cache is not an error
+    first = (res.stderr.strip() or res.stdout.strip()).splitlines()[:1]
+    detail = f": {first[0]}" if first else ""
+    return f"`{cmd.split()[0]}` exited {res.exit_status}{detail}"
+
+
+async def _run_all(conn: NodeConnection, timeout: float) -> dict[str, RunResult | SparkError]:
+    keys = list(_COMMANDS)
+    results = await asyncio.gather(
+        *(conn.run(_COMMANDS[k], timeout=timeout) for k in keys), return_exceptions=True
+    )
+    out: dict[str, RunResult | SparkError] = {}
+    for key, res in zip(keys, results, strict=True):
+        if isinstance(res, SparkError | RunResult):
+            out[key] = res
+        elif isinstance(res, BaseException):
+            if isinstance(res, asyncio.CancelledError):
+                raise res
+            out[key] = UnreachableError(f"{conn.name}: {key}: {res}", "probe again")
+    return out
+
+
+def facts_from_outputs(name: str, address: str, outputs: dict[str, str]) -> NodeFacts:
+    """NodeFacts from the stdout of each probe command (keys as in the probe's table)."""
+    facts = NodeFacts(name=name, address=address)
+    get = outputs.get
+    facts.hostname = (get("hostname") or "").strip() or None
+    facts.home = (get("home") or "").strip() or None
+    facts.arch = (get("arch") or "").strip() or None
+    smi = parsers.parse_nvidia_smi(get("nvidia_smi") or "")
+    query = parsers.parse_nvidia_smi_csv(get("nvidia_smi_query") or "")
+    first = query[0] if query else {}
+    facts.gpu_name = first.get("name") or smi.name
+    facts.driver_version = first.get("driver_version") or smi.driver_version
+    facts.cuda_version = smi.cuda_version
+    mem = parsers.parse_meminfo(get("meminfo") or "")
+    facts.memory_total_bytes = mem.total
+    facts.memory_available_bytes = mem.available
+    facts.page_cache_bytes = mem.page_cache
+    ports = parsers.parse_ibdev2netdev(get("ibdev2netdev") or "")
+    links = parsers.parse_ip_addr(get("ip_addr") or "[]") if get("ip_addr") else {}
+    speeds = parsers.parse_net_speeds(get("net_speeds") or "")
+    facts.interfaces = parsers.build_interfaces(ports, links, speeds)
+    facts.disk_free_bytes = parsers.parse_df_b1(get("disk_free") or "")
+    facts.models = parsers.parse_hf_cache_scan(get("hf_cache") or "")
+    return facts
+
+
+async def probe_node(
+    conn: NodeConnection, *, timeout: float = 30.0, docker: bool = True
+) -> NodeFacts:
+    """Probe one connected node: every command at once, then Docker through the socket."""
+    results = await _run_all(conn, timeout)
+    outputs: dict[str, str] = {}
+    errors: list[str] = []
+    for key, res in results.items():
+        if isinstance(res, SparkError):
+            errors.append(res.message)
+            continue
+        if res.ok:
+            outputs[key] = res.stdout
+        else:
+            note = _failed(key, _COMMANDS[key], res)
+            if note and note not in errors:
+                errors.append(note)
+            if key == "hf_cache":
+                outputs[key] = res.stdout  # partial output of a scan is still good
+    try:
+        facts = facts_from_outputs(conn.name, conn.address, outputs)
+    except ValueError as exc:  # malformed JSON from `ip -j`: keep the rest
+        errors.append(f"could not read the probe output: {exc}")
+        facts = facts_from_outputs(conn.name, conn.address, {**outputs, "ip_addr": ""})
+    if facts.memory_total_bytes is None:
+        errors.append("/proc/meminfo gave no MemTotal: node memory unknown")
+    if docker:
+        await _probe_docker(conn, facts, errors)
+    facts.errors = errors
+    return facts
+
+
+async def _probe_docker(conn: NodeConnection, facts: NodeFacts, errors: list[str]) -> None:
+    # Imported here: the headless paths that never probe must not import the Docker SDK.
+    from spark_tui.remote.docker_remote import RemoteDocker
+
+    try:
+        docker = await RemoteDocker.open(conn)
+    except SparkError as exc:
+        errors.append(f"{exc.message} ({exc.remedy})")
+        return
+    try:
+        facts.docker_version = await docker.version()
+        facts.images = await docker.images()
+        facts.containers = await docker.containers(labels=[CLUSTER_LABEL])
+    except SparkError as exc:
+        errors.append(f"{exc.message} ({exc.remedy})")
+    finally:
+        await docker.close()
+
+
+def unreachable_facts(node: InventoryNode, error: SparkError) -> NodeFacts:
+    """A node that could not be reached, as facts that say so (for partial probes)."""
+    return NodeFacts(
+        name=node.name, address=node.host, errors=[f"{error.message} (remedy: {error.remedy})"]
+    )
+
+
+async def probe_pool(
+    pool: ConnectionPool, *, partial: bool = False, docker: bool = True, timeout: float = 30.0
+) -> list[NodeFacts]:
+    """Probe every node of an opened pool (unreachable ones as facts with errors if partial)."""
+    reachable = pool.reachable
+    probed = await asyncio.gather(
+        *(probe_node(c, timeout=timeout, docker=docker) for c in reachable),
+        return_exceptions=True,
+    )
+    by_name: dict[str, NodeFacts] = {}
+    failures: list[SparkError] = list(pool.errors.values())
+    for conn, res in zip(reachable, probed, strict=True):
+        if isinstance(res, NodeFacts):
+            by_name[conn.name] = res
+        elif isinstance(res, SparkError):
+            failures.append(res)
+            by_name[conn.name] = unreachable_facts(conn.node, res)
+        elif isinstance(res, BaseException):
+            raise res
+    if failures and not partial:
+        raise combine_errors(failures, len(pool))
+    for node in pool.nodes:
+        if node.name not in by_name:
+            by_name[node.name] = unreachable_facts(node, pool.errors[node.name])
+    return [by_name[n.name] for n in pool.nodes]
+
+
+async def probe_nodes(
+    nodes: Sequence[InventoryNode],
+    accept_new_host_keys: bool = False,
+    confirm: HostKeyConfirm | None = None,
+    *,
+    partial: bool = False,
+    docker: bool = True,
+    **ssh_options: object,
+) -> list[NodeFacts]:
+    """Connect to every node at once and probe them all, in inventory (rank) order.
+
+    A node that cannot be reached raises UnreachableError (exit 3) naming it and why,
+    unless `partial`: then its entry carries the reason in `errors` and the others'
+    facts come back complete.
+    """
+    pool = ConnectionPool(
+        nodes, accept_new_host_keys=accept_new_host_keys, confirm=confirm, **ssh_options
+    )
+    try:
+        await pool.open(partial=partial)
+        return await probe_pool(pool, partial=partial, docker=docker)
+    finally:
+        await pool.close()
+
+
+def probe_nodes_sync(
+    nodes: Sequence[InventoryNode],
+    accept_new_host_keys: bool = False,
+    confirm: HostKeyConfirm | None = None,
+    **kwargs: object,
+) -> list[NodeFacts]:
+    """probe_nodes for synchronous callers (the headless `check` and `plan` commands)."""
+    return asyncio.run(
+        probe_nodes(nodes, accept_new_host_keys, confirm, **kwargs)  # type: ignore[arg-type]
+    )

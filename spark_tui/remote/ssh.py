@@ -1,0 +1,539 @@
+"""SSH to the nodes: one reused asyncssh connection per node, opened in parallel.
+
+`NodeConnection` honours `~/.ssh/config` (HostName, User, Port, IdentityFile, ProxyJump,
+UserKnownHostsFile), the agent and default keys; an inventory's port, user, identity_file
+and known_hosts override them. Host keys go through `hostkeys.HostKeyPolicy`. Every call
+has a timeout; the connection sends keepalives and is re-opened with backoff when it
+drops, re-creating its port and socket forwards at the same local addresses so that
+clients holding them (the Docker SDK, an HTTP client) carry on.
+
+Commands are the fixed strings of `probe_commands` or `shlex.join(argv)`: `run_argv`
+quotes every value, so no user value reaches a remote shell unquoted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import shutil
+import socket
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+
+from spark_tui.core.errors import SparkError, UnreachableError
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.remote import probe_commands
+from spark_tui.remote.hostkeys import (
+    DEFAULT_KNOWN_HOSTS,
+    HostKeyConfirm,
+    HostKeyError,
+    HostKeyPolicy,
+    RecordingClient,
+    existing,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
+GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+# `ssh_config=DEFAULT_CONFIG` means asyncssh's default: ~/.ssh/config when it exists.
+DEFAULT_CONFIG: tuple[()] = ()
+
+
+@dataclass
+class RunResult:
+    """What a remote command printed and how it ended (`exit_status` None: killed by a signal)."""
+
+    stdout: str
+    stderr: str
+    exit_status: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+class CommandTimeout(UnreachableError):
+    """A remote command that did not finish within its timeout."""
+
+
+@dataclass
+class _Forward:
+    """A forward to re-create after a reconnect, at the same local address."""
+
+    kind: str  # "port" | "path"
+    listen: str | int  # local port, or local socket path
+    dest_host: str
+    dest_port: int
+    dest_path: str
+    listener: Any = None
+
+
+def _short(cmd: str, limit: int = 60) -> str:
+    return cmd if len(cmd) <= limit else cmd[: limit - 3] + "..."
+
+
+class NodeConnection:
+    """One node's SSH connection: reused, verified, kept alive and re-opened with backoff."""
+
+    def __init__(
+        self,
+        node: InventoryNode,
+        *,
+        confirm: HostKeyConfirm | None = None,
+        accept_new_host_keys: bool = False,
+        ssh_config: Sequence[str] | None | tuple[()] = DEFAULT_CONFIG,
+        connect_timeout: float = 10.0,
+        command_timeout: float = 60.0,
+        keepalive_interval: float = 15.0,
+        keepalive_count_max: int = 3,
+        reconnect_attempts: int = 5,
+        backoff_initial: float = 0.2,
+        backoff_max: float = 5.0,
+    ) -> None:
+        self.node = node
+        self.name = node.name
+        self.confirm = confirm
+        self.accept_new_host_keys = accept_new_host_keys
+        self.ssh_config = ssh_config
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self.keepalive_interval = keepalive_interval
+        self.keepalive_count_max = keepalive_count_max
+        self.reconnect_attempts = reconnect_attempts
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._client: RecordingClient | None = None
+        self._tunnels: list[asyncssh.SSHClientConnection] = []
+        self._lock = asyncio.Lock()
+        self._forwards: list[_Forward] = []
+        self._forward_dir: str | None = None
+        self._policy: HostKeyPolicy | None = None
+        self._closed = False
+        # Filled from the resolved options on first connect.
+        self.address: str = node.host
+        self.port: int = node.port or 22
+        self.username: str | None = node.user
+        self.reconnects = 0
+        self._docker_socket: str | None = None
+
+    # --- connecting -------------------------------------------------------------------
+
+    def _kwargs(self, host: str | None = None) -> dict[str, Any]:
+        """asyncssh options: the inventory's values override ~/.ssh/config's."""
+        kw: dict[str, Any] = {
+            "config": self.ssh_config,
+            "keepalive_interval": self.keepalive_interval,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout,
+            "login_timeout": self.connect_timeout,
+        }
+        if host is None:
+            if self.node.port:
+                kw["port"] = self.node.port
+            if self.node.user:
+                kw["username"] = self.node.user
+            if self.node.identity_file:
+                kw["client_keys"] = [os.path.expanduser(self.node.identity_file)]
+        return kw
+
+    async def _resolve_policy(self) -> HostKeyPolicy:
+        """Which known_hosts files to read and write, from the inventory or ~/.ssh/config."""
+        if self._policy is not None:
+            return self._policy
+        if self.node.known_hosts:
+            files = [self.node.known_hosts]
+        else:
+            opts = await self._options(self.node.host)
+            configured = opts.known_hosts
+            user_files = [str(f) for f in configured] if isinstance(configured, list) else []
+            files = (user_files or [DEFAULT_KNOWN_HOSTS]) + [GLOBAL_KNOWN_HOSTS]
+        self._policy = HostKeyPolicy(
+            files,
+            confirm=self.confirm,
+            accept_new=self.accept_new_host_keys,
+            write_to=files[0],
+        )
+        return self._policy
+
+    async def _options(self, host: str, own: bool = True) -> asyncssh.SSHClientConnectionOptions:
+        kw = self._kwargs(None if own else host)
+        kw.pop("known_hosts", None)
+        try:
+            return await asyncssh.SSHClientConnectionOptions.construct(None, host=host, **kw)
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise self._unreachable(exc) from exc
+
+    def _known_hosts_arg(self, policy: HostKeyPolicy) -> asyncssh.SSHKnownHosts:
+        """The known_hosts content asyncssh checks against (never None: that would trust all)."""
+        files = existing(policy.known_hosts)
+        if not files:
+            return asyncssh.import_known_hosts("")
+        return asyncssh.read_known_hosts(files)
+
+    async def _connect_one(
+        self, host: str, tunnel: Any, own: bool, extra: dict[str, Any] | None = None
+    ) -> tuple[asyncssh.SSHClientConnection, RecordingClient]:
+        """One connection, with the unknown-key flow (ask, append, connect again)."""
+        policy = await self._resolve_policy()
+        for attempt in range(2):
+            client = RecordingClient()
+            kw = {**self._kwargs(None if own else host), **(extra or {})}
+            if tunnel is not None:
+                kw["tunnel"] = tunnel
+            try:
+                conn = await asyncssh.connect(
+                    host,
+                    known_hosts=self._known_hosts_arg(policy),
+                    client_factory=lambda c=client: c,  # type: ignore[misc]
+                    **kw,
+                )
+                return conn, client
+            except asyncssh.HostKeyNotVerifiable as exc:
+                if client.presented is None or attempt == 1:
+                    raise HostKeyError(
+                        f"{self.name}: the host key of {host} could not be verified ({exc.reason})",
+                        "check the node's key with `ssh-keygen -lf` on the node and "
+                        "its entry in known_hosts",
+                    ) from exc
+                await policy.resolve(self.name, client.presented)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _open(self) -> None:
+        opts = await self._options(self.node.host)
+        self.address = str(opts.host)
+        self.port = int(opts.port)
+        self.username = str(opts.username)
+        tunnel: Any = None
+        jumps = opts.tunnel if isinstance(opts.tunnel, str) else None
+        # ProxyJump hosts are connected here (not by asyncssh) so that their keys get the
+        # same verification and the same unknown-key confirmation as the node's own.
+        self._tunnels = []
+        if jumps:
+            for hop in [h.strip() for h in jumps.split(",") if h.strip()]:
+                user, _, hostport = hop.rpartition("@")
+                host, _, port = hostport.partition(":")
+                extra: dict[str, Any] = {}
+                if user:
+                    extra["username"] = user
+                if port.isdigit():
+                    extra["port"] = int(port)
+                conn, _client = await self._connect_one(host, tunnel, own=False, extra=extra)
+                self._tunnels.append(conn)
+                tunnel = conn
+        try:
+            self._conn, self._client = await self._connect_one(self.node.host, tunnel, own=True)
+        except BaseException:
+            for t in self._tunnels:
+                t.close()
+            self._tunnels = []
+            raise
+
+    def _unreachable(self, exc: BaseException) -> SparkError:
+        """A connection failure as a message naming the node, with a remedy."""
+        if isinstance(exc, SparkError):
+            return exc
+        where = f"{self.name} ({self.username + '@' if self.username else ''}{self.address}:{self.port})"
+        if isinstance(exc, asyncssh.PermissionDenied):
+            return UnreachableError(
+                f"{where}: authentication refused ({exc.reason})",
+                "check the user and key: `ssh-copy-id` your public key to the node, load it "
+                "with `ssh-add`, or set identity_file in the inventory",
+            )
+        if isinstance(exc, ConnectionRefusedError):
+            return UnreachableError(
+                f"{where}: connection refused",
+                "check that sshd runs on the node and listens on that port",
+            )
+        if isinstance(exc, socket.gaierror):
+            return UnreachableError(
+                f"{where}: the name does not resolve ({exc.strerror})",
+                "check the host name, or its HostName in ~/.ssh/config",
+            )
+        if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+            return UnreachableError(
+                f"{where}: no answer within {self.connect_timeout:g} s",
+                "check that the node is powered on and reachable (ping it) and the address",
+            )
+        if isinstance(exc, FileNotFoundError) and exc.filename:
+            return UnreachableError(
+                f"{where}: the key file {exc.filename} does not exist",
+                "fix identity_file in the inventory (or IdentityFile in ~/.ssh/config)",
+            )
+        if isinstance(exc, OSError):
+            return UnreachableError(
+                f"{where}: {exc.strerror or exc}",
+                "check the network path to the node and that sshd runs there",
+            )
+        if isinstance(exc, asyncssh.DisconnectError):
+            return UnreachableError(
+                f"{where}: the node closed the connection ({exc.reason})",
+                "check sshd's log on the node (MaxStartups, AllowUsers, key options)",
+            )
+        return UnreachableError(f"{where}: {exc}", "check that `ssh` to the node works")
+
+    @property
+    def connected(self) -> bool:
+        return (
+            self._conn is not None
+            and self._client is not None
+            and not self._client.lost
+            and not self._conn.is_closed()
+        )
+
+    @property
+    def connection(self) -> asyncssh.SSHClientConnection:
+        """The live asyncssh connection (call `ensure_connected` first)."""
+        if self._conn is None:
+            raise UnreachableError(f"{self.name}: not connected", "connect first")
+        return self._conn
+
+    async def connect(self) -> None:
+        """Open the connection (once); raises UnreachableError/HostKeyError with the reason."""
+        async with self._lock:
+            if self.connected:
+                return
+            self._closed = False
+            try:
+                await self._open()
+            except (SparkError, asyncio.CancelledError):
+                raise
+            except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+                raise self._unreachable(exc) from exc
+
+    async def ensure_connected(self) -> None:
+        """Reconnect with exponential backoff if the connection dropped; restore forwards."""
+        if self.connected:
+            return
+        async with self._lock:
+            if self.connected:
+                return
+            if self._closed:
+                raise UnreachableError(f"{self.name}: connection closed", "open the pool again")
+            delay = self.backoff_initial
+            last: SparkError | None = None
+            for attempt in range(self.reconnect_attempts):
+                if attempt:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.backoff_max)
+                try:
+                    await self._open()
+                except HostKeyError:
+                    raise  # a changed key stays refused however often we try
+                except SparkError as exc:
+                    last = exc
+                    continue
+                except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+                    last = self._unreachable(exc)
+                    continue
+                self.reconnects += 1
+                log.info("%s: reconnected (attempt %d)", self.name, attempt + 1)
+                await self._restore_forwards()
+                return
+            assert last is not None
+            raise UnreachableError(
+                f"{last.message} (after {self.reconnect_attempts} attempts to reconnect)",
+                last.remedy,
+            )
+
+    async def close(self) -> None:
+        """Close forwards, the connection and its tunnels; remove the local socket folder."""
+        self._closed = True
+        for fwd in self._forwards:
+            if fwd.listener is not None:
+                fwd.listener.close()
+        self._forwards = []
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.wait_closed(), 2)
+        for t in reversed(self._tunnels):
+            t.close()
+        self._tunnels = []
+        self._conn = None
+        if self._forward_dir:
+            shutil.rmtree(self._forward_dir, ignore_errors=True)
+            self._forward_dir = None
+
+    # --- commands ---------------------------------------------------------------------
+
+    async def run(self, cmd: str, timeout: float | None = None, *, retry: bool = True) -> RunResult:
+        """Run a fixed command string; retried once after a reconnect when `retry`."""
+        limit = timeout if timeout is not None else self.command_timeout
+        for attempt in range(2):
+            await self.ensure_connected()
+            conn = self.connection
+            try:
+                proc = await conn.create_process(cmd, encoding="utf-8", errors="replace")
+            except (
+                asyncssh.ChannelOpenError,
+                asyncssh.ConnectionLost,
+                asyncssh.DisconnectError,
+                OSError,
+            ) as exc:
+                if retry and attempt == 0:
+                    self._mark_lost()
+                    continue
+                raise self._unreachable(exc) from exc
+            try:
+                result = await asyncio.wait_for(proc.wait(), limit)
+            except TimeoutError:
+                proc.close()
+                raise CommandTimeout(
+                    f"{self.name}: `{_short(cmd)}` did not finish within {limit:g} s",
+                    "the node is slow or stuck: check its load, or try again",
+                ) from None
+            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, BrokenPipeError) as exc:
+                if retry and attempt == 0:
+                    self._mark_lost()
+                    continue
+                raise self._unreachable(exc) from exc
+            return RunResult(
+                stdout=str(result.stdout or ""),
+                stderr=str(result.stderr or ""),
+                exit_status=result.exit_status,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def run_argv(self, argv: Sequence[str], timeout: float | None = None) -> RunResult:
+        """Run a command given as argv: every element is shell-quoted."""
+        return await self.run(shlex.join(list(argv)), timeout)
+
+    def _mark_lost(self) -> None:
+        if self._client is not None:
+            self._client.lost = True
+
+    # --- forwards ---------------------------------------------------------------------
+
+    async def forward_local_port(
+        self, dest_host: str, dest_port: int, listen_host: str = "127.0.0.1", listen_port: int = 0
+    ) -> int:
+        """Forward a local TCP port to dest_host:dest_port as seen from the node; returns the port."""
+        await self.ensure_connected()
+        listener = await self.connection.forward_local_port(
+            listen_host, listen_port, dest_host, dest_port
+        )
+        port = int(listener.get_port())
+        self._forwards.append(_Forward("port", port, dest_host, dest_port, "", listener))
+        return port
+
+    async def docker_socket_path(self) -> str:
+        """The node's Docker socket: its DOCKER_HOST when that is a unix socket, else the default."""
+        if self._docker_socket is None:
+            res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)
+            value = res.stdout.strip() if res.ok else ""
+            self._docker_socket = (
+                value[len("unix://") :] if value.startswith("unix://") else DEFAULT_DOCKER_SOCKET
+            )
+        return self._docker_socket
+
+    async def forward_docker_socket(self, remote_path: str | None = None) -> str:
+        """Forward the node's Docker socket to a private local unix socket; returns its path."""
+        for fwd in self._forwards:
+            if fwd.kind == "path" and (remote_path is None or fwd.dest_path == remote_path):
+                return str(fwd.listen)
+        remote = remote_path or await self.docker_socket_path()
+        if self._forward_dir is None:
+            # mkdtemp makes the folder 0700: only this user can reach the forwarded socket.
+            self._forward_dir = tempfile.mkdtemp(prefix="spark-tui-")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
+        local = os.path.join(self._forward_dir, f"docker-{safe}.sock")
+        await self.ensure_connected()
+        listener = await self.connection.forward_local_path(local, remote)
+        self._forwards.append(_Forward("path", local, "", 0, remote, listener))
+        return local
+
+    async def _restore_forwards(self) -> None:
+        for fwd in self._forwards:
+            if fwd.listener is not None:
+                fwd.listener.close()
+            try:
+                if fwd.kind == "port":
+                    fwd.listener = await self.connection.forward_local_port(
+                        "127.0.0.1", int(fwd.listen), fwd.dest_host, fwd.dest_port
+                    )
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(str(fwd.listen))
+                    fwd.listener = await self.connection.forward_local_path(
+                        str(fwd.listen), fwd.dest_path
+                    )
+            except (OSError, asyncssh.Error) as exc:
+                log.warning("%s: could not restore forward %s: %s", self.name, fwd.listen, exc)
+                fwd.listener = None
+
+
+class ConnectionPool:
+    """Connections to every node of an inventory, opened in parallel, head first."""
+
+    def __init__(self, nodes: Sequence[InventoryNode], **options: Any) -> None:
+        self.nodes = list(nodes)
+        self.connections = [NodeConnection(n, **options) for n in self.nodes]
+        self.errors: dict[str, SparkError] = {}
+
+    def __getitem__(self, name: str) -> NodeConnection:
+        for conn in self.connections:
+            if conn.name == name:
+                return conn
+        raise KeyError(name)
+
+    def __iter__(self) -> Any:
+        return iter(self.connections)
+
+    def __len__(self) -> int:
+        return len(self.connections)
+
+    @property
+    def reachable(self) -> list[NodeConnection]:
+        """The connections that opened, in inventory order."""
+        return [c for c in self.connections if c.name not in self.errors]
+
+    async def open(self, *, partial: bool = False) -> dict[str, SparkError]:
+        """Connect to every node at once. A node that fails is named with its reason: raised
+        (as one error covering every failed node) unless `partial`, then returned."""
+        results = await asyncio.gather(
+            *(c.connect() for c in self.connections), return_exceptions=True
+        )
+        self.errors = {}
+        for conn, res in zip(self.connections, results, strict=True):
+            if isinstance(res, asyncio.CancelledError):
+                raise res
+            if isinstance(res, SparkError):
+                self.errors[conn.name] = res
+            elif isinstance(res, BaseException):
+                self.errors[conn.name] = conn._unreachable(res)
+        if self.errors and not partial:
+            await self.close()
+            raise combine_errors(list(self.errors.values()), len(self.connections))
+        return dict(self.errors)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections), return_exceptions=True)
+
+    async def __aenter__(self) -> ConnectionPool:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def combine_errors(errors: list[SparkError], total: int) -> SparkError:
+    """One error for several failed nodes (a single one is returned as it is)."""
+    if len(errors) == 1:
+        return errors[0]
+    remedies = list(dict.fromkeys(e.remedy for e in errors))
+    cls = HostKeyError if all(isinstance(e, HostKeyError) for e in errors) else UnreachableError
+    return cls(
+        f"{len(errors)} of {total} nodes could not be reached:\n  "
+        + "\n  ".join(e.message for e in errors),
+        "; ".join(remedies),
+    )

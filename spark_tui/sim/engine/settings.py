@@ -1,0 +1,91 @@
+"""Environment knobs of the simulated engine (names fixed: the simulated nodes and the lab set them).
+
+| variable | default | meaning |
+|---|---|---|
+| SPARK_SIM_MEM_TOTAL_BYTES | 128452014080 | node memory (MemTotal of a GB10, free_b_gb10.txt) |
+| SPARK_SIM_MEM_AVAILABLE_BYTES | total x 0.9642 | MemAvailable (123858804736 of 128452014080 in free_b_gb10.txt) |
+| SPARK_SIM_PAGE_CACHE_BYTES | 0 | page cache held; on GB10's unified memory it is not free to CUDA |
+| SPARK_SIM_PACE | 1.0 | startup pace multiplier: 1.0 = demo (ready in 10-30 s), 0.05 = tests (~1 s) |
+| SPARK_SIM_TOKEN_SCALE | 1.0 | multiplier on every token timing (1.0 = GB10 speed) |
+| SPARK_SIM_BIND_ADDRESS | unset | bind the API and rendezvous here instead of --host / 0.0.0.0 |
+| SPARK_SIM_DIE_AFTER_READY_S | unset | scenario: this rank exits N s after it is ready (a node that dies) |
+| SPARK_SIM_RENDEZVOUS_TIMEOUT_S | max(60 x pace, 5) | how long ranks wait for each other |
+| SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
+| SPARK_SIM_STATS_INTERVAL_S | 10 | period of the "Engine 000: Avg prompt throughput" log line |
+| SPARK_SIM_GPUS_PER_NODE | 1 | GPUs per node (a DGX Spark has one GB10) |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+GB10_MEM_TOTAL_BYTES = 128452014080  # free_b_gb10.txt, "Mem:" total
+GB10_MEM_AVAILABLE_BYTES = 123858804736  # free_b_gb10.txt, "available"
+AVAILABLE_FRACTION = GB10_MEM_AVAILABLE_BYTES / GB10_MEM_TOTAL_BYTES
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return default
+
+
+def _opt_float(env: Mapping[str, str], name: str) -> Optional[float]:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The simulated node's knobs, read once from the environment."""
+
+    mem_total: int
+    mem_available: int
+    page_cache: int
+    pace: float
+    token_scale: float
+    bind_address: Optional[str]
+    die_after_ready_s: Optional[float]
+    rendezvous_timeout_s: float
+    heartbeat_timeout_s: float
+    stats_interval_s: float
+    gpus_per_node: int
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> SimSettings:
+        """Read every knob from `env` (default: os.environ)."""
+        env = os.environ if env is None else env
+        total = int(_float(env, "SPARK_SIM_MEM_TOTAL_BYTES", GB10_MEM_TOTAL_BYTES))
+        available = int(_float(env, "SPARK_SIM_MEM_AVAILABLE_BYTES", total * AVAILABLE_FRACTION))
+        page_cache = int(_float(env, "SPARK_SIM_PAGE_CACHE_BYTES", 0))
+        pace = max(0.0, _float(env, "SPARK_SIM_PACE", 1.0))
+        timeout = _opt_float(env, "SPARK_SIM_RENDEZVOUS_TIMEOUT_S")
+        return cls(
+            mem_total=total,
+            mem_available=min(available, total),
+            page_cache=max(0, page_cache),
+            pace=pace,
+            token_scale=max(0.0, _float(env, "SPARK_SIM_TOKEN_SCALE", 1.0)),
+            bind_address=(env.get("SPARK_SIM_BIND_ADDRESS") or "").strip() or None,
+            die_after_ready_s=_opt_float(env, "SPARK_SIM_DIE_AFTER_READY_S"),
+            rendezvous_timeout_s=timeout if timeout is not None else max(60.0 * pace, 5.0),
+            heartbeat_timeout_s=_float(env, "SPARK_SIM_HEARTBEAT_TIMEOUT_S", 5.0),
+            stats_interval_s=max(0.05, _float(env, "SPARK_SIM_STATS_INTERVAL_S", 10.0)),
+            gpus_per_node=max(1, int(_float(env, "SPARK_SIM_GPUS_PER_NODE", 1))),
+        )
+
+    @property
+    def free_for_cuda(self) -> int:
+        """Memory CUDA can allocate at startup: available minus the page cache (GB10 is UMA)."""
+        return max(0, self.mem_available - self.page_cache)

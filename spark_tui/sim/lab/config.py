@@ -1,0 +1,203 @@
+"""The lab's layout: names, addresses and paths of the bridge, the nodes and their daemons."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_tui.core.errors import InputError
+
+DEFAULT_PREFIX = "sparklab"
+DEFAULT_SUBNET = "10.77.0.0/24"
+DEFAULT_STATE_DIR = Path("/var/lib/spark-tui-lab")
+# The image's root filesystem is reused between labs (it only changes with the host's python).
+DEFAULT_CACHE_DIR = Path("/var/cache/spark-tui-lab")
+MAX_NODES = 32
+# Unix socket paths are limited to 107 bytes; containerd puts its sockets under the exec-root.
+_SOCKET_PATH_LIMIT = 100
+# A file that marks a directory as the lab's own, so `down` never deletes someone else's files.
+MARKER = ".spark-tui-lab"
+
+
+def connectx_name(index: int) -> str:
+    """The ConnectX-like netdev name of node `index` (1-based); it differs between nodes.
+
+    Node 1 is cabled on `enp1s0f1np1`, node 2 on `enP2p1s0f1np1` (the names real Spark pairs
+    show), node k > 2 on `enP<k>p1s0f1np1`. All stay within the kernel's 15 characters.
+    """
+    return "enp1s0f1np1" if index == 1 else f"enP{index}p1s0f1np1"
+
+
+def rdma_name(netdev: str) -> str:
+    """The RDMA device ibdev2netdev pairs with a ConnectX netdev (enp1s0f1np1 -> rocep1s0f1)."""
+    stem = netdev[2:]
+    return "roce" + stem.rsplit("np", 1)[0]
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """One lab node: its namespace, interface, address and the paths of its daemons."""
+
+    index: int
+    name: str
+    netns: str
+    veth_host: str
+    veth_peer: str
+    ifname: str
+    address: str
+    dir: Path
+
+    @property
+    def cgroup_parent(self) -> str:
+        return self.netns
+
+    @property
+    def home(self) -> Path:
+        return self.dir / "home"
+
+    @property
+    def session_bin(self) -> Path:
+        """Shims on the PATH of SSH sessions (nvidia-smi, ibdev2netdev)."""
+        return self.dir / "bin"
+
+    @property
+    def dockerd_bin(self) -> Path:
+        """Shims on dockerd's PATH (nvidia-container-runtime-hook)."""
+        return self.dir / "dockerd-bin"
+
+    @property
+    def docker_socket(self) -> Path:
+        """The node's Docker socket as seen from the root namespace."""
+        return self.dir / "docker.sock"
+
+    @property
+    def data_root(self) -> Path:
+        return self.dir / "docker" / "root"
+
+    @property
+    def exec_root(self) -> Path:
+        return self.dir / "docker" / "exec"
+
+    @property
+    def meminfo(self) -> Path:
+        return self.dir / "meminfo"
+
+    @property
+    def keeper_pidfile(self) -> Path:
+        return self.dir / "keeper.pid"
+
+    @property
+    def sshd_pidfile(self) -> Path:
+        return self.dir / "sshd.pid"
+
+    @property
+    def dockerd_pidfile(self) -> Path:
+        return self.dir / "dockerd.pid"
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "ssh_host_ed25519_key"
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.dir / "sshd_config"
+
+    def log(self, what: str) -> Path:
+        return self.dir / f"{what}.log"
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    """What `lab up` builds: how many nodes, their memory, and where everything lives.
+
+    `prefix` names the bridge (`<prefix>0`), the namespaces (`<prefix>-n1`...) and the host
+    ends of the veths (`<prefix>v1`...); two labs with different prefixes and subnets can run
+    side by side. `pace` and `token_scale` are baked into the image for the simulated engine.
+    """
+
+    nodes: int = 2
+    memory_gb: int = 128
+    page_cache_gb: float = 0.0
+    pace: float | None = None
+    token_scale: float | None = None
+    prefix: str = DEFAULT_PREFIX
+    subnet: str = DEFAULT_SUBNET
+    state_dir: Path = DEFAULT_STATE_DIR
+    cache_dir: Path = DEFAULT_CACHE_DIR
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= MAX_NODES:
+            raise InputError(
+                f"a lab has 1 to {MAX_NODES} nodes, not {self.nodes}", "pass --nodes 2"
+            )
+        if self.memory_gb <= 0:
+            raise InputError(f"--memory-gb must be positive, not {self.memory_gb}", "pass 128")
+        if not (self.prefix.isalnum() and self.prefix.islower() and 2 <= len(self.prefix) <= 9):
+            raise InputError(
+                f"lab prefix {self.prefix!r} must be 2-9 lowercase letters or digits",
+                "use the default prefix",
+            )
+        net = ipaddress.IPv4Network(self.subnet)
+        if not net.is_private or net.num_addresses < 256:
+            raise InputError(f"{self.subnet} must be a private /24 or larger", "use 10.77.0.0/24")
+        object.__setattr__(self, "state_dir", Path(self.state_dir).absolute())
+        object.__setattr__(self, "cache_dir", Path(self.cache_dir).absolute())
+        longest = self.node(self.nodes).exec_root / "containerd" / "containerd-debug.sock"
+        if len(str(longest)) > _SOCKET_PATH_LIMIT:
+            raise InputError(
+                f"the lab's state directory {self.state_dir} is too long for unix sockets",
+                "pass a shorter --state-dir (e.g. /var/lib/spark-tui-lab)",
+            )
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.subnet)
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.prefix}0"
+
+    @property
+    def bridge_address(self) -> str:
+        return str(self.network.network_address + 1)
+
+    @property
+    def prefixlen(self) -> int:
+        return self.network.prefixlen
+
+    def node(self, index: int) -> NodeLayout:
+        """The layout of node `index` (1-based; node 1 is the head)."""
+        return NodeLayout(
+            index=index,
+            name=f"spark-lab-{index}",
+            netns=f"{self.prefix}-n{index}",
+            veth_host=f"{self.prefix}v{index}",
+            veth_peer=f"{self.prefix}p{index}",
+            ifname=connectx_name(index),
+            address=str(self.network.network_address + 10 + index),
+            dir=self.state_dir / "nodes" / f"n{index}",
+        )
+
+    def all_nodes(self) -> list[NodeLayout]:
+        return [self.node(i) for i in range(1, self.nodes + 1)]
+
+    @property
+    def client_key(self) -> Path:
+        return self.state_dir / "id_ed25519"
+
+    @property
+    def authorized_keys(self) -> Path:
+        return self.state_dir / "authorized_keys"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.state_dir / "known_hosts"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def image_dir(self) -> Path:
+        return self.state_dir / "image"

@@ -1,0 +1,96 @@
+"""The lab's network: a private bridge in the root namespace and one namespace per node,
+joined by a veth pair whose inner end carries a ConnectX-like name. Nothing else is touched:
+no iptables, no sysctl, no interface the lab did not create."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+
+from spark_tui.core.errors import SparkError
+from spark_tui.sim.lab.config import LabConfig, NodeLayout
+from spark_tui.sim.lab.run import run
+
+NETNS_DIR = Path("/run/netns")
+
+
+def _links() -> list[dict[str, object]]:
+    out = run(["ip", "-j", "link", "show"]).stdout
+    data = json.loads(out or "[]")
+    return data if isinstance(data, list) else []
+
+
+def link_exists(name: str) -> bool:
+    return any(link.get("ifname") == name for link in _links())
+
+
+def lab_links(prefix: str) -> list[str]:
+    """The root-namespace links this lab prefix names: its bridge and the veths' host ends."""
+    pattern = re.compile(rf"^{re.escape(prefix)}(0|v\d+|p\d+)$")
+    return [str(link["ifname"]) for link in _links() if pattern.match(str(link.get("ifname")))]
+
+
+def lab_namespaces(prefix: str) -> list[str]:
+    """The named network namespaces this lab prefix names (`<prefix>-n1`...)."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-n\d+$")
+    try:
+        return sorted(p.name for p in NETNS_DIR.iterdir() if pattern.match(p.name))
+    except OSError:
+        return []
+
+
+def check_subnet_free(cfg: LabConfig) -> None:
+    """Refuse a subnet the host already routes through an interface that is not the lab's."""
+    out = run(["ip", "-j", "-4", "route", "show"]).stdout
+    routes = json.loads(out or "[]")
+    net = cfg.network
+    for route in routes if isinstance(routes, list) else []:
+        dst = route.get("dst")
+        dev = route.get("dev")
+        if not dst or dst == "default" or dev == cfg.bridge:
+            continue
+        try:
+            other = ipaddress.IPv4Network(dst, strict=False)
+        except ValueError:
+            continue
+        if other.overlaps(net):
+            raise SparkError(
+                f"the lab's subnet {net} overlaps {other} on {dev}",
+                "the lab only uses its own subnet; free it or pick another lab prefix and subnet",
+            )
+
+
+def create_bridge(cfg: LabConfig) -> None:
+    run(["ip", "link", "add", cfg.bridge, "type", "bridge"])
+    run(["ip", "addr", "add", f"{cfg.bridge_address}/{cfg.prefixlen}", "dev", cfg.bridge])
+    run(["ip", "link", "set", cfg.bridge, "up"])
+
+
+def create_node_network(cfg: LabConfig, node: NodeLayout) -> None:
+    """A namespace with `lo` up and the node's ConnectX-named end of a veth on the bridge."""
+    run(["ip", "netns", "add", node.netns])
+    run(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_peer])
+    run(["ip", "link", "set", node.veth_peer, "netns", node.netns])
+    run(["ip", "link", "set", node.veth_host, "master", cfg.bridge])
+    run(["ip", "link", "set", node.veth_host, "up"])
+    inside = ["ip", "-n", node.netns]
+    run([*inside, "link", "set", node.veth_peer, "name", node.ifname])
+    run([*inside, "addr", "add", f"{node.address}/{cfg.prefixlen}", "dev", node.ifname])
+    run([*inside, "link", "set", node.ifname, "up"])
+    run([*inside, "link", "set", "lo", "up"])
+
+
+def delete_network(prefix: str) -> list[str]:
+    """Delete the lab's namespaces, veths and bridge; return what could not be deleted."""
+    left = []
+    for ns in lab_namespaces(prefix):
+        if run(["ip", "netns", "del", ns], check=False).returncode != 0:
+            left.append(f"namespace {ns}")
+    # Deleting a namespace deletes the veth end inside it and with it the pair; remove
+    # whatever host ends and the bridge remain.
+    for link in lab_links(prefix):
+        if run(["ip", "link", "del", link], check=False).returncode != 0 and link_exists(link):
+            left.append(f"link {link}")
+    return left

@@ -1,0 +1,224 @@
+"""Simulated GB10 tools for lab nodes: `nvidia-smi`, `ibdev2netdev`, `/proc/meminfo` and
+the `nvidia-container-runtime-hook` dockerd needs for `--gpus all`. All simulated: the lab
+has no GPU; the outputs follow the real ones in the shared reference samples."""
+
+from __future__ import annotations
+
+# MemTotal of a real 128 GB GB10 (reference free_kib_gb10.txt); other sizes scale from it.
+GB10_128_MEMTOTAL_KB = 125_513_720
+# What the OS and desktop of that node held ("used" and "buff/cache" in the same sample).
+GB10_USED_KB = 5_088_412
+GB10_CACHE_KB = 2_728_844
+GB10_SWAP_KB = 16_777_212
+KIB = 1024
+GIB = 1024**3
+
+NVIDIA_SMI = r"""#!/bin/sh
+# nvidia-smi of a simulated NVIDIA GB10 (spark-tui lab shim: there is no GPU here).
+# The output follows real GB10 nodes: memory is "Not Supported" / [N/A] on unified memory.
+DRIVER=580.95.05
+CUDA=13.0
+NAME="NVIDIA GB10"
+BUS=0000000F:01:00.0
+UUID=GPU-5ba1c9e2-7d0b-4f3e-9c61-2f0d8a4be310
+
+value() {  # $1 = field, $2 = 1 when units are printed
+  case "$1" in
+    index) echo 0 ;;
+    count) echo 1 ;;
+    name|gpu_name) echo "$NAME" ;;
+    driver_version) echo "$DRIVER" ;;
+    uuid|gpu_uuid) echo "$UUID" ;;
+    pci.bus_id|gpu_bus_id) echo "$BUS" ;;
+    persistence_mode) echo Enabled ;;
+    pstate) echo P0 ;;
+    compute_cap) echo 12.1 ;;
+    temperature.gpu) echo 40 ;;
+    memory.total|memory.used|memory.free|memory.reserved) echo "[N/A]" ;;
+    utilization.gpu|utilization.memory) if [ "$2" = 1 ]; then echo "0 %"; else echo 0; fi ;;
+    power.draw) if [ "$2" = 1 ]; then echo "11.00 W"; else echo 11.00; fi ;;
+    power.limit|enforced.power.limit) echo "[N/A]" ;;
+    *) return 1 ;;
+  esac
+}
+
+header() {  # $1 = field, $2 = 1 when units are printed
+  if [ "$2" != 1 ]; then echo "$1"; return; fi
+  case "$1" in
+    memory.*) echo "$1 [MiB]" ;;
+    utilization.*) echo "$1 [%]" ;;
+    power.*|enforced.power.limit) echo "$1 [W]" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+query=""; format=""; list=""
+for arg in "$@"; do
+  case "$arg" in
+    --query-gpu=*) query=${arg#--query-gpu=} ;;
+    --format=*) format=${arg#--format=} ;;
+    -L|--list-gpus) list=1 ;;
+    -i|0|--id=0) ;;
+    *) echo "nvidia-smi (spark-tui lab shim): option not simulated: $arg" >&2; exit 2 ;;
+  esac
+done
+
+if [ -n "$list" ]; then
+  echo "GPU 0: $NAME (UUID: $UUID)"
+  exit 0
+fi
+
+if [ -n "$query" ]; then
+  case ",$format," in *,csv,*) ;; *) echo "Format must be csv: --format=csv" >&2; exit 2 ;; esac
+  units=1; head=1
+  case ",$format," in *,nounits,*) units=0 ;; esac
+  case ",$format," in *,noheader,*) head=0 ;; esac
+  set -f; old=$IFS; IFS=,
+  hline=""; vline=""
+  for f in $query; do
+    f=$(echo "$f" | tr -d ' ')
+    if ! v=$(value "$f" "$units"); then
+      echo "Field \"$f\" is not a valid field to query."
+      echo
+      echo "Run nvidia-smi --help-query-gpu for a list of valid fields."
+      exit 2
+    fi
+    h=$(header "$f" "$units")
+    hline="${hline:+$hline, }$h"; vline="${vline:+$vline, }$v"
+  done
+  IFS=$old
+  [ "$head" = 1 ] && echo "$hline"
+  echo "$vline"
+  exit 0
+fi
+
+printf '%s       \n' "$(date '+%a %b %e %H:%M:%S %Y')"
+cat <<EOF
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI $DRIVER              Driver Version: $DRIVER      CUDA Version: $CUDA     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  $NAME                    On  |   $BUS Off |                  N/A |
+| N/A   40C    P0             11W /  N/A  | Not Supported          |      0%      Default |
+|                                         |                        |                  N/A |
++-----------------------------------------+------------------------+----------------------+
+
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|  No running processes found                                                             |
++-----------------------------------------------------------------------------------------+
+EOF
+"""
+
+IBDEV2NETDEV = r"""#!/bin/sh
+# ibdev2netdev of a simulated Spark (spark-tui lab shim): the RDMA device and state of each
+# ConnectX-named netdev of this node, read live from sysfs (rocep1s0f1 <-> enp1s0f1np1).
+for arg in "$@"; do
+  echo "ibdev2netdev (spark-tui lab shim): option not simulated: $arg" >&2; exit 2
+done
+for d in /sys/class/net/*; do
+  n=${d##*/}
+  case "$n" in en*np[0-9]) ;; *) continue ;; esac
+  stem=${n#en}; stem=${stem%np*}
+  if [ "$(cat "$d/operstate" 2>/dev/null)" = up ]; then state=Up; else state=Down; fi
+  echo "roce$stem port 1 ==> $n ($state)"
+done
+"""
+
+RUNTIME_HOOK = """#!/bin/sh
+# nvidia-container-runtime-hook stand-in (spark-tui lab): dockerd only accepts `--gpus all`
+# when this exists on its PATH; runc hands it the container state on stdin. No GPU is set up.
+cat >/dev/null
+exit 0
+"""
+
+
+def mem_total_kb(memory_gb: int) -> int:
+    """MemTotal of a simulated GB10 with `memory_gb` of unified memory."""
+    return round(GB10_128_MEMTOTAL_KB * memory_gb / 128)
+
+
+def memory_figures(memory_gb: int, page_cache_gb: float) -> dict[str, int]:
+    """Total, free, available and page-cache figures of a simulated node, in KiB."""
+    total = mem_total_kb(memory_gb)
+    used = round(GB10_USED_KB * memory_gb / 128)
+    page_cache = int(page_cache_gb * GIB / KIB)
+    cached = GB10_CACHE_KB + page_cache
+    free = max(total - used - cached, 0)
+    # The page cache is reclaimable, so it counts as available (that is why vLLM's free
+    # memory check can fail on a node whose MemAvailable looks fine).
+    available = min(free + round(GB10_CACHE_KB * 0.66) + page_cache, total)
+    return {
+        "total": total,
+        "used": used,
+        "free": free,
+        "cached": cached,
+        "available": available,
+        "page_cache": page_cache,
+    }
+
+
+def meminfo_text(memory_gb: int, page_cache_gb: float = 0.0) -> str:
+    """A /proc/meminfo of a simulated GB10 (bind-mounted over the node's /proc/meminfo)."""
+    m = memory_figures(memory_gb, page_cache_gb)
+    buffers = 96_512
+    rows = [
+        ("MemTotal", m["total"]),
+        ("MemFree", m["free"]),
+        ("MemAvailable", m["available"]),
+        ("Buffers", buffers),
+        ("Cached", m["cached"] - buffers),
+        ("SwapCached", 0),
+        ("Active", m["used"] // 2 + m["cached"] // 3),
+        ("Inactive", m["used"] // 4 + 2 * m["cached"] // 3),
+        ("Unevictable", 0),
+        ("Mlocked", 0),
+        ("SwapTotal", GB10_SWAP_KB),
+        ("SwapFree", GB10_SWAP_KB),
+        ("Dirty", 112),
+        ("Writeback", 0),
+        ("AnonPages", m["used"] // 2),
+        ("Mapped", 412_300),
+        ("Shmem", 20_596),
+        ("KReclaimable", 180_224),
+        ("Slab", 402_112),
+        ("SReclaimable", 180_224),
+        ("SUnreclaim", 221_888),
+        ("KernelStack", 18_432),
+        ("PageTables", 24_576),
+        ("CommitLimit", m["total"] // 2 + GB10_SWAP_KB),
+        ("Committed_AS", m["used"] * 2),
+        ("VmallocTotal", 133_141_626_880),
+        ("VmallocUsed", 92_160),
+        ("HugePages_Total", 0),
+        ("HugePages_Free", 0),
+        ("Hugepagesize", 2048),
+    ]
+    lines = []
+    for key, value in rows:
+        unit = "" if key.startswith("HugePages_") else " kB"
+        lines.append(f"{key + ':':<16}{value:>8}{unit}")
+    return "\n".join(lines) + "\n"
+
+
+def engine_env(
+    memory_gb: int, page_cache_gb: float, pace: float | None, token_scale: float | None
+) -> dict[str, str]:
+    """The SPARK_SIM_* variables the simulated engine reads, baked into the lab's image."""
+    m = memory_figures(memory_gb, page_cache_gb)
+    env = {
+        "SPARK_SIM_MEM_TOTAL_BYTES": str(m["total"] * KIB),
+        "SPARK_SIM_MEM_AVAILABLE_BYTES": str(m["available"] * KIB),
+        "SPARK_SIM_PAGE_CACHE_BYTES": str(m["page_cache"] * KIB),
+    }
+    if pace is not None:
+        env["SPARK_SIM_PACE"] = f"{pace:g}"
+    if token_scale is not None:
+        env["SPARK_SIM_TOKEN_SCALE"] = f"{token_scale:g}"
+    return env

@@ -1,0 +1,78 @@
+"""The comparison of two benchmarks and its noise rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_tui.ops.compare import NOISE_FLOOR, compare_bench, noise_for
+from spark_tui.ops.history import History, Run
+
+
+def level(tps: float, ttft: float, latencies: list[float], **extra: Any) -> dict[str, Any]:
+    return {
+        "concurrency": 8,
+        "requests": len(latencies),
+        "errors": extra.pop("errors", 0),
+        "duration_s": 1.0,
+        "figures": {
+            "total_output_tps": tps,
+            "ttft_p50_s": ttft,
+            "ttft_p95_s": ttft * 1.5,
+            "errors": float(extra.pop("error_figure", 0.0)),
+        },
+        "per_request": {"latency_s": latencies, "ttft_s": [ttft] * len(latencies)},
+        **extra,
+    }
+
+
+def bench_run(history: History, lv: dict[str, Any], settings: dict[str, Any]) -> Run:
+    plan = {
+        "recipe": "r",
+        "settings": settings,
+        "ranks": [{"rank": 0, "node": "a", "address": "127.0.0.1", "argv": ["vllm", "serve", "m"]}],
+    }
+    launch = history.record_launch(plan, settings)
+    data = {"model": "m", "config": {"prompt_tokens": 8, "output_tokens": 8}, "levels": [lv]}
+    return history.record_bench(data, launch=launch)
+
+
+def test_doubling_throughput_is_beyond_noise_and_names_the_change() -> None:
+    h = History()
+    a = bench_run(h, level(100.0, 0.20, [1.0, 1.02, 0.98, 1.01]), {"max_num_seqs": 2})
+    b = bench_run(h, level(200.0, 0.21, [0.5, 0.51, 0.49, 0.5]), {"max_num_seqs": 8})
+    cmp = compare_bench(a, b)
+    assert cmp.changed == [{"name": "max_num_seqs", "before": 2, "after": 8}]
+    tps = cmp.get(8, "total_output_tps")
+    assert tps is not None and tps.beyond_noise and tps.better is True
+    assert round(tps.delta_pct, 6) == 100.0 and tps.delta == 100.0
+    ttft = cmp.get(8, "ttft_p50_s")
+    # +5 % with identical per-request TTFTs: only the floor applies, so it is beyond it.
+    assert ttft is not None and ttft.noise_pct == NOISE_FLOOR * 100
+    assert ttft.beyond_noise and ttft.better is False  # higher TTFT is worse
+
+
+def test_spread_of_per_request_values_widens_the_noise() -> None:
+    h = History()
+    noisy = [0.5, 1.5, 0.7, 1.3]
+    a = bench_run(h, level(100.0, 0.2, noisy), {})
+    b = bench_run(h, level(110.0, 0.2, noisy), {})
+    tps = compare_bench(a, b).get(8, "total_output_tps")
+    assert tps is not None and not tps.beyond_noise and tps.better is None
+    assert tps.noise_pct > 10.0
+
+
+def test_repeats_set_the_noise_when_they_disagree_more() -> None:
+    a = level(
+        100.0, 0.2, [1.0, 1.0], repeats=[{"total_output_tps": 80.0}, {"total_output_tps": 120.0}]
+    )
+    b = level(115.0, 0.2, [1.0, 1.0])
+    assert noise_for("total_output_tps", a, b) == 0.4  # (120 - 80) / 100
+    assert noise_for("total_output_tps", b, b, [100.0, 106.0]) > NOISE_FLOOR
+
+
+def test_any_new_error_is_reported() -> None:
+    h = History()
+    a = bench_run(h, level(100.0, 0.2, [1.0, 1.0]), {})
+    b = bench_run(h, level(100.0, 0.2, [1.0, 1.0], errors=1, error_figure=1.0), {})
+    err = compare_bench(a, b).get(8, "errors")
+    assert err is not None and err.beyond_noise and err.better is False

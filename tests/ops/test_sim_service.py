@@ -1,0 +1,207 @@
+"""Smoke checks, benchmark and the smoke/bench CLI against the SIMULATED engine (glm-5.3-flash).
+
+The service is the bundled recipe's two-rank plan, run as two engine subprocesses on
+loopback. Benchmark figures are checked against timings taken independently with the
+official `openai` client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from spark_tui import cli
+from spark_tui.ops.bench import BenchConfig, BenchRun, run_bench
+from spark_tui.ops.history import History
+from spark_tui.ops.smoke import UNREACHABLE_CAUSE, all_passed, run_smoke, server_unreachable
+from tests.ops.conftest import glm_plan
+from tests.ops.simengine import SimService, free_port, loopback_ranks
+
+GLM = "nvidia/GLM-5.3-Flash-FP4-Local"
+
+
+def start(tmp: Path, overrides: dict[str, object] | None = None) -> SimService:
+    ranks, port = loopback_ranks(glm_plan(overrides).to_dict())
+    service = SimService(ranks, port, tmp)
+    service.start()
+    return service
+
+
+@pytest.fixture(scope="module")
+def glm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimService]:
+    service = start(tmp_path_factory.mktemp("glm"))
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+async def test_every_check_passes_for_glm(glm: SimService) -> None:
+    results = await run_smoke(glm.base_url, expect_reasoning=True, tool_call_parser="glm47")
+    by = {r.name: r for r in results}
+    assert all_passed(results), {r.name: (r.detail, r.cause) for r in results}
+    assert by["models"].data["model"] == GLM
+    assert by["chat"].data["finish_reason"] == "stop"
+    assert by["chat"].data["reasoning_chars"] > 0  # glm45 parser: reasoning kept apart
+    assert by["tool_call"].data["function"] == "get_weather"
+    assert "boston" in by["tool_call"].data["arguments"].lower()
+    assert "[DONE]" in by["streaming"].detail
+    assert all(r.latency_s > 0 for r in results)
+
+
+async def test_removed_tool_parser_and_stopped_server(tmp_path: Path) -> None:
+    overrides = {"tool_call_parser": "none", "enable_auto_tool_choice": "false"}
+    service = start(tmp_path, overrides)
+    try:
+        assert not any("tool" in a for a in service.ranks[0])
+        results = await run_smoke(service.base_url, GLM, tool_call_parser="glm47")
+    finally:
+        service.stop()
+    by = {r.name: r for r in results}
+    assert [r.name for r in results if not r.ok] == ["tool_call"]
+    assert "--enable-auto-tool-choice" in by["tool_call"].cause
+    assert "--tool-call-parser glm47" in by["tool_call"].remedy
+    # The same address after the server stopped: every check fails as unreachable.
+    stopped = await run_smoke(service.base_url, GLM, timeout=5)
+    assert server_unreachable(stopped) and all(r.cause == UNREACHABLE_CAUSE for r in stopped)
+
+
+def _openai_timings(base_url: str, prompt_tokens: int, output_tokens: int, n: int) -> dict:
+    """TTFT, per-request decode speed and total tokens/s measured with the openai client."""
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="unused")
+    words = prompt_tokens
+    ttfts, speeds, prompt_counts, tokens = [], [], [], 0
+    wall = 0.0
+    for i in range(n + 1):
+        prompt = f"req{i} " + " ".join(
+            ["alpha", "beta", "gamma", "delta"][j % 4] for j in range(words)
+        )
+        sent = time.perf_counter()
+        stream = client.chat.completions.create(
+            model=GLM,
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=output_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"min_tokens": output_tokens, "ignore_eos": True},
+        )
+        first = last = None
+        usage = None
+        for chunk in stream:
+            if chunk.usage:
+                usage = chunk.usage
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                text = (
+                    delta.content
+                    or getattr(delta, "reasoning", None)
+                    or (delta.model_extra or {}).get("reasoning")
+                )
+                if text:
+                    now = time.perf_counter()
+                    first = first if first is not None else now
+                    last = now
+        assert usage is not None and first is not None and last is not None
+        if i == 0:  # calibrate the prompt to the requested length; not measured
+            words = max(1, round(words * prompt_tokens / usage.prompt_tokens))
+            continue
+        ttfts.append(first - sent)
+        speeds.append((usage.completion_tokens - 1) / (last - first))
+        prompt_counts.append(usage.prompt_tokens)
+        tokens += usage.completion_tokens
+        wall += last - sent
+    return {
+        "ttft_p50_s": statistics.median(ttfts),
+        "tps_per_request_mean": statistics.fmean(speeds),
+        "total_output_tps": tokens / wall,
+        "prompt_tokens": statistics.fmean(prompt_counts),
+    }
+
+
+async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> None:
+    cfg = BenchConfig(concurrency=(1,), prompt_tokens=512, output_tokens=40, requests_per_level=5)
+    independent = await asyncio.to_thread(_openai_timings, glm.base_url, 512, 40, 5)
+    result = await run_bench(glm.base_url, GLM, cfg)
+    level = result.level(1)
+    assert level is not None and level.errors == 0 and result.forced_length
+    assert level.output_tokens == 5 * 40
+    assert abs(level.prompt_tokens_mean - independent["prompt_tokens"]) <= 0.05 * 512
+    for figure in ("ttft_p50_s", "tps_per_request_mean", "total_output_tps"):
+        ours, theirs = level.figures[figure], independent[figure]
+        assert ours is not None and abs(ours - theirs) <= 0.10 * theirs, (figure, ours, theirs)
+
+
+async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> None:
+    cfg = BenchConfig(
+        concurrency=(4,),
+        prompt_tokens=64,
+        output_tokens=24,
+        requests_per_level=8,
+        metrics_interval_s=0.02,
+    )
+    seen = []
+    result = await run_bench(glm.base_url, GLM, cfg, progress=seen.append)
+    level = result.level(4)
+    assert level is not None and level.errors == 0 and len(seen) == 8
+    assert result.metrics_available and level.metrics_samples > 0
+    assert level.metrics["num_requests_running"]["max"] >= 2
+    assert 0 < level.metrics["kv_cache_usage_perc"]["max"] <= 1
+    assert level.figures["itl_p95_s"] >= level.figures["itl_p50_s"] > 0
+    # Cancelling mid-level stops promptly and keeps the partial result marked as cancelled.
+    long = BenchConfig(concurrency=(4,), prompt_tokens=64, output_tokens=4000, requests_per_level=4)
+    bench = BenchRun(glm.base_url, GLM, long)
+    task = asyncio.create_task(bench.run())
+    await asyncio.sleep(0.5)
+    t0 = time.perf_counter()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.perf_counter() - t0 < 1.0
+    assert bench.result.cancelled and bench.result.levels == []
+
+
+def test_cli_smoke_and_bench(
+    glm: SimService, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert cli.main(["smoke", "--base-url", glm.base_url + "/v1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] and [c["name"] for c in out["checks"]] == [
+        "health",
+        "models",
+        "chat",
+        "tool_call",
+        "streaming",
+    ]
+    code = cli.main(
+        [
+            "bench",
+            "--base-url",
+            glm.base_url,
+            "--concurrency",
+            "1,2",
+            "--prompt-tokens",
+            "32",
+            "--output-tokens",
+            "8",
+            "--json",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    bench = json.loads(captured.out)
+    assert [lv["concurrency"] for lv in bench["levels"]] == [1, 2]
+    assert "level 2/2 (concurrency 2" in captured.err  # progress on stderr
+    kinds = [r.kind for r in History().list_runs()]
+    assert kinds == ["smoke", "bench"]
+    assert cli.main(["bench", "--base-url", glm.base_url, "--concurrency", "0"]) == 2
+    # A server that is not there: smoke exits 1 (3 is for a cluster named by inventory).
+    assert cli.main(["smoke", "--base-url", f"http://127.0.0.1:{free_port()}"]) == 1
+    assert "server not reachable" in capsys.readouterr().out

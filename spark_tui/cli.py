@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a worker dies this long after ready",
     )
     p.add_argument("--pace", type=float, help="startup pace (1 = demo speed, 0.05 = test speed)")
+    p.add_argument(
+        "--ssh-port", type=int, default=2222, help="SSH port of every node (0: any free port)"
+    )
+    p.add_argument(
+        "--base-address", default="127.0.0.11", help="loopback address of node 1 (others follow)"
+    )
+    p.add_argument("--state-dir", metavar="DIR", help="keep keys and homes here (default: temp)")
 
     p = sub.add_parser("recipes", help="list bundled and user recipes")
     p.add_argument("--json", action="store_true")
@@ -82,7 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     _targets(p)
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("check", help="does the recipe fit these nodes?")
+    p = sub.add_parser(
+        "check",
+        help="does the recipe fit these nodes?",
+        epilog="exit status: 0 fits (also with warnings); 1 does not fit, or unknown because "
+        "a needed fact is missing (the findings name it); 2 bad input; 3 a node could not "
+        "be reached",
+    )
     p.add_argument("recipe")
     _targets(p, facts=True)
     _sets(p)

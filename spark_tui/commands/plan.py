@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from spark_tui.core.errors import FactsError, InputError
 from spark_tui.core.facts import NodeFacts, parse_facts
@@ -54,21 +53,11 @@ def target_nodes(args: argparse.Namespace) -> list[NodeFacts]:
             ) from None
         inv = parse_inventory(text, source=str(inventory))
     else:
-        inv = hosts_to_inventory(hosts)
+        inv = hosts_to_inventory(str(hosts))
     # Imported only here: the offline path loads neither asyncio nor asyncssh.
-    import asyncio
-    import inspect
+    from spark_tui.remote.probe import probe_nodes_sync
 
-    from spark_tui.remote.probe import probe_nodes
-
-    result: Any = probe_nodes(inv, accept_new_host_keys=bool(args.accept_new_host_keys))
-    if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
-    return list(result)
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+    return list(probe_nodes_sync(inv, accept_new_host_keys=bool(args.accept_new_host_keys)))
 
 
 def _masked(key: str, value: str) -> str:

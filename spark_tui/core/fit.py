@@ -21,8 +21,10 @@ MIB = 1024**2
 WEIGHT_LOAD_FACTOR = 1.015
 # What a rank holds besides weights and KV cache: CUDA context, NCCL buffers, CUDA graphs
 # and the activation peak of one scheduler step, which grows with max_num_batched_tokens.
-# Calibrated on the logs' "Available KV cache memory" (see benchmarks/fit_accuracy.py).
-RUNTIME_OVERHEAD_BASE = int(1.5 * GIB)
+# Calibrated on the logs' "Available KV cache memory" (budget - loaded weights - KV left
+# 0.6 to 8.2 GiB at 2048-4096 batched tokens and 18.3 GiB at 65536; this line splits the
+# difference, see benchmarks/fit_accuracy.py for the per-log error).
+RUNTIME_OVERHEAD_BASE = int(2.5 * GIB)
 RUNTIME_OVERHEAD_PER_BATCHED_TOKEN = MIB // 4
 # Above this the OS, Docker and the page cache share too little of a unified-memory node.
 HIGH_UTILIZATION = 0.9
@@ -139,6 +141,10 @@ def weights_per_rank_bytes(
     return int(weights / shards * WEIGHT_LOAD_FACTOR)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, limit + 1) if n % d == 0]
 
@@ -159,9 +165,9 @@ def _parallel_findings(
             Finding(
                 "error",
                 "nodes_mismatch",
-                f"TP {tp} x PP {pp} x DP {dp} = {world} ranks (one per Spark), "
-                f"but {n} node{'s' if n != 1 else ''} given",
-                f"{fix}give exactly {world} nodes",
+                f"TP {tp} x PP {pp} x DP {dp} = {_count(world, 'rank')} (one per Spark), "
+                f"but {_count(n, 'node')} given",
+                f"{fix}give exactly {_count(world, 'node')}",
             )
         )
     if n < recipe.min_nodes:
@@ -169,8 +175,9 @@ def _parallel_findings(
             Finding(
                 "error",
                 "too_few_nodes",
-                f"recipe {recipe.name} needs at least {recipe.min_nodes} nodes, {n} given",
-                f"give {recipe.min_nodes} nodes (inventory, --hosts or facts file)",
+                f"recipe {recipe.name} needs at least {_count(recipe.min_nodes, 'node')}, "
+                f"{n} given",
+                f"give {_count(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
             )
         )
     if recipe.max_nodes is not None and n > recipe.max_nodes:
@@ -178,8 +185,9 @@ def _parallel_findings(
             Finding(
                 "error",
                 "too_many_nodes",
-                f"recipe {recipe.name} runs on at most {recipe.max_nodes} nodes, {n} given",
-                f"give at most {recipe.max_nodes} nodes",
+                f"recipe {recipe.name} runs on at most {_count(recipe.max_nodes, 'node')}, "
+                f"{n} given",
+                f"give at most {_count(recipe.max_nodes, 'node')}",
             )
         )
     heads = facts.num_attention_heads
@@ -389,8 +397,8 @@ def _node_findings(
                     f"{fit.max_concurrency:.2f} requests of the full {max_len} tokens fit in the "
                     f"KV cache at once; max_num_seqs={args.max_num_seqs} are served together when "
                     "requests are shorter (normal for long-context recipes)",
-                    "nothing to do; lower max_model_len or use fp8 KV to hold more full-length "
-                    "requests",
+                    "nothing to do; to hold more full-length requests lower max_model_len"
+                    + ("" if args.kv_cache_dtype.startswith("fp8") else " or use fp8 KV"),
                 )
             )
     return out

@@ -20,10 +20,13 @@ KINDS = ("error", "warning", "progress", "ready", "phase", "info", "debug")
 class LineClass:
     """What one log line means.
 
-    `kind` is one of KINDS. `progress` is 0..1 for progress lines. `detail` is a short
-    human description. `scope` refines the kind: for `ready` "api" (the head's API
-    server is up) or "worker" (a headless worker finished its startup); for `progress`
-    "weights", "cuda_graphs" or "other"; for `phase` the milestone's name.
+    `kind` is one of KINDS. `progress` is 0..1 for progress lines. `detail` is short: for
+    errors a cause code (see _KNOWN_CAUSES: free_memory, kv_cache_too_small, no_kv_memory,
+    port_in_use, tp_heads, cuda_oom, nccl, nccl_timeout, gated_repo, worker_died,
+    driver_oom, engine_start) or "error" / "exception" / "traceback"; for progress the bar's
+    label and count; for phases the message. `scope` refines the kind: for `ready` "api"
+    (the head's API server is up) or "worker" (a headless worker finished its startup);
+    for `progress` "weights", "cuda_graphs" or "other"; for `phase` the milestone's name.
     """
 
     kind: str

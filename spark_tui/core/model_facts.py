@@ -181,6 +181,20 @@ def facts_from_metadata(model_id: str, metadata: Mapping[str, Any] | None) -> Mo
             model_id, dict(config), None, source="recipe metadata config"
         )
         facts = merge_facts(facts, from_config)
+    # Config-style keys written straight into the metadata (hybrid_override_pattern,
+    # layer_types, mamba_* ...) say what the named keys leave out.
+    loose = {k: v for k, v in meta.items() if k not in ("config", "facts_sources")}
+    from_keys = facts_from_hf_config(model_id, loose, None, source="recipe metadata")
+    # Metadata is not a whole config: absent keys say nothing, so no config defaults
+    # (full attention, one KV head per head) are read into it.
+    drop: dict[str, Any] = {}
+    if from_keys.attention == "full" or (
+        facts.attention is not None and from_keys.attention != facts.attention
+    ):
+        drop["attention"] = None
+    if "one KV head per head" in from_keys.sources.get("num_key_value_heads", ""):
+        drop["num_key_value_heads"] = None
+    facts = merge_facts(facts, replace(from_keys, **drop))
     return _with_derived_weights(facts)
 
 
@@ -286,14 +300,19 @@ def _sliding_counts(cfg: Mapping[str, Any], layers: int | None) -> dict[str, int
     return {"full": 0, "sliding": layers, "linear": 0}
 
 
+# transformers' config-class defaults, used when a config.json leaves the key out.
+_DEFAULT_CONV_KERNEL = 4  # Qwen3NextConfig.linear_conv_kernel_dim, Mamba2/NemotronH conv_kernel
+_DEFAULT_GROUPS = {"nemotron_h": 8}  # NemotronHConfig.n_groups (Mamba2Config: 1)
+
+
 def _linear_state_bytes(cfg: Mapping[str, Any], elem: float) -> int | None:
     """Per-sequence state of one Mamba / linear-attention layer at TP=1 (conv + SSM state)."""
     nk = _positive_int(cfg.get("linear_num_key_heads"))
     nv = _positive_int(cfg.get("linear_num_value_heads"))
     dk = _positive_int(cfg.get("linear_key_head_dim"))
     dv = _positive_int(cfg.get("linear_value_head_dim"))
-    kernel = _positive_int(cfg.get("linear_conv_kernel_dim"))
-    if nk and nv and dk and dv and kernel:
+    if nk and nv and dk and dv:
+        kernel = _positive_int(cfg.get("linear_conv_kernel_dim")) or _DEFAULT_CONV_KERNEL
         # Gated delta-net (Qwen3-Next): conv over q, k, v plus a dk x dv state per value head.
         conv = (2 * nk * dk + nv * dv) * (kernel - 1)
         ssm = nv * dk * dv
@@ -301,9 +320,11 @@ def _linear_state_bytes(cfg: Mapping[str, Any], elem: float) -> int | None:
     heads = _positive_int(_first(cfg, "mamba_num_heads", "mamba_n_heads"))
     head_dim = _positive_int(_first(cfg, "mamba_head_dim", "mamba_d_head"))
     state = _positive_int(_first(cfg, "ssm_state_size", "mamba_d_state", "state_size"))
-    groups = _positive_int(_first(cfg, "n_groups", "mamba_n_groups")) or 1
-    kernel = _positive_int(_first(cfg, "conv_kernel", "mamba_d_conv"))
-    if heads and head_dim and state and kernel:
+    kernel = _positive_int(_first(cfg, "conv_kernel", "mamba_d_conv")) or _DEFAULT_CONV_KERNEL
+    if heads and head_dim and state:
+        groups = _positive_int(_first(cfg, "n_groups", "mamba_n_groups")) or _DEFAULT_GROUPS.get(
+            str(cfg.get("model_type") or ""), 1
+        )
         # Mamba-2: conv over x, B, C plus a head_dim x state matrix per head.
         inner = heads * head_dim
         conv = (inner + 2 * groups * state) * (kernel - 1)
@@ -311,7 +332,7 @@ def _linear_state_bytes(cfg: Mapping[str, Any], elem: float) -> int | None:
         return int((conv + ssm) * elem)
     hidden = _positive_int(cfg.get("hidden_size"))
     expand = _positive_int(_first(cfg, "mamba_expand", "expand"))
-    if hidden and expand and state and kernel:
+    if hidden and expand and state:
         # Mamba-1 (Jamba): conv and an inner x state SSM state.
         inner = hidden * expand
         return int((inner * (kernel - 1) + inner * state) * elem)
@@ -394,6 +415,11 @@ def facts_from_hf_config(
     if values.get("attention") == "hybrid":
         elem = dtype_bytes(values.get("dtype")) or 2
         put("linear_state_bytes", _linear_state_bytes(cfg, elem), "conv + SSM state")
+    # Not a transformers key: the simulated catalogue's name for the PLE (N-gram) table size.
+    put(
+        "ple_table_bytes",
+        _positive_int(_first(cfg, "ple_table_bytes", "per_layer_embedding_table_bytes")),
+    )
     put(
         "mtp_layers",
         _positive_int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers")),

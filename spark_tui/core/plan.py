@@ -315,7 +315,8 @@ def _rank_env(
             notes.append(f"{key}: the recipe's literal value is not used; export {key} instead")
         else:
             env[key] = value
-    env["HF_TOKEN"] = "${HF_TOKEN}"
+    # A recipe may point HF_TOKEN at another variable (`${MY_HF}`); otherwise the user's own.
+    env.setdefault("HF_TOKEN", "${HF_TOKEN}")
     for key, value in network_env(node).items():
         if key in env and env[key] != value:
             notes.append(
@@ -564,8 +565,8 @@ def build_plan(
             rendezvous.update(data_parallel_address=head_ip, data_parallel_rpc_port=rpc_port)
             notes.append(
                 f"data parallel: {dp} replicas of {replica_size} node(s); each replica leader "
-                "runs its own API server (vLLM external load balancing), the head's is the "
-                "endpoint"
+                "runs its own API server (vLLM's external load balancing, meant for MoE "
+                "models), the head's is the endpoint"
             )
     head = nodes[0]
     endpoint = {

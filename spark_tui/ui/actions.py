@@ -40,14 +40,17 @@ class Evaluation:
 
 
 def load_recipes(warn: Callable[[str], None]) -> list[Recipe]:
-    """Bundled and user recipes; a broken user recipe is reported, not fatal."""
-    from spark_tui.core.recipe_loader import list_recipes
+    """Bundled and user recipes (a user recipe hides the bundled one of its name); a broken
+    user recipe is reported, not fatal."""
+    from spark_tui.core.errors import RecipeError
+    from spark_tui.core.recipe_loader import list_recipes, shadowed
 
-    try:
-        return list_recipes()
-    except SparkError as exc:
+    errors: list[RecipeError] = []
+    recipes = list_recipes(errors=errors)
+    for exc in errors:
         warn(f"{exc.message} → {exc.remedy}")
-        return []
+    hidden = shadowed(recipes)
+    return [r for r in recipes if (r.name, r.source) not in hidden]
 
 
 def evaluate(recipe: Recipe, sets: dict[str, str], nodes: list[NodeFacts]) -> Evaluation:

@@ -537,3 +537,21 @@ def test_secrets_only_as_references_even_when_set(monkeypatch: pytest.MonkeyPatc
     assert resolved["OTHER_TOKEN"] == "" and resolved["PLAIN"] == "x"
     assert _flag(resolve_argv(plan.ranks[0].argv, local), "--api-key") == "k"
     assert resolve_secrets({"A": "${B:-dflt}"}, {}) == {"A": "dflt"}
+
+
+def test_recipe_may_point_hf_token_at_another_variable() -> None:
+    recipe = simple_recipe("vllm serve {model} --port {port}", env={"HF_TOKEN": "${MY_HF}"})
+    plan = build_plan(recipe, apply_overrides(recipe, []), cluster(1))
+    assert plan.ranks[0].env["HF_TOKEN"] == "${MY_HF}"
+    assert resolve_secrets(plan.ranks[0].env, {"MY_HF": "t"})["HF_TOKEN"] == "t"
+
+
+def test_human_summary_lists_each_rank_flag_by_flag() -> None:
+    from spark_tui.commands.plan import summary
+
+    recipe = find_recipe("glm-5.3-flash")
+    text = summary(build_plan(recipe, apply_overrides(recipe, []), [head_node(), worker_node()]))
+    assert "rank 1  spark-b  10.0.0.2 (cluster link 192.168.100.11)  worker" in text
+    assert "\n    --node-rank 1\n    --headless\n" in text
+    assert "HF_TOKEN=${HF_TOKEN}   (read from your shell at launch)" in text
+    assert "NCCL_SOCKET_IFNAME=enP2p1s0f1np1" in text

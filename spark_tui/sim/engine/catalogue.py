@@ -9,7 +9,7 @@ bundled recipes' `facts_sources`; where no public source exists the value is SIM
 | model | value | source |
 |---|---|---|
 | nvidia/GLM-5.3-Flash-FP4-Local | every architecture fact, weights 114.6 GiB, 1.6 GiB replicated per rank | SIMULATED: MLA (kv_lora_rank 512 + qk_rope 64) over 45 layers, 64 heads (TP2 divides, TP3 not), so that TP2 on two 128 GB Sparks at util 0.87 gives 58.1 GiB weights/rank, ~34 GiB KV, 1 req @500k = 12.1 GiB, ~2.8x; two 64 GB Sparks cannot hold 58.1 GiB |
-| nvidia/GLM-5.3-Flash-FP4-Local | activation 2.95 MB/token | SIMULATED: B12X MLA/sparse-indexer + MoE + MTP workspace, ~12 GiB at 4096 batched tokens |
+| nvidia/GLM-5.3-Flash-FP4-Local | activation 3.36 MB/token | SIMULATED: B12X MLA/sparse-indexer + MoE + MTP workspace, ~12.8 GiB at 4096 batched tokens |
 | nvidia/Qwen3.8-Flash-Next-* | checkpoint 123.57 GiB, PLE table 47.7 GiB, 11 shards, vocab 248320, Qwen4ExpForConditionalGeneration, 512 experts | real: model_facts.tsv, vllm_multinode_tp2_*.log, sglang#37995 |
 | nvidia/Qwen3.8-Flash-Next-* | 2.69 GiB replicated per rank | SIMULATED, calibrated: (123.57-47.7-2.69)/2 + 2.69 + 47.7/2 = 63.13 GiB/rank, the logged TP2 load |
 | nvidia/Qwen3.8-Flash-Next-* | 40 layers (20 full attention, 20 Gated DeltaNet), 32 heads, 2 KV heads x 256, hidden 4096 | SIMULATED: 20 x 2 x 1 x 256 x 1 B = 10240 B/token/rank at TP2 fp8, which reproduces the logged 2.25M vs 2,318,574 KV tokens for 21.47 GiB |
@@ -129,7 +129,7 @@ _MODELS: List[ModelSpec] = [
         params_active=14e9,
         mtp_layers=1,
         num_shards=24,
-        activation_bytes_per_token=2_950_000,
+        activation_bytes_per_token=3_360_000,
         reasons=True,
         extra_config={
             "q_lora_rank": 2048,

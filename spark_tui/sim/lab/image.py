@@ -10,7 +10,6 @@ cached the same way). The engine's files are added fresh on every `lab up`.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -25,8 +24,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 import spark_tui
 from spark_tui.core.errors import OperationFailed, SparkError
@@ -69,26 +66,22 @@ class ImageResult:
 # --- which images ---------------------------------------------------------------------------
 
 
-def recipe_dirs() -> list[Path]:
-    """Where the bundled recipes are: inside the wheel, or the source tree's recipes/."""
-    pkg = Path(spark_tui.__file__).resolve().parent
-    return [p for p in (pkg / "_bundled" / "recipes", pkg.parent / "recipes") if p.is_dir()]
-
-
 def recipe_images() -> list[str]:
-    """The `container:` image of every bundled recipe (sorted, without duplicates)."""
+    """The container image of every bundled recipe (sorted, without duplicates)."""
+    from spark_tui.core.errors import RecipeError
+    from spark_tui.core.recipe_loader import bundled_recipes_dir, load_recipe_file
+
     images: set[str] = set()
-    for d in recipe_dirs():
-        for f in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
-            try:
-                data = yaml.safe_load(f.read_text())
-            except (OSError, yaml.YAMLError):
-                continue
-            image = data.get("container") if isinstance(data, dict) else None
-            if isinstance(image, str) and image.strip() and "@" not in image:
-                images.add(image.strip())
-        if images:
-            break
+    folder = bundled_recipes_dir()
+    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+    for path in files:
+        try:
+            image = load_recipe_file(path, source="bundled").container
+        except RecipeError:
+            continue
+        # A digest reference cannot be given as a tag to a locally built image.
+        if image and "@" not in image:
+            images.add(image.strip())
     return sorted(images)
 
 
@@ -106,6 +99,8 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 @contextmanager
 def _locked(cache_dir: Path) -> Iterator[None]:
+    import fcntl  # Unix only, like the lab
+
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

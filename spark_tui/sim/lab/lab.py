@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -174,11 +174,9 @@ class Lab:
         for node in self.nodes:
             self._start_dockerd(node)
         for node in self.nodes:
+            sock = node.docker_socket
             wait_for(
-                f"dockerd of {node.name}",
-                lambda n=node: dockerd.ping(n.docker_socket),
-                30.0,
-                node.log("dockerd"),
+                f"dockerd of {node.name}", partial(dockerd.ping, sock), 30.0, node.log("dockerd")
             )
         for node in self.nodes:
             self.start_sshd(node.index)
@@ -245,6 +243,8 @@ class Lab:
     def _start_keeper(self, node: NodeLayout) -> None:
         nsenter, unshare = which("nsenter"), which("unshare")
         assert nsenter and unshare  # checked by require_lab_host
+        import pwd  # Unix only, like the lab
+
         root_home = pwd.getpwuid(0).pw_dir
         argv = [
             nsenter,

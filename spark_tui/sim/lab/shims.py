@@ -122,7 +122,7 @@ IBDEV2NETDEV = r"""#!/bin/sh
 for arg in "$@"; do
   echo "ibdev2netdev (spark-tui lab shim): option not simulated: $arg" >&2; exit 2
 done
-for d in /sys/class/net/*; do
+for d in "${SPARK_LAB_SYS_CLASS_NET:-/sys/class/net}"/*; do
   n=${d##*/}
   case "$n" in en*np[0-9]) ;; *) continue ;; esac
   stem=${n#en}; stem=${stem%np*}

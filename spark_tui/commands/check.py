@@ -1,0 +1,119 @@
+"""`spark-tui check RECIPE (--facts FILE | --inventory FILE | --hosts ...) [--set K=V]...
+[--json]`: does the recipe fit these nodes?
+
+Exit codes: 0 fits (with or without warnings); 1 does not fit, or unknown (a fact the check
+needs is missing: the findings name it); 2 bad input; 3 a node could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+from spark_tui.core.facts import GIB
+from spark_tui.core.fit import FitReport, NodeFit, check_fit
+from spark_tui.core.model_facts import resolve_model_facts
+
+EXIT_HELP = (
+    "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
+    "fact is missing (the findings name it); 2 bad input; 3 a node could not be reached"
+)
+
+_VERDICT_TEXT = {
+    "fits": "fits",
+    "fits_with_warnings": "fits, with warnings",
+    "does_not_fit": "does not fit",
+    "unknown": "unknown (facts missing)",
+}
+
+
+def exit_code(report: FitReport) -> int:
+    """0 when the verdict lets a launch go ahead, else 1."""
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _g(value: int | None) -> str:
+    return "-" if value is None else f"{value / GIB:.1f}"
+
+
+def _row(fit: NodeFit) -> list[str]:
+    conc = "-" if fit.max_concurrency is None else f"{fit.max_concurrency:.2f}x"
+    tokens = "-" if fit.kv_tokens is None else f"{fit.kv_tokens:,}"
+    return [
+        fit.name,
+        _g(fit.memory_total_bytes),
+        _g(fit.budget_bytes),
+        _g(fit.weights_bytes),
+        _g(fit.overhead_bytes),
+        _g(fit.kv_budget_bytes),
+        _g(fit.kv_per_request_bytes),
+        tokens,
+        conc,
+        _g(fit.headroom_bytes),
+    ]
+
+
+_HEADER = [
+    "node",
+    "memory",
+    "budget",
+    "weights",
+    "runtime",
+    "KV",
+    "KV/req",
+    "KV tokens",
+    "max conc",
+    "headroom",
+]
+
+
+def render_report(report: FitReport, recipe_name: str, model: str) -> str:
+    """The human report: verdict, per-node memory table (GiB), findings with remedies."""
+    p = report.parallel
+    lines = [
+        f"check     {recipe_name}  ({model})",
+        f"verdict   {_VERDICT_TEXT.get(report.verdict, report.verdict)}",
+        f"layout    TP {p.get('tensor_parallel')} x PP {p.get('pipeline_parallel')} x "
+        f"DP {p.get('data_parallel')} = {p.get('world_size')} ranks on {p.get('nodes')} node(s)"
+        + (f"   max_model_len {report.max_model_len}" if report.max_model_len else ""),
+        "",
+    ]
+    rows = [_HEADER] + [_row(n) for n in report.nodes]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(GiB; KV/req = KV cache one request at max_model_len needs)")
+    if report.findings:
+        lines.append("")
+        lines.append("findings")
+        for f in report.findings:
+            lines.append(f"  {f.severity:<7} {f.code}: {f.message}")
+            lines.append(f"          remedy: {f.remedy}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
+    from spark_tui.commands.plan import target_nodes
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.recipe_loader import find_recipe
+    from spark_tui.core.render import render_argv, render_env
+
+    recipe = find_recipe(args.recipe)
+    settings = apply_overrides(recipe, list(getattr(args, "sets", None) or []))
+    argv = render_argv(recipe, settings)
+    env = render_env(recipe)
+    nodes = target_nodes(args)
+    facts = resolve_model_facts(recipe, nodes)
+    report = check_fit(recipe, argv, env, nodes, facts)
+    if getattr(args, "json", False):
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(render_report(report, recipe.name, recipe.model))
+    return exit_code(report)

@@ -1,0 +1,237 @@
+"""Our clusters on the nodes, found by container labels: status, and stop (with confirmation).
+
+Every container spark-tui starts carries `spark-tui.cluster`, `spark-tui.rank`,
+`spark-tui.role`, `spark-tui.recipe`, `spark-tui.settings-hash`, `spark-tui.node` and
+`spark-tui.model` (see core.plan), so a fresh process finds a running cluster again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.core.plan import LABEL_PREFIX
+from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged
+from spark_tui.remote.docker_remote import RemoteDocker
+from spark_tui.remote.ssh import ConnectionPool, combine_errors
+
+CLUSTER_LABEL = LABEL_PREFIX + "cluster"
+RANK_LABEL = LABEL_PREFIX + "rank"
+ROLE_LABEL = LABEL_PREFIX + "role"
+RECIPE_LABEL = LABEL_PREFIX + "recipe"
+HASH_LABEL = LABEL_PREFIX + "settings-hash"
+NODE_LABEL = LABEL_PREFIX + "node"
+MODEL_LABEL = LABEL_PREFIX + "model"
+
+EventSink = Callable[[Event], None]
+
+
+@dataclass
+class RankStatus:
+    """One rank's container as Docker reports it on its node."""
+
+    rank: int
+    node: str
+    container: str
+    state: str  # Docker's: created, running, exited, ...
+    status: str  # Docker's human text: "Up 3 minutes", "Exited (1) 2 seconds ago"
+    role: str | None = None
+    image: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass
+class ClusterStatus:
+    """One cluster of ours: its id, recipe and every rank found."""
+
+    cluster_id: str
+    recipe: str | None
+    settings_hash: str | None
+    model: str | None
+    ranks: list[RankStatus]
+
+    @property
+    def nodes(self) -> list[str]:
+        return [r.node for r in self.ranks]
+
+    @property
+    def running(self) -> bool:
+        return bool(self.ranks) and all(r.running for r in self.ranks)
+
+    @property
+    def state(self) -> str:
+        states = {r.state for r in self.ranks}
+        if states == {"running"}:
+            return "running"
+        if "running" in states:
+            return "degraded"
+        return "stopped"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state
+        data["nodes"] = self.nodes
+        return data
+
+
+async def open_dockers(pool: ConnectionPool) -> dict[str, RemoteDocker]:
+    """Docker on every reachable node of the pool, opened at once (node name -> client)."""
+    conns = pool.reachable
+    opened = await asyncio.gather(*(RemoteDocker.open(c) for c in conns), return_exceptions=True)
+    dockers: dict[str, RemoteDocker] = {}
+    errors: list[SparkError] = []
+    for conn, res in zip(conns, opened, strict=True):
+        if isinstance(res, RemoteDocker):
+            dockers[conn.name] = res
+        elif isinstance(res, SparkError):
+            errors.append(res)
+        elif isinstance(res, BaseException):
+            raise res
+    if errors:
+        await close_dockers(dockers)
+        raise combine_errors(errors, len(conns))
+    return dockers
+
+
+async def close_dockers(dockers: dict[str, RemoteDocker]) -> None:
+    for d in dockers.values():
+        await d.close()
+
+
+def _rank_status(node: str, raw: dict[str, Any]) -> RankStatus:
+    labels = dict(raw.get("Labels") or {})
+    names = raw.get("Names") or ["?"]
+    try:
+        rank = int(labels.get(RANK_LABEL, "-1"))
+    except ValueError:
+        rank = -1
+    command = raw.get("Command") or ""
+    return RankStatus(
+        rank=rank,
+        node=node,
+        container=str(names[0]).lstrip("/"),
+        state=str(raw.get("State") or "unknown"),
+        status=str(raw.get("Status") or ""),
+        role=labels.get(ROLE_LABEL),
+        image=raw.get("Image"),
+        labels=labels,
+        command=command.split() if isinstance(command, str) else list(command),
+    )
+
+
+async def status(
+    pool: ConnectionPool,
+    cluster_id: str | None = None,
+    *,
+    dockers: dict[str, RemoteDocker] | None = None,
+) -> list[ClusterStatus]:
+    """Our clusters on the pool's nodes, from container labels (running or not)."""
+    own = dockers is None
+    dockers = dockers if dockers is not None else await open_dockers(pool)
+    try:
+        label = f"{CLUSTER_LABEL}={cluster_id}" if cluster_id else CLUSTER_LABEL
+        names = list(dockers)
+        found = await asyncio.gather(*(dockers[n].containers_raw([label]) for n in names))
+    finally:
+        if own:
+            await close_dockers(dockers)
+    clusters: dict[str, ClusterStatus] = {}
+    for node, raws in zip(names, found, strict=True):
+        for raw in raws:
+            rs = _rank_status(node, raw)
+            cid = rs.labels.get(CLUSTER_LABEL, "?")
+            cs = clusters.get(cid)
+            if cs is None:
+                cs = clusters[cid] = ClusterStatus(
+                    cluster_id=cid,
+                    recipe=rs.labels.get(RECIPE_LABEL),
+                    settings_hash=rs.labels.get(HASH_LABEL),
+                    model=rs.labels.get(MODEL_LABEL),
+                    ranks=[],
+                )
+            cs.ranks.append(rs)
+    for cs in clusters.values():
+        cs.ranks.sort(key=lambda r: r.rank)
+    return sorted(clusters.values(), key=lambda c: c.cluster_id)
+
+
+@dataclass
+class StopReport:
+    """What `stop` removed, and what (if anything) is still there after it checked again."""
+
+    removed: list[tuple[str, str]] = field(default_factory=list)  # (node, container)
+    left: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.left
+
+
+async def remove_ranks(
+    dockers: dict[str, RemoteDocker],
+    targets: Sequence[tuple[str, str, int]],
+    *,
+    emit: EventSink | None = None,
+    stop_timeout: int = 10,
+) -> list[tuple[str, str]]:
+    """Stop and remove (node, container, rank) targets at once; returns those removed."""
+
+    async def one(node: str, name: str, rank: int) -> tuple[str, str] | None:
+        removed = await dockers[node].remove(name, stop_timeout=stop_timeout)
+        if emit is not None and rank >= 0:
+            emit(RankStateChanged(rank=rank, node=node, state=RankState.STOPPED))
+        return (node, name) if removed else None
+
+    results = await asyncio.gather(
+        *(one(n, c, r) for n, c, r in targets if n in dockers), return_exceptions=True
+    )
+    done: list[tuple[str, str]] = []
+    for res in results:
+        if isinstance(res, tuple):
+            done.append(res)
+        elif isinstance(res, SparkError) and emit is not None:
+            emit(Notice("error", res.message, res.remedy))
+        elif isinstance(res, BaseException) and not isinstance(res, SparkError):
+            raise res
+    return done
+
+
+async def stop(
+    pool: ConnectionPool,
+    cluster_id: str | None = None,
+    *,
+    emit: EventSink | None = None,
+    dockers: dict[str, RemoteDocker] | None = None,
+    stop_timeout: int = 10,
+) -> StopReport:
+    """Remove every rank's container of our cluster(s) on every node, then list again to
+    confirm none is left. Raises OperationFailed naming any container still there."""
+    own = dockers is None
+    dockers = dockers if dockers is not None else await open_dockers(pool)
+    try:
+        before = await status(pool, cluster_id, dockers=dockers)
+        targets = [(r.node, r.container, r.rank) for c in before for r in c.ranks]
+        report = StopReport()
+        report.removed = await remove_ranks(
+            dockers, targets, emit=emit, stop_timeout=stop_timeout
+        )
+        after = await status(pool, cluster_id, dockers=dockers)
+        report.left = [(r.node, r.container) for c in after for r in c.ranks]
+    finally:
+        if own:
+            await close_dockers(dockers)
+    if report.left:
+        names = ", ".join(f"{c} on {n}" for n, c in report.left)
+        raise OperationFailed(
+            f"still there after stop: {names}",
+            "remove them by hand on each node: `docker rm -f NAME`",
+        )
+    return report

@@ -166,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--page-cache-gb", type=float, default=0.0, help="memory held by each node's page cache"
     )
     p.add_argument("--json", action="store_true", help="status as JSON")
+    p.add_argument(
+        "--prefix", default="sparklab", help="names of the lab's bridge and namespaces (up)"
+    )
+    p.add_argument("--subnet", default="10.77.0.0/24", help="the lab's private subnet (up)")
     return parser
 
 

@@ -1,32 +1,41 @@
-"""`spark-tui demo`: simulated Sparks to try spark-tui on (the cockpit will open on them)."""
+"""`spark-tui demo`: the cockpit on simulated Sparks (no GPU, no Docker, no root needed)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import tempfile
-from pathlib import Path
+import os
 
 from spark_tui.core.errors import EXIT_OK, InputError
-from spark_tui.sim.nodes import Scenario, SimCluster
-from spark_tui.sim.nodes.foreground import serve_until_signalled
 
 
-def _announce(cluster: SimCluster) -> None:
-    print(cluster.describe())
-    print(
-        "The cockpit is not part of this build yet: use the commands above against these\n"
-        "simulated nodes. Press Ctrl+C to stop them.",
-        flush=True,
+def open_demo(
+    *,
+    nodes: int = 2,
+    memory_gb: int = 128,
+    recipe: str | None = None,
+    theme: str | None = None,
+    pace: float | None = None,
+) -> int:
+    """Start simulated Sparks in this process and open the cockpit on them."""
+    if nodes < 1:
+        raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    from spark_tui.ui.app import SparkApp
+    from spark_tui.ui.config import load_config
+    from spark_tui.ui.remote_backend import DemoBackend
+
+    # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
+    pace = pace if pace is not None else float(os.environ.get("SPARK_SIM_PACE", "0.5"))
+    backend = DemoBackend(nodes=nodes, memory_gb=memory_gb, pace=pace)
+    app = SparkApp(
+        backend, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config()
     )
+    return int(app.run() or EXIT_OK)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.nodes < 1:
-        raise InputError(f"--nodes {args.nodes}: need at least one node", "pass --nodes 2")
-    scenario = Scenario(nodes=args.nodes, memory_gb=args.memory_gb, ssh_port=0)
-    with tempfile.TemporaryDirectory(prefix="spark-tui-demo-") as tmp:
-        cluster = SimCluster(scenario, inventory_path=Path(tmp) / "inventory.yaml")
-        asyncio.run(serve_until_signalled(cluster, _announce))
-    print("Stopped: every simulated node and container is gone.", flush=True)
-    return EXIT_OK
+    return open_demo(
+        nodes=args.nodes,
+        memory_gb=args.memory_gb,
+        recipe=args.demo_recipe or args.recipe,
+        theme=args.demo_theme or args.theme,
+    )

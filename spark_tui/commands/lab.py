@@ -10,7 +10,7 @@ from pathlib import Path
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
 from spark_tui.sim.lab import Lab, LabConfig, require_lab_host
-from spark_tui.sim.lab.config import DEFAULT_STATE_DIR
+from spark_tui.sim.lab.config import DEFAULT_PREFIX, DEFAULT_STATE_DIR, DEFAULT_SUBNET
 
 
 def _say(msg: str) -> None:
@@ -37,6 +37,8 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         memory_gb=args.memory_gb,
         page_cache_gb=getattr(args, "page_cache_gb", 0.0) or 0.0,
         pace=getattr(args, "pace", None),
+        prefix=getattr(args, "prefix", None) or DEFAULT_PREFIX,
+        subnet=getattr(args, "subnet", None) or DEFAULT_SUBNET,
         state_dir=state_dir,
     )
     _say(f"lab up: {cfg.nodes} simulated Sparks (GB10, {cfg.memory_gb} GB) in {state_dir}")

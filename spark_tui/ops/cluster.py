@@ -220,9 +220,7 @@ async def stop(
         before = await status(pool, cluster_id, dockers=dockers)
         targets = [(r.node, r.container, r.rank) for c in before for r in c.ranks]
         report = StopReport()
-        report.removed = await remove_ranks(
-            dockers, targets, emit=emit, stop_timeout=stop_timeout
-        )
+        report.removed = await remove_ranks(dockers, targets, emit=emit, stop_timeout=stop_timeout)
         after = await status(pool, cluster_id, dockers=dockers)
         report.left = [(r.node, r.container) for c in after for r in c.ranks]
     finally:

@@ -101,7 +101,7 @@ class SparkApp(App[int]):
         self.config = config or CockpitConfig()
         self.initial_recipe = recipe
         self.requested_theme = theme or self.config.theme
-        self.auto_refresh = auto_refresh
+        self.periodic_refresh = auto_refresh
         self.bench_levels = bench_levels or [1, 4, 8]
         self.views: list[NodeView] = []
         self.recipes: list[Recipe] = []
@@ -173,7 +173,7 @@ class SparkApp(App[int]):
         self._show_probes(probes)
         reachable = len(self.nodes)
         self._status(f"{reachable} of {len(probes)} nodes reachable; pick a recipe and press l")
-        if self.auto_refresh:
+        if self.periodic_refresh:
             self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
         await self._maybe_attach()
 

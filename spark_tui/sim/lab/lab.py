@@ -157,6 +157,8 @@ class Lab:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         (cfg.state_dir / MARKER).write_text("made by `spark-tui lab up`; removed by `lab down`\n")
         cfg.image_dir.mkdir(exist_ok=True)
+        # Written first, so `lab down` finds a lab whose `up` was interrupted.
+        cfg.state_file.write_text(json.dumps({"config": self._config_dict(), "complete": False}))
         sshd_mod.generate_key(cfg.client_key, "spark-tui-lab-client")
         cfg.authorized_keys.write_text(
             cfg.client_key.with_name(cfg.client_key.name + ".pub").read_text()
@@ -198,7 +200,7 @@ class Lab:
             image=asdict(image) if isinstance(image, ImageResult) else {},
             seconds=round(time.monotonic() - started, 2),
         )
-        cfg.state_file.write_text(json.dumps(asdict(info), indent=2) + "\n")
+        cfg.state_file.write_text(json.dumps({**asdict(info), "complete": True}, indent=2) + "\n")
         return info
 
     def _config_dict(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from spark_tui.sim.nodes.container_logs import encode, parse_unix_ns, rfc3339_nano
 from spark_tui.sim.nodes.docker_engine import (
@@ -175,7 +175,7 @@ class DockerApiServer:
         elif headers.get("content-length"):
             body = await reader.readexactly(int(headers["content-length"]))
         url = urlsplit(target)
-        path = _VERSION_PREFIX.sub("", url.path)
+        path = _VERSION_PREFIX.sub("", unquote(url.path))
         return Request(method.upper(), path, parse_qs(url.query), headers, body)
 
     @staticmethod

@@ -33,9 +33,13 @@ def render_fit(report: dict[str, Any] | None, problem: str | None = None) -> Tab
     par = report.get("parallel") or {}
     layout = ""
     if par:
-        tp, pp, dp = par.get("tp", 1), par.get("pp", 1), par.get("dp", 1)
-        layout = f"  TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} nodes"
+        tp = par.get("tensor_parallel", 1)
+        pp = par.get("pipeline_parallel", 1)
+        dp = par.get("data_parallel", 1)
+        layout = f"  TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} of {par.get('nodes', '?')} nodes"
     grid.add_row(Text(label, style=style) + Text(layout, style="dim"))
+    if report.get("missing"):
+        grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for col in ("node", "budget", "weights", "KV", "1 req", "conc"):
         table.add_column(col, justify="right" if col != "node" else "left")

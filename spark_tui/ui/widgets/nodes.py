@@ -41,8 +41,7 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
         }.get(view.state, ("?", ""))
         out.append(f"{mark} ", style=style)
         out.append(view.name, style="bold")
-        role = " head" if i == 0 else ""
-        out.append(role, style="dim")
+        out.append(" head" if i == 0 else "", style="dim")
         facts = view.facts
         if view.state == "error":
             out.append(f"\n  {view.error or 'unreachable'}", style="red")
@@ -53,13 +52,13 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
             out.append("  probing…", style="dim")
             continue
         gpu = (facts.gpu_name or "GPU ?").replace("NVIDIA ", "")
-        out.append(f" {gpu} {_gib(facts.memory_total_bytes)} GiB")
+        out.append(f"  {gpu} {_gib(facts.memory_total_bytes)} GiB")
         out.append(f" ({_gib(facts.memory_available_bytes)} free)", style="dim")
         links = facts.connectx_up or [x for x in facts.interfaces if x.rdma_device]
         for iface in links[: 2 if wide else 1]:
             speed = f"{iface.speed_mbps // 1000}G" if iface.speed_mbps else "?"
             state_style = "green" if iface.is_up else "red"
-            out.append(f"\n  {iface.netdev} ")
+            out.append(f"\n  {iface.netdev:<14} ")
             out.append(iface.state, style=state_style)
             out.append(f" {speed} {iface.ipv4 or ''}", style="dim")
         if not links:

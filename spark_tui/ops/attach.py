@@ -1,0 +1,201 @@
+"""Attach to a running cluster of ours after a restart: find it by labels, resume every log
+stream, watch for readiness and failures as a launch does; and the API forward other
+commands (smoke, bench) use to reach a running cluster's head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui.core.errors import InputError, OperationFailed
+from spark_tui.core.plan import DEFAULT_API_PORT, flag_value
+from spark_tui.ops.cluster import (
+    ClusterStatus,
+    RankStatus,
+    close_dockers,
+    open_dockers,
+    status,
+)
+from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged
+from spark_tui.ops.launch import ClusterWatch, WatchedRank
+from spark_tui.remote.docker_remote import RemoteDocker
+from spark_tui.remote.ssh import ConnectionPool
+
+
+def pick_cluster(clusters: list[ClusterStatus], cluster_id: str | None = None) -> ClusterStatus:
+    """The one cluster to attach to: the one named, or the only running one."""
+    if cluster_id is not None:
+        for c in clusters:
+            if c.cluster_id == cluster_id:
+                return c
+        raise OperationFailed(
+            f"no spark-tui cluster {cluster_id!r} on these nodes",
+            "list them with `spark-tui status`",
+        )
+    running = [c for c in clusters if any(r.running for r in c.ranks)]
+    if not running:
+        raise OperationFailed(
+            "no running spark-tui cluster on these nodes",
+            "start one with `spark-tui launch RECIPE`",
+        )
+    if len(running) > 1:
+        ids = ", ".join(c.cluster_id for c in running)
+        raise InputError(
+            f"several spark-tui clusters run on these nodes: {ids}",
+            "stop the ones you do not need with `spark-tui stop`",
+        )
+    return running[0]
+
+
+async def rank_argv(docker: RemoteDocker, container: str) -> list[str]:
+    """The argv a container runs (entrypoint + command), from Docker's inspect."""
+    info = await docker.inspect(container) or {}
+    config = info.get("Config") or {}
+    entry = config.get("Entrypoint") or []
+    cmd = config.get("Cmd") or []
+    return [*(entry if isinstance(entry, list) else [entry]), *cmd]
+
+
+def api_port_of(argv: list[str]) -> int:
+    """The API port a `vllm serve` argv listens on."""
+    value = flag_value(argv, "--port")
+    return int(value) if value and value.isdigit() else DEFAULT_API_PORT
+
+
+def _watched(pool: ConnectionPool, dockers: dict[str, RemoteDocker], rs: RankStatus) -> WatchedRank:
+    return WatchedRank(
+        rank=rs.rank,
+        node=rs.node,
+        name=rs.container,
+        serves_api=rs.role in ("head", "ray-head") or rs.rank == 0,
+        conn=pool[rs.node],
+        docker=dockers[rs.node],
+    )
+
+
+async def attach(
+    pool: ConnectionPool,
+    cluster_id: str | None = None,
+    *,
+    tail: int | str = 200,
+    wait_ready: bool = True,
+    follow: bool = True,
+    keep_failed: bool = False,
+    ready_timeout: float = 1800.0,
+    api_host: str = "127.0.0.1",
+    settle: float = 1.0,
+) -> AsyncIterator[Event]:
+    """Find our running cluster on the pool's (opened) nodes and watch it like a launch:
+    RankStateChanged for every rank found, then every rank's log from its last `tail`
+    lines on, ClusterReady once /health answers through the forward. A rank that is down
+    or fails is reported (and the others stopped, unless `keep_failed`): LaunchFailed."""
+    import asyncio
+
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+
+    async def runner() -> None:
+        dockers = await open_dockers(pool)
+        try:
+            cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
+            head = cluster.ranks[0]
+            argv = await rank_argv(dockers[head.node], head.container)
+            queue.put_nowait(
+                Notice(
+                    "info",
+                    f"attached to cluster {cluster.cluster_id} ({cluster.recipe}) on "
+                    + ", ".join(cluster.nodes),
+                )
+            )
+            ranks = [_watched(pool, dockers, r) for r in cluster.ranks]
+            for r, rs in zip(ranks, cluster.ranks, strict=True):
+                r.state = RankState.STARTING if rs.running else RankState.STOPPED
+                queue.put_nowait(RankStateChanged(rank=r.rank, node=r.node, state=r.state))
+            watch = ClusterWatch(
+                cluster.cluster_id,
+                ranks,
+                queue.put_nowait,
+                api_host=api_host,
+                api_port=api_port_of(argv),
+                keep_failed=keep_failed,
+                ready_timeout=ready_timeout,
+                settle=settle,
+                tail=tail,
+            )
+            await watch.run(wait_ready=wait_ready, follow=follow)
+        finally:
+            await close_dockers(dockers)
+
+    task = asyncio.create_task(runner())
+    task.add_done_callback(lambda _t: queue.put_nowait(done))
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                break
+            yield item
+        task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+@dataclass
+class FoundCluster:
+    """A running cluster reached through an SSH forward to its head's API port."""
+
+    cluster_id: str
+    recipe: str | None
+    base_url: str  # http://127.0.0.1:PORT (the local end of the forward)
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # rank, node, labels, argv
+
+
+async def find_api(
+    pool: ConnectionPool, cluster_id: str | None = None, *, api_host: str = "127.0.0.1"
+) -> FoundCluster:
+    """Forward a local port to the running cluster's head API (valid while the pool is open)."""
+    dockers = await open_dockers(pool)
+    try:
+        cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
+        ranks = []
+        for rs in cluster.ranks:
+            argv = await rank_argv(dockers[rs.node], rs.container)
+            ranks.append(
+                {
+                    "rank": rs.rank,
+                    "node": rs.node,
+                    "role": rs.role,
+                    "container_name": rs.container,
+                    "state": rs.state,
+                    "labels": rs.labels,
+                    "argv": argv,
+                }
+            )
+    finally:
+        await close_dockers(dockers)
+    head = cluster.ranks[0]
+    port = await pool[head.node].forward_local_port(api_host, api_port_of(ranks[0]["argv"]))
+    return FoundCluster(
+        cluster_id=cluster.cluster_id,
+        recipe=cluster.recipe,
+        base_url=f"http://127.0.0.1:{port}",
+        ranks=ranks,
+    )
+
+
+@contextlib.asynccontextmanager
+async def api_forward(args: argparse.Namespace) -> AsyncIterator[FoundCluster]:
+    """For commands given --inventory/--hosts: the running cluster's API through a forward."""
+    from spark_tui.remote.discovery import pool_from_args
+
+    pool = pool_from_args(args)
+    await pool.open()
+    try:
+        yield await find_api(pool, getattr(args, "cluster", None))
+    finally:
+        await pool.close()

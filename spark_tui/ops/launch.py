@@ -1,0 +1,615 @@
+"""Launch a plan: one container per rank, head first, then watch every rank until ready.
+
+`launch(plan, pool)` is an async generator of `ops.events` objects:
+- preflight: stale containers of ours on the nodes are listed and removed only after a
+  yes (`replace_stale` callback); the image is checked on every node (pulled with
+  progress when missing) and differing digests are warned about, naming both nodes;
+  the mount folders are created (`mkdir -p`, each path quoted);
+- start: the head's container, then every worker's at once (secrets resolved from the
+  local environment at this moment and never logged): RankStateChanged created/starting;
+- watch (see `ClusterWatch`): every rank's log is followed and classified (LogLine,
+  loading progress, a worker's "ready"); readiness is GET /health == 200 through an SSH
+  port forward to the head's API port, then ClusterReady(base_url of the forward).
+When a rank fails (its container exits, or the API does not come up in time) the other
+ranks are stopped and removed (unless `keep_failed`), a FAILED event carries the reason
+and the log lines that explain it, and the generator raises `LaunchFailed`.
+
+Interrupting (cancelling the consumer) stops the generator; the caller decides what to
+do with what was started (headless: `ops.cluster.stop(pool, plan.cluster_id)`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from spark_tui.core import logclass
+from spark_tui.core.errors import InputError, OperationFailed, SparkError
+from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
+from spark_tui.ops.cluster import (
+    CLUSTER_LABEL,
+    close_dockers,
+    open_dockers,
+    remove_ranks,
+)
+from spark_tui.ops.events import (
+    ClusterReady,
+    Event,
+    LogLine,
+    Notice,
+    RankState,
+    RankStateChanged,
+    ResultEvent,
+)
+from spark_tui.ops.logs import RankLogFollower
+from spark_tui.remote.docker_remote import RemoteDocker
+from spark_tui.remote.ssh import ConnectionPool, NodeConnection
+
+
+class LaunchFailed(OperationFailed):
+    """A rank failed: which one, why, and the log lines that say so."""
+
+    def __init__(
+        self, message: str, remedy: str, *, rank: int, node: str, lines: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, remedy)
+        self.rank = rank
+        self.node = node
+        self.lines = lines
+
+
+@dataclass
+class StaleContainer:
+    """A container in the way of a launch: ours from an earlier run, or a name clash."""
+
+    node: str
+    name: str
+    state: str
+    cluster_id: str | None
+    ours: bool
+
+
+# Given the stale containers, say yes to remove them.
+StaleConfirm = Callable[[list[StaleContainer]], Awaitable[bool]]
+
+_EXIT_MEANINGS = {
+    0: "exited (code 0) although it should keep serving",
+    1: "exited with code 1 (an error: see its log)",
+    2: "exited with code 2 (bad arguments: see its log)",
+    125: "could not be run by Docker (code 125)",
+    126: "its command could not be executed (code 126)",
+    127: "its command was not found in the image (code 127)",
+    137: "was killed (code 137: SIGKILL, from `docker kill` or the kernel's OOM killer)",
+    139: "crashed (code 139: segmentation fault)",
+    143: "was stopped (code 143: SIGTERM)",
+}
+
+
+def exit_reason(state: Mapping[str, Any]) -> str:
+    """Docker's container State as a human reason."""
+    if state.get("OOMKilled"):
+        return "was killed by the kernel's out-of-memory killer"
+    if state.get("Error"):
+        return f"failed to start: {state['Error']}"
+    code = int(state.get("ExitCode") or 0)
+    return _EXIT_MEANINGS.get(code, f"exited with code {code}")
+
+
+@dataclass
+class WatchedRank:
+    """What the watch knows about one rank (`spec` is set when this process launched it)."""
+
+    rank: int
+    node: str
+    name: str  # the container's
+    serves_api: bool
+    conn: NodeConnection
+    docker: RemoteDocker
+    spec: RankSpec | None = None
+    state: RankState = RankState.CREATED
+    progress: float = 0.0
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=500))
+    classifier: logclass.StreamClassifier = field(default_factory=logclass.StreamClassifier)
+    follower: RankLogFollower | None = None
+    ended: bool = False
+
+
+# Loading progress across phases: weights take most of the time, CUDA graphs the rest.
+_PROGRESS_SPAN = {"weights": (0.0, 0.85), "cuda_graphs": (0.85, 1.0)}
+
+
+class ClusterWatch:
+    """Follows every rank of a started cluster and decides ready or failed (see module doc)."""
+
+    def __init__(
+        self,
+        cluster_id: str,
+        ranks: list[WatchedRank],
+        emit: Callable[[Event], None],
+        *,
+        api_host: str = "127.0.0.1",
+        api_port: int = 8000,
+        keep_failed: bool = False,
+        ready_timeout: float = 1800.0,
+        poll_interval: float = 0.25,
+        settle: float = 1.0,
+        tail: int | str = "all",
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.ranks = ranks
+        self.emit = emit
+        self.api_host = api_host
+        self.api_port = api_port
+        self.keep_failed = keep_failed
+        self.ready_timeout = ready_timeout
+        self.poll_interval = poll_interval
+        self.settle = settle
+        self.tail = tail
+        self.base_url: str | None = None
+        self.ready = asyncio.Event()
+        self._ended: asyncio.Queue[tuple[WatchedRank, str]] = asyncio.Queue()
+        self._stopping = False
+
+    # --- per rank ---------------------------------------------------------------------
+
+    def _set(self, r: WatchedRank, state: RankState, **kw: Any) -> None:
+        r.state = state
+        self.emit(RankStateChanged(rank=r.rank, node=r.node, state=state, **kw))
+
+    def _line(self, r: WatchedRank, text: str, stamp: str | None) -> None:
+        r.lines.append(text)
+        cls = r.classifier.classify(text)
+        self.emit(LogLine(r.rank, r.node, text, cls.kind, stamp or None))
+        if r.state in (RankState.READY, RankState.FAILED, RankState.STOPPED):
+            return
+        if cls.kind == "progress" and cls.progress is not None:
+            lo, hi = _PROGRESS_SPAN.get(cls.scope or "", (r.progress, r.progress))
+            value = round(lo + (hi - lo) * cls.progress, 3)
+            if value >= r.progress + 0.01 or r.state is not RankState.LOADING:
+                r.progress = max(value, r.progress)
+                self._set(r, RankState.LOADING, progress=r.progress)
+        elif cls.kind == "phase" and r.state is not RankState.LOADING:
+            self._set(r, RankState.LOADING, progress=r.progress)
+        elif cls.kind == "ready" and cls.scope == "worker" and not r.serves_api:
+            r.progress = 1.0
+            self._set(r, RankState.READY, progress=1.0)
+
+    async def _follow(self, r: WatchedRank) -> None:
+        r.follower = RankLogFollower(r.docker, r.name, tail=self.tail)
+        why = "ended"
+        try:
+            async for rec in r.follower.records():
+                self._line(r, rec.text, rec.stamp)
+        except SparkError as exc:
+            why = f"unreachable: {exc.message}"
+        finally:
+            r.ended = True
+            await self._ended.put((r, why))
+
+    async def _wait_health(self) -> None:
+        head = min(self.ranks, key=lambda r: r.rank)
+        port = await head.conn.forward_local_port(self.api_host, self.api_port)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self.ready_timeout
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            while True:
+                try:
+                    resp = await client.get(base + "/health")
+                    if resp.status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass  # not listening yet, or the forward is being re-made
+                if time.monotonic() > deadline:
+                    await self._ended.put((head, "timeout"))
+                    return
+                await asyncio.sleep(self.poll_interval)
+        self.base_url = base
+        for r in self.ranks:
+            if r.state not in (RankState.READY, RankState.FAILED):
+                r.progress = 1.0
+                self._set(r, RankState.READY, progress=1.0)
+        self.emit(ClusterReady(cluster_id=self.cluster_id, base_url=base))
+        self.ready.set()
+
+    # --- failure --------------------------------------------------------------------------
+
+    async def _explain(self, r: WatchedRank, why: str) -> tuple[str, tuple[str, ...]]:
+        lines = tuple(logclass.explain_failure(list(r.lines)))
+        if why == "timeout":
+            return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
+        if why.startswith("unreachable"):
+            return (why, lines)
+        info = await r.docker.inspect(r.name)
+        if info is None:
+            return ("its container disappeared (removed from outside spark-tui)", lines)
+        return (exit_reason(info.get("State") or {}), lines)
+
+    async def _fail(
+        self, first: WatchedRank, why: str, followers: list[asyncio.Task[None]]
+    ) -> LaunchFailed:
+        failed: list[tuple[WatchedRank, str]] = [(first, why)]
+        # Let the other ranks react for a moment: their last lines often say more.
+        deadline = time.monotonic() + self.settle
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                r, w = await asyncio.wait_for(self._ended.get(), remaining)
+            except TimeoutError:
+                break
+            if r.state is not RankState.FAILED and all(r is not f for f, _ in failed):
+                failed.append((r, w))
+        reasons: dict[int, tuple[str, tuple[str, ...]]] = {}
+        for r, w in failed:
+            reasons[r.rank] = await self._explain(r, w)
+            reason, lines = reasons[r.rank]
+            self._set(r, RankState.FAILED, reason=reason, explaining_lines=lines)
+        self._stopping = True
+        for t in followers:
+            t.cancel()
+        for r in self.ranks:
+            if r.follower is not None:
+                r.follower.close()
+        reason, lines = reasons[first.rank]
+        where = f"rank {first.rank} on {first.node}"
+        if self.keep_failed:
+            self.emit(Notice("warning", "the other ranks are kept for inspection (--keep-failed)"))
+            remedy = "inspect them (`spark-tui logs`), then `spark-tui stop`"
+        else:
+            targets = [(r.node, r.name, r.rank) for r in self.ranks]
+            dockers = {r.node: r.docker for r in self.ranks}
+            await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
+            remedy = "read the lines above; fix the cause and launch again"
+        if not lines:
+            for r, _ in failed[1:]:
+                lines = reasons[r.rank][1]
+                if lines:
+                    break
+        return LaunchFailed(
+            f"{where} {reason}", remedy, rank=first.rank, node=first.node, lines=lines
+        )
+
+    def _stopped_emit(self, ev: Event) -> None:
+        if isinstance(ev, RankStateChanged):
+            r = next((x for x in self.ranks if x.rank == ev.rank), None)
+            if r is not None and r.state is RankState.FAILED:
+                return  # a failed rank stays failed: removing it is not news
+            if r is not None:
+                r.state = ev.state
+        self.emit(ev)
+
+    # --- run ----------------------------------------------------------------------------
+
+    async def run(self, *, wait_ready: bool = True, follow: bool = True) -> None:
+        """Watch until: ready (when not `follow`), a failure (raises LaunchFailed), or cancel."""
+        followers = [asyncio.create_task(self._follow(r)) for r in self.ranks]
+        health = asyncio.create_task(self._wait_health()) if wait_ready else None
+        ready_wait = asyncio.create_task(self.ready.wait())
+        try:
+            while True:
+                ended = asyncio.create_task(self._ended.get())
+                done, _ = await asyncio.wait(
+                    {ended, ready_wait}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if ended in done:
+                    r, why = ended.result()
+                    raise await self._fail(r, why, followers)
+                ended.cancel()
+                if not follow:
+                    return
+                ready_wait = asyncio.create_task(asyncio.Event().wait())  # never again
+        finally:
+            for t in [*followers, ready_wait, *([health] if health else [])]:
+                t.cancel()
+            for r in self.ranks:
+                if r.follower is not None:
+                    r.follower.close()
+            await asyncio.gather(*followers, return_exceptions=True)
+
+
+# --- launch -------------------------------------------------------------------------------
+
+
+async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> list[StaleContainer]:
+    """Containers of ours on the plan's nodes, and containers that hold a rank's name."""
+    found: list[StaleContainer] = []
+
+    async def one(node: str, docker: RemoteDocker) -> None:
+        for raw in await docker.containers_raw([CLUSTER_LABEL]):
+            labels = raw.get("Labels") or {}
+            found.append(
+                StaleContainer(
+                    node=node,
+                    name=str((raw.get("Names") or ["?"])[0]).lstrip("/"),
+                    state=str(raw.get("State") or "unknown"),
+                    cluster_id=labels.get(CLUSTER_LABEL),
+                    ours=True,
+                )
+            )
+        for rank in plan.ranks:
+            if rank.node != node:
+                continue
+            info = await docker.inspect(rank.container.name)
+            if info is not None and CLUSTER_LABEL not in (
+                (info.get("Config") or {}).get("Labels") or {}
+            ):
+                found.append(
+                    StaleContainer(
+                        node=node,
+                        name=rank.container.name,
+                        state=str((info.get("State") or {}).get("Status") or "unknown"),
+                        cluster_id=None,
+                        ours=False,
+                    )
+                )
+
+    await asyncio.gather(*(one(n, d) for n, d in dockers.items()))
+    return found
+
+
+async def _ensure_images(
+    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Callable[[Event], None]
+) -> dict[str, str]:
+    """The image on every node (pulled when missing); returns node -> digest (or id)."""
+
+    async def one(rank: RankSpec) -> tuple[str, str | None]:
+        docker, ref = dockers[rank.node], rank.container.image
+        info = await docker.image(ref)
+        if info is None:
+            emit(Notice("info", f"{rank.node}: pulling {ref}"))
+
+            def progress(line: str, node: str = rank.node) -> None:
+                emit(Notice("info", f"{node}: {line}"))
+
+            info = await docker.pull(ref, progress)
+        return rank.node, info.digest or info.id
+
+    pairs = await asyncio.gather(*(one(r) for r in plan.ranks))
+    digests = {node: d for node, d in pairs if d}
+    distinct = sorted(set(digests.values()))
+    if len(distinct) > 1:
+        first_node = next(n for n, d in digests.items() if d == distinct[0])
+        other_node = next(n for n, d in digests.items() if d != distinct[0])
+        emit(
+            Notice(
+                "warning",
+                f"image {plan.ranks[0].container.image} differs between nodes: "
+                f"{first_node} has {digests[first_node]}, {other_node} has {digests[other_node]}",
+                "pull the same image on every node (or pin it by digest in the recipe) so "
+                "every rank runs the same code",
+            )
+        )
+    return digests
+
+
+async def _start_rank(
+    r: WatchedRank, local_env: Mapping[str, str], emit: Callable[[Event], None]
+) -> None:
+    assert r.spec is not None
+    spec = r.spec.container
+    env = resolve_secrets(spec.env, local_env)
+    # The command may carry `${NAME}` references (e.g. --api-key): resolved here, never logged.
+    resolved = _with_command(spec, resolve_argv(spec.command, local_env))
+    await r.docker.create(resolved, env)
+    r.state = RankState.CREATED
+    emit(RankStateChanged(rank=r.rank, node=r.node, state=RankState.CREATED))
+    await r.docker.start(spec.name)
+    r.state = RankState.STARTING
+    emit(RankStateChanged(rank=r.rank, node=r.node, state=RankState.STARTING))
+
+
+def _with_command(spec: Any, command: list[str]) -> Any:
+    from dataclasses import replace
+
+    return replace(spec, command=command)
+
+
+async def _make_dirs(r: WatchedRank) -> None:
+    assert r.spec is not None
+    dirs = sorted(r.spec.container.mounts)
+    if not dirs:
+        return
+    res = await r.conn.run_argv(["mkdir", "-p", *dirs], timeout=30)
+    if not res.ok:
+        raise OperationFailed(
+            f"{r.node}: could not create the mount folders: {res.stderr.strip()}",
+            "check that the user owns its home folder on that node",
+        )
+
+
+def _ranks_for(
+    plan: LaunchPlan, pool: ConnectionPool, dockers: Mapping[str, RemoteDocker]
+) -> list[WatchedRank]:
+    ranks = []
+    for spec in plan.ranks:
+        try:
+            conn = pool[spec.node]
+        except KeyError:
+            raise InputError(
+                f"the plan runs rank {spec.rank} on {spec.node}, which is not in the inventory",
+                "plan and launch with the same --inventory / --hosts",
+            ) from None
+        ranks.append(
+            WatchedRank(
+                rank=spec.rank,
+                node=spec.node,
+                name=spec.container.name,
+                serves_api=spec.serves_api,
+                conn=conn,
+                docker=dockers[spec.node],
+                spec=spec,
+            )
+        )
+    return ranks
+
+
+async def launch(
+    plan: LaunchPlan,
+    pool: ConnectionPool,
+    *,
+    keep_failed: bool = False,
+    replace_stale: StaleConfirm | None = None,
+    wait_ready: bool = True,
+    follow: bool = True,
+    ready_timeout: float = 1800.0,
+    api_host: str = "127.0.0.1",
+    local_env: Mapping[str, str] | None = None,
+    settle: float = 1.0,
+) -> AsyncIterator[Event]:
+    """Start the plan's ranks on the pool's (opened) nodes and watch them (see module doc).
+
+    `replace_stale`: called with the stale containers; True removes them. None refuses
+    with the remedy (`spark-tui stop`, or `--replace`). A container that is not ours but
+    holds a rank's name is never removed. `wait_ready`: wait for /health through the
+    forward and emit ClusterReady; `follow`: keep following logs and watching for
+    failures after ready (until the consumer stops); without either the generator ends
+    once every rank has started. Raises LaunchFailed when a rank fails.
+    """
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+    emit = queue.put_nowait
+    env = dict(os.environ if local_env is None else local_env)
+
+    async def runner() -> None:
+        dockers = await open_dockers(pool)
+        try:
+            await _launch(
+                plan,
+                pool,
+                dockers,
+                emit,
+                env,
+                keep_failed,
+                replace_stale,
+                wait_ready,
+                follow,
+                ready_timeout,
+                api_host,
+                settle,
+            )
+        finally:
+            await close_dockers(dockers)
+
+    task = asyncio.create_task(runner())
+    task.add_done_callback(lambda _t: queue.put_nowait(done))
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                break
+            yield item
+        task.result()  # re-raises LaunchFailed / SparkError from the runner
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _launch(
+    plan: LaunchPlan,
+    pool: ConnectionPool,
+    dockers: dict[str, RemoteDocker],
+    emit: Callable[[Event], None],
+    env: Mapping[str, str],
+    keep_failed: bool,
+    replace_stale: StaleConfirm | None,
+    wait_ready: bool,
+    follow: bool,
+    ready_timeout: float,
+    api_host: str,
+    settle: float,
+) -> None:
+    ranks = _ranks_for(plan, pool, dockers)
+    stale = await find_stale(plan, dockers)
+    clash = [s for s in stale if not s.ours]
+    if clash:
+        names = ", ".join(f"{s.name} on {s.node}" for s in clash)
+        raise OperationFailed(
+            f"a container that spark-tui did not start holds a rank's name: {names}",
+            "remove or rename it yourself (`docker rm -f NAME` on that node)",
+        )
+    if stale:
+        names = ", ".join(f"{s.name} on {s.node} ({s.state})" for s in stale)
+        if replace_stale is None:
+            raise OperationFailed(
+                f"spark-tui containers from an earlier launch are still there: {names}",
+                "stop them with `spark-tui stop`, or launch with --replace",
+            )
+        if not await replace_stale(stale):
+            raise OperationFailed(
+                f"launch cancelled: the earlier containers were kept ({names})",
+                "stop them with `spark-tui stop` first",
+            )
+        emit(Notice("info", f"removing earlier containers: {names}"))
+        await remove_ranks(dockers, [(s.node, s.name, -1) for s in stale], stop_timeout=5)
+
+    digests = await _ensure_images(plan, dockers, emit)
+    await asyncio.gather(*(_make_dirs(r) for r in ranks))
+
+    t0 = time.monotonic()
+    started: list[WatchedRank] = []
+    try:
+        head, workers = ranks[0], ranks[1:]
+        await _start_rank(head, env, emit)
+        started.append(head)
+        results = await asyncio.gather(
+            *(_start_rank(w, env, emit) for w in workers), return_exceptions=True
+        )
+        for w, res in zip(workers, results, strict=True):
+            if isinstance(res, BaseException):
+                if isinstance(res, SparkError):
+                    raise res
+                raise res
+            started.append(w)
+    except SparkError as exc:
+        # Nothing half-started is left behind: remove what this launch created.
+        targets = [(r.node, r.name, r.rank) for r in ranks]
+        await remove_ranks(dockers, targets, emit=emit, stop_timeout=5)
+        raise OperationFailed(
+            f"launch failed while starting the ranks: {exc.message}", exc.remedy
+        ) from exc
+    elapsed = time.monotonic() - t0
+    emit(
+        ResultEvent(
+            "launch",
+            {
+                "cluster_id": plan.cluster_id,
+                "ranks_started": len(started),
+                "start_seconds": round(elapsed, 3),
+                "image_digests": digests,
+            },
+        )
+    )
+    emit(Notice("info", f"{len(started)} rank(s) started in {elapsed:.2f} s"))
+    if not wait_ready and not follow:
+        return
+    watch = ClusterWatch(
+        plan.cluster_id,
+        ranks,
+        emit,
+        api_host=api_host,
+        api_port=int(plan.endpoint.get("port") or 8000),
+        keep_failed=keep_failed,
+        ready_timeout=ready_timeout,
+        settle=settle,
+    )
+    await watch.run(wait_ready=wait_ready, follow=follow)
+
+
+__all__ = [
+    "ClusterWatch",
+    "LaunchFailed",
+    "StaleContainer",
+    "WatchedRank",
+    "exit_reason",
+    "find_stale",
+    "launch",
+]

@@ -1,0 +1,38 @@
+"""The session's lab: two simulated Sparks (namespaces with real sshd and dockerd), brought
+up once for the tests/lab modules that ask for it and taken down at the end, even on failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from labkit import claim, footprint, leftovers, sweep_stale_test_labs, unique_config
+
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.sim.lab import Lab, unavailable_reason
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    """A 2-node lab with a fast engine pace; down (and checked clean) after the session."""
+    reason = unavailable_reason()
+    if reason is not None:  # the modules' guard normally stops before this
+        pytest.skip(reason)
+    sweep_stale_test_labs()
+    cfg = unique_config(2, memory_gb=128, pace=0.05, token_scale=0.02)
+    claim(cfg)
+    the_lab = Lab(cfg)
+    try:
+        the_lab.up()
+        fp = footprint(the_lab)
+        yield the_lab
+    finally:
+        left = the_lab.down(quiet=True)
+    assert not left, f"lab down left: {left}"
+    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
+
+
+@pytest.fixture(scope="session")
+def lab_nodes(lab: Lab) -> list[InventoryNode]:
+    """The lab's inventory (head first), as `lab up --inventory` writes it."""
+    return lab.inventory_nodes()

@@ -1,0 +1,114 @@
+"""Helpers of the lab tests: the skip-or-fail guard, unique lab names, clean-state checks."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from spark_tui.sim.lab import Lab, LabConfig, procs, unavailable_reason
+from spark_tui.sim.lab.network import NETNS_DIR, lab_links, lab_namespaces
+
+TEST_STATE_ROOT = Path("/var/tmp")
+TEST_STATE_GLOB = "spark-tui-labtest-*"
+OWNER_FILE = "pytest-owner.pid"
+
+
+def lab_guard() -> None:
+    """Skip the calling module with the reason when the lab cannot run here; under CI=true
+    the lab tests are required, so the reason fails the run instead."""
+    reason = unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"tests/lab are required under CI=true, but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def unique_config(nodes: int, **kwargs: object) -> LabConfig:
+    """A lab with its own prefix, subnet and state dir, so test runs never share names."""
+    rng = random.SystemRandom()
+    tag = "".join(rng.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(5))
+    prefix = f"lt{tag}"
+    subnet = f"10.77.{rng.randint(100, 250)}.0/24"
+    state_dir = TEST_STATE_ROOT / f"spark-tui-labtest-{prefix}"
+    return LabConfig(nodes=nodes, prefix=prefix, subnet=subnet, state_dir=state_dir, **kwargs)  # type: ignore[arg-type]
+
+
+def claim(cfg: LabConfig) -> None:
+    """Mark the state dir as this pytest process's (so a later run can sweep it if we die)."""
+    cfg.state_dir.mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir / ".spark-tui-lab").touch()
+    (cfg.state_dir / OWNER_FILE).write_text(str(os.getpid()))
+
+
+def sweep_stale_test_labs() -> None:
+    """Take down test labs whose pytest process is gone (a run that was killed)."""
+    for d in TEST_STATE_ROOT.glob(TEST_STATE_GLOB):
+        try:
+            owner = int((d / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            owner = 0
+        if owner and procs.alive(owner):
+            continue
+        lab = Lab.load(d)
+        if lab is not None:
+            lab.down(quiet=True)
+
+
+@dataclass
+class Footprint:
+    """What a lab had on the host, recorded while up, to prove `down` removed all of it."""
+
+    prefix: str
+    state_dir: Path
+    namespaces: list[str] = field(default_factory=list)
+    ns_ids: set[str] = field(default_factory=set)
+    pids: set[int] = field(default_factory=set)
+    cgroups: list[Path] = field(default_factory=list)
+
+
+def footprint(lab: Lab) -> Footprint:
+    fp = Footprint(prefix=lab.cfg.prefix, state_dir=lab.cfg.state_dir)
+    fp.namespaces = lab_namespaces(lab.cfg.prefix)
+    for ns in fp.namespaces:
+        nid = procs.netns_file_id(NETNS_DIR / ns)
+        if nid:
+            fp.ns_ids.add(nid)
+    for i in range(1, lab.cfg.nodes + 1):
+        mnt = procs.ns_id(lab.keeper_pid(i), "mnt")
+        if mnt:
+            fp.ns_ids.add(mnt)
+    fp.pids = procs.pids_in_namespaces(fp.ns_ids)
+    for node in lab.nodes:
+        fp.cgroups.extend(procs.cgroup_dirs(node.cgroup_parent))
+    return fp
+
+
+def leftovers(fp: Footprint) -> list[str]:
+    """Everything of the footprint that is still there (empty when the lab is gone)."""
+    left = []
+    deadline = time.monotonic() + 5
+    alive = {p for p in fp.pids if procs.alive(p)}
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {p for p in alive if procs.alive(p)}
+    left += [f"process {p}" for p in sorted(alive)]
+    left += [f"process {p} in a lab namespace" for p in procs.pids_in_namespaces(fp.ns_ids)]
+    left += [f"namespace {n}" for n in lab_namespaces(fp.prefix)]
+    left += [f"link {n}" for n in lab_links(fp.prefix)]
+    left += [f"cgroup {c}" for c in fp.cgroups if c.exists()]
+    left += [f"mount {m}" for m in procs.mounts_under(fp.state_dir)]
+    if fp.state_dir.exists():
+        left.append(f"state dir {fp.state_dir}")
+    return left
+
+
+def ssh_banner(address: str, timeout: float = 1.0) -> bytes:
+    with socket.create_connection((address, 22), timeout=timeout) as s:
+        return s.recv(64)

@@ -1,0 +1,251 @@
+"""Accuracy of the fit predictions against real vLLM logs (copies in tests/fixtures/).
+
+Weight memory: predicted from each log's own "Checkpoint size" (or model_facts.tsv) and
+its TP x PP, against its "Model loading took X GiB". KV cache: tokens and concurrency from
+the model's config and the log's "Available KV cache memory", against "GPU KV cache size"
+and "Maximum concurrency"; and the KV one request needs, against vLLM's startup check.
+Run with `-s` (or `python benchmarks/fit_accuracy.py`) to see the figures.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from spark_tui.core.facts import GIB, ModelFacts
+from spark_tui.core.fit import weights_per_rank_bytes
+from spark_tui.core.kv_cache import layout_for
+from spark_tui.core.model_facts import facts_from_hf_config
+from spark_tui.core.serve_args import ServeArgs
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+# Logs whose weight memory is predicted from their own "Checkpoint size" lines.
+WEIGHT_LOGS = {
+    "gemma-4-12B-it (GB10)": "vllm_startup_gb10_gemma4_12b.log",
+    "gemma-4-26B-A4B-it (GB10)": "vllm_startup_gb10_gemma4_26b_single_node.log",
+    "gemma-4-31B-it (GB10)": "vllm_startup_gb10_gemma4_31b_fp8kv_cold.log",
+    "Qwen3.6-35B + DFlash (GB10)": "vllm_startup_gb10_qwen36_dflash_specdec.log",
+    "Qwen3.8-Flash-Next TP2 rank 0 (GB10)": "vllm_multinode_tp2_head_rank0.log",
+    "Qwen3.8-Flash-Next TP2 rank 1 (GB10)": "vllm_multinode_tp2_worker_rank1_headless.log",
+    "gemma-4-E4B-it (sm120)": "vllm_fail_no_available_memory_cache_blocks.log",
+}
+HEAD_LOG = "vllm_multinode_tp2_head_rank0.log"  # the worker's TP comes from the head's args
+
+_CHECKPOINT = re.compile(r"Checkpoint size: ([\d.]+) GiB")
+_LOADING = re.compile(r"Model loading took ([\d.]+) GiB")
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+_AVAILABLE_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
+_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_DTYPE = re.compile(r"dtype=torch\.(\w+)")
+_SCALAR = re.compile(r"'(\w+)': ('[^']*'|-?\d+(?:\.\d+)?|True|False|None)(?=[,}])")
+
+
+def _text(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def non_default_args(text: str) -> dict[str, object]:
+    """The scalar values of vLLM's "non-default args: {...}" line.
+
+    The line is a Python repr that may hold enum reprs (`<CompilationMode.NONE: 0>`), so
+    scalars are read one by one rather than evaluated.
+    """
+    for line in text.splitlines():
+        m = _NON_DEFAULT.search(line)
+        if m:
+            pairs = _SCALAR.findall(m.group(1))
+            return {key: ast.literal_eval(value) for key, value in pairs}
+    return {}
+
+
+@dataclass
+class WeightRow:
+    """One log: checkpoint size read, TP x PP, predicted and logged weight memory per rank."""
+
+    label: str
+    checkpoint_gib: float
+    shards: int
+    predicted_gib: float
+    logged_gib: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_gib / self.logged_gib - 1
+
+
+def _predict(checkpoint_gib: float, tp: int, pp: int) -> float:
+    facts = ModelFacts(model_id="sample", weight_bytes=int(checkpoint_gib * GIB))
+    args = ServeArgs(model="sample", tensor_parallel_size=tp, pipeline_parallel_size=pp)
+    weights = weights_per_rank_bytes(facts, args, {})
+    assert weights is not None
+    return weights / GIB
+
+
+def weight_rows() -> list[WeightRow]:
+    """Predicted vs logged weight memory for every sample with the inputs."""
+    rows: list[WeightRow] = []
+    head_args = non_default_args(_text(HEAD_LOG))
+    for label, name in WEIGHT_LOGS.items():
+        text = _text(name)
+        # A speculative drafter in another checkpoint adds its size; an MTP drafter re-reads
+        # the target's own checkpoint (the same size again) and adds nothing new.
+        sizes = sorted({float(v) for v in _CHECKPOINT.findall(text)})
+        loaded = [float(v) for v in _LOADING.findall(text)]
+        args = non_default_args(text) or head_args
+        tp = int(str(args.get("tensor_parallel_size", 1)))
+        pp = int(str(args.get("pipeline_parallel_size", 1)))
+        checkpoint = sum(sizes)
+        rows.append(WeightRow(label, checkpoint, tp * pp, _predict(checkpoint, tp, pp), loaded[-1]))
+    rows.append(_gpt_oss_row())
+    return rows
+
+
+def _tsv_rows() -> dict[str, dict[str, str]]:
+    lines = [ln for ln in _text("model_facts.tsv").splitlines() if not ln.startswith("#")]
+    header = lines[0].split("\t")
+    return {r.split("\t")[0]: dict(zip(header, r.split("\t"), strict=False)) for r in lines[1:]}
+
+
+def _gpt_oss_row() -> WeightRow:
+    """gpt-oss-120b on H100: its checkpoint size and loaded memory from model_facts.tsv."""
+    rows = _tsv_rows()
+    size = re.search(r"~([\d.]+) GiB for 120b", rows["gpt-oss-20b"]["weights_size"])
+    logged = re.search(
+        r"Model loading took ([\d.]+) GiB \(H100, vLLM 0\.14\.1\)",
+        rows["gpt-oss-120b"]["observed_vllm_model_loading"],
+    )
+    assert size and logged
+    checkpoint = float(size.group(1))
+    return WeightRow(
+        "gpt-oss-120b (H100)", checkpoint, 1, _predict(checkpoint, 1, 1), float(logged.group(1))
+    )
+
+
+@dataclass
+class KvRow:
+    """One KV comparison: what was predicted, what vLLM logged."""
+
+    label: str
+    quantity: str
+    predicted: float
+    logged: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.logged - 1
+
+
+def gemma_26b_kv_rows() -> list[KvRow]:
+    """gemma-4-26B-A4B on GB10: KV tokens and concurrency from its config and the log's inputs."""
+    text = _text("vllm_startup_gb10_gemma4_26b_single_node.log")
+    args_seen = non_default_args(text)
+    config = json.loads(_text("constructed_gemma4_26b_a4b_config.json"))
+    facts = facts_from_hf_config("google/gemma-4-26B-A4B-it", config, None)
+    dtype = _DTYPE.search(text)
+    assert dtype
+    facts.dtype = dtype.group(1)  # the engine's dtype line: the KV cache is "auto"
+    max_len = int(str(args_seen["max_model_len"]))
+    args = ServeArgs(
+        model="google/gemma-4-26B-A4B-it",
+        max_model_len=max_len,
+        max_num_batched_tokens=int(str(args_seen["max_num_batched_tokens"])),
+    )
+    layout = layout_for(facts, args)
+    assert layout is not None
+    available = _AVAILABLE_KV.search(text)
+    tokens = _KV_TOKENS.search(text)
+    conc = _CONCURRENCY.search(text)
+    assert available and tokens and conc
+    budget = int(float(available.group(1)) * GIB)
+    return [
+        KvRow(
+            "gemma-4-26B-A4B-it (GB10)",
+            "KV tokens",
+            layout.tokens(budget),
+            int(tokens.group(1).replace(",", "")),
+        ),
+        KvRow(
+            "gemma-4-26B-A4B-it (GB10)",
+            f"concurrency @{max_len}",
+            layout.max_concurrency(budget, max_len),
+            float(conc.group(2)),
+        ),
+    ]
+
+
+def gpt_oss_kv_needed_row() -> KvRow:
+    """gpt-oss-120b on H100: KV one request at max seq len needs, vs vLLM's startup check."""
+    text = _text("vllm_fail_kv_cache_gptoss120b_h100_valueerror.txt")
+    m = re.search(r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed", text)
+    assert m
+    row = _tsv_rows()["gpt-oss-120b"]
+    window = re.search(r"sliding_window (\d+) alternating", row["notes"])
+    assert window
+    layers = int(row["num_hidden_layers"])
+    facts = ModelFacts(
+        model_id="openai/gpt-oss-120b",
+        num_hidden_layers=layers,
+        num_attention_heads=int(row["num_attention_heads"]),
+        num_key_value_heads=int(row["num_key_value_heads"]),
+        head_dim=int(row["head_dim"]),
+        attention="sliding_window",
+        sliding_window=int(window.group(1)),
+        full_attention_layers=layers // 2,  # alternating sliding / full
+        dtype="bfloat16",  # tsv: non-expert tensors BF16
+    )
+    max_len = int(m.group(1))
+    layout = layout_for(facts, ServeArgs(model="openai/gpt-oss-120b", max_model_len=max_len))
+    assert layout is not None
+    return KvRow(
+        "gpt-oss-120b (H100)",
+        f"KV needed @{max_len} (GiB)",
+        layout.request_bytes(max_len) / GIB,
+        float(m.group(2)),
+    )
+
+
+def kv_rows() -> list[KvRow]:
+    """Every KV comparison the samples give inputs for."""
+    return [*gemma_26b_kv_rows(), gpt_oss_kv_needed_row()]
+
+
+def test_weight_memory_within_5_percent_on_every_sample() -> None:
+    rows = weight_rows()
+    for r in rows:
+        print(
+            f"{r.label:40} ckpt {r.checkpoint_gib:7.2f} GiB /{r.shards}  "
+            f"predicted {r.predicted_gib:6.2f}  logged {r.logged_gib:6.2f}  {r.error:+.1%}"
+        )
+    models = {r.label.split(" TP2")[0] for r in rows}
+    assert len(models) >= 5
+    bad = [r for r in rows if abs(r.error) > 0.05]
+    assert not bad, bad
+
+
+def test_kv_predictions_within_10_percent() -> None:
+    rows = kv_rows()
+    for r in rows:
+        print(
+            f"{r.label:28} {r.quantity:24} predicted {r.predicted:12.2f} "
+            f"logged {r.logged:12.2f}  {r.error:+.2%}"
+        )
+    assert len(rows) == 3
+    bad = [r for r in rows if abs(r.error) > 0.10]
+    assert not bad, bad
+
+
+def test_samples_parse_as_expected() -> None:
+    # Guards the parsing itself: the numbers the comparisons read out of the fixtures.
+    rows = {r.label: r for r in weight_rows()}
+    assert rows["Qwen3.8-Flash-Next TP2 rank 1 (GB10)"].shards == 2
+    assert rows["Qwen3.8-Flash-Next TP2 rank 0 (GB10)"].checkpoint_gib == pytest.approx(123.57)
+    assert rows["Qwen3.6-35B + DFlash (GB10)"].checkpoint_gib == pytest.approx(21.75 + 0.88)
+    assert rows["gpt-oss-120b (H100)"].logged_gib == pytest.approx(64.38)
+    assert rows["gemma-4-E4B-it (sm120)"].logged_gib == pytest.approx(15.19)

@@ -121,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--replace", action="store_true", help="remove stale spark-tui containers without asking"
     )
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="with --wait: give up when the API is not ready after this long (default 1800)",
+    )
 
     p = sub.add_parser("status", help="list our clusters on the nodes")
     _targets(p)

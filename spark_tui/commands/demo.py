@@ -26,9 +26,7 @@ def open_demo(
     # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
     pace = pace if pace is not None else float(os.environ.get("SPARK_SIM_PACE", "0.5"))
     backend = DemoBackend(nodes=nodes, memory_gb=memory_gb, pace=pace)
-    app = SparkApp(
-        backend, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config()
-    )
+    app = SparkApp(backend, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config())
     return int(app.run() or EXIT_OK)
 
 

@@ -329,14 +329,14 @@ def _node_findings(
             )
     weights, kv_budget = fit.weights_bytes, fit.kv_budget_bytes
     if weights is not None and budget is not None and args.kv_cache_memory_bytes is None:
-        if weights + (fit.overhead_bytes or 0) >= budget:
+        if weights >= budget:
             out.append(
                 Finding(
                     "error",
                     "weights_exceed_budget",
-                    f"weights need {gib(weights)} GiB per rank (plus {gib(fit.overhead_bytes or 0)}"
-                    f" GiB runtime), more than the budget of {gib(budget)} GiB "
-                    f"({util} x {gib(total or 0)} GiB); vLLM will stop with: {NO_CACHE_BLOCKS}",
+                    f"weights need {gib(weights)} GiB per rank, more than the budget of "
+                    f"{gib(budget)} GiB ({util} x {gib(total or 0)} GiB); vLLM will stop "
+                    f"with: {NO_CACHE_BLOCKS}",
                     "spread the model over more nodes (--set tensor_parallel=N with N nodes), "
                     "raise gpu_memory_utilization, or use a smaller (more quantized) checkpoint",
                 )
@@ -364,8 +364,9 @@ def _node_findings(
             Finding(
                 "error",
                 "no_kv_memory",
-                f"no memory is left for the KV cache ({gib(kv_budget)} GiB); "
-                f"vLLM will stop with: {NO_CACHE_BLOCKS}",
+                f"no memory is left for the KV cache: budget {gib(budget or 0)} GiB - weights "
+                f"{gib(weights or 0)} GiB - runtime {gib(fit.overhead_bytes or 0)} GiB = "
+                f"{gib(kv_budget)} GiB; vLLM will stop with: {NO_CACHE_BLOCKS}",
                 "raise gpu_memory_utilization (--set gpu_memory_utilization=0.9), "
                 "or spread the model over more nodes",
             )

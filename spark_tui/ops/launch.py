@@ -222,6 +222,9 @@ class ClusterWatch:
 
     async def _explain(self, r: WatchedRank, why: str) -> tuple[str, tuple[str, ...]]:
         lines = tuple(logclass.explain_failure(list(r.lines)))
+        if not lines:
+            # Nothing the classifier recognises: the last lines are the best evidence.
+            lines = tuple([t for t in r.lines if t.strip()][-3:])
         if why == "timeout":
             return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
         if why.startswith("unreachable"):

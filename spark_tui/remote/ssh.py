@@ -427,13 +427,31 @@ class NodeConnection:
 
     async def docker_socket_path(self) -> str:
         """The node's Docker socket: its DOCKER_HOST when that is a unix socket, else the default."""
-        if self._docker_socket is None:
-            res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)
-            value = res.stdout.strip() if res.ok else ""
-            self._docker_socket = (
-                value[len("unix://") :] if value.startswith("unix://") else DEFAULT_DOCKER_SOCKET
-            )
-        return self._docker_socket
+        if self._docker_socket is not None:
+            return self._docker_socket
+        res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)
+        value = res.stdout.strip() if res.ok else ""
+        candidates = [DEFAULT_DOCKER_SOCKET]
+        if value.startswith("unix://") and value[len("unix://") :] != DEFAULT_DOCKER_SOCKET:
+            candidates.insert(0, value[len("unix://") :])
+        reasons = []
+        for path in candidates:
+            # Open one channel to see that sshd forwards this socket (AllowStreamLocalForwarding).
+            try:
+                _reader, writer = await asyncio.wait_for(
+                    self.connection.open_unix_connection(path), self.connect_timeout
+                )
+            except (asyncssh.ChannelOpenError, OSError, TimeoutError) as exc:
+                reasons.append(f"{path}: {getattr(exc, 'reason', None) or exc}")
+                continue
+            writer.close()
+            self._docker_socket = path
+            return path
+        raise UnreachableError(
+            f"{self.name}: the node does not forward its Docker socket ({'; '.join(reasons)})",
+            "check that Docker runs on the node, that your user may use its socket (the "
+            "docker group), and that sshd allows it (AllowStreamLocalForwarding yes)",
+        )
 
     async def forward_docker_socket(self, remote_path: str | None = None) -> str:
         """Forward the node's Docker socket to a private local unix socket; returns its path."""

@@ -3,9 +3,12 @@ its SSH-forwarded socket, the engine image with `--gpus all`, traffic between no
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import docker
@@ -42,6 +45,14 @@ async def _connect(
 
 def _client(lab: Lab, index: int) -> docker.DockerClient:
     return docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}", timeout=60)
+
+
+def _info_and_ids(socket_path: str) -> tuple[dict[str, Any], set[str]]:
+    client = docker.DockerClient(base_url=f"unix://{socket_path}", timeout=30)
+    try:
+        return client.info(), {c.id for c in client.containers.list(all=True)}
+    finally:
+        client.close()
 
 
 async def test_every_node_answers_ssh_with_a_verified_host_key(
@@ -163,13 +174,9 @@ async def test_each_nodes_own_dockerd_is_reachable_through_its_ssh_forward(
             async with await _connect(node) as conn:
                 local = os.path.join(forward_dir, f"n{index}.sock")
                 listener = await conn.forward_local_path(local, "/var/run/docker.sock")
-                client = docker.DockerClient(base_url=f"unix://{local}", timeout=30)
-                try:
-                    info = client.info()
-                    ids = {c.id for c in client.containers.list(all=True)}
-                finally:
-                    client.close()
-                    listener.close()
+                # The Docker SDK blocks: run it off the event loop that serves the forward.
+                info, ids = await asyncio.to_thread(_info_and_ids, local)
+                listener.close()
             assert info["Name"] == lab.node(index).name
             assert marker[index] in ids
             assert marker[3 - index] not in ids
@@ -178,7 +185,7 @@ async def test_each_nodes_own_dockerd_is_reachable_through_its_ssh_forward(
             client = _client(lab, index)
             client.containers.get(marker[index]).remove(force=True)
             client.close()
-        os.rmdir(forward_dir) if not os.listdir(forward_dir) else None
+        shutil.rmtree(forward_dir, ignore_errors=True)
 
 
 async def test_remote_layer_forwards_the_default_docker_socket(
@@ -190,11 +197,8 @@ async def test_remote_layer_forwards_the_default_docker_socket(
         conn = NodeConnection(node, ssh_config=())
         try:
             local = await conn.forward_docker_socket()
-            client = docker.DockerClient(base_url=f"unix://{local}", timeout=30)
-            try:
-                assert client.info()["Name"] == lab.node(index).name
-            finally:
-                client.close()
+            info, _ids = await asyncio.to_thread(_info_and_ids, local)
+            assert info["Name"] == lab.node(index).name
         finally:
             await conn.close()
 

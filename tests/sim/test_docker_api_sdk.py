@@ -18,7 +18,7 @@ from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
 from spark_tui.sim.nodes.images import bundled_image_refs
 
 T = TypeVar("T")
-IMAGE = "eugr/spark-vllm-b12x:nightly-20261015"
+IMAGE = bundled_image_refs()[0]  # every bundled recipe's image is on every simulated node
 
 
 @dataclass
@@ -292,6 +292,12 @@ async def test_images_carry_digests_and_one_node_differs(fwd: Forwarded, tmp_pat
 
     image_id, digest_id, arch = await fwd.sdk(inspect)
     assert image_id == digest_id and arch == "aarch64"
+
+    def pull(client: docker.DockerClient) -> list[dict[str, Any]]:
+        return list(client.api.pull(IMAGE, stream=True, decode=True))
+
+    events = await fwd.sdk(pull)
+    assert events[-1]["status"] == f"Status: Image is up to date for {IMAGE}"
 
 
 async def test_version_info_and_raw_api_paths(fwd: Forwarded) -> None:

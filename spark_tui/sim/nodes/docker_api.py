@@ -332,8 +332,15 @@ class DockerApiServer:
             {"status": f"Digest: {image.digest}"},
             {"status": f"Status: Image is up to date for {ref}"},
         ]
-        body = "".join(json.dumps(x) + "\r\n" for x in lines).encode()
-        await self._send(writer, 200, body)
+        # A pull answers with a chunked stream of JSON messages (the SDK relies on chunking).
+        writer.write(
+            self._head(200, {"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+        )
+        for line in lines:
+            data = (json.dumps(line) + "\r\n").encode()
+            writer.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
         return True
 
     async def _logs(

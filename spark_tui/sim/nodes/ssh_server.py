@@ -81,10 +81,10 @@ def process_handler(node: SimNode) -> Callable[[asyncssh.SSHServerProcess[bytes]
             return
         answer = node.answer(command)
         if answer is not None:
-            out, status = answer
+            out, code = answer
             if out:
                 process.stdout.write(out.encode())
-            process.exit(status)
+            process.exit(code)
             return
         status = await run_command(process, command, node.shell_env(), str(node.home))
         if status is not None:
@@ -131,8 +131,10 @@ async def run_command(
         with contextlib.suppress(Exception):
             child.stdin.close()
 
+    stdout, stderr = child.stdout, child.stderr
+
     async def finish() -> int:
-        await asyncio.gather(copy(child.stdout, process.stdout), copy(child.stderr, process.stderr))
+        await asyncio.gather(copy(stdout, process.stdout), copy(stderr, process.stderr))
         code = await child.wait()
         return 128 - code if code < 0 else code
 

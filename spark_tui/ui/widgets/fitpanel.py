@@ -22,7 +22,9 @@ def _gib(value: Any) -> str:
     return "?" if value is None else f"{value / GIB:.1f}"
 
 
-def render_fit(report: dict[str, Any] | None, problem: str | None = None) -> Table | Text:
+def render_fit(
+    report: dict[str, Any] | None, problem: str | None = None, wide: bool = True
+) -> Table | Text:
     """Verdict, layout, per-node memory table, then findings with remedies."""
     if problem:
         return Text(problem, style="red")
@@ -36,24 +38,42 @@ def render_fit(report: dict[str, Any] | None, problem: str | None = None) -> Tab
         tp = par.get("tensor_parallel", 1)
         pp = par.get("pipeline_parallel", 1)
         dp = par.get("data_parallel", 1)
-        layout = f"  TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} of {par.get('nodes', '?')} nodes"
-    grid.add_row(Text(label, style=style) + Text(layout, style="dim"))
+        layout = f"TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} of {par.get('nodes', '?')} nodes"
+    grid.add_row(Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim"))
     if report.get("missing"):
         grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for col in ("node", "budget", "weights", "KV", "1 req", "conc"):
         table.add_column(col, justify="right" if col != "node" else "left")
-    for node in report.get("nodes", []):
+    nodes = list(report.get("nodes", []))
+    shown = ("budget_bytes", "weights_bytes", "kv_budget_bytes", "kv_per_request_bytes")
+    figures = [
+        tuple(_gib(n.get(k)) for k in shown) + (round(n.get("max_concurrency") or 0, 1),)
+        for n in nodes
+    ]
+    if len(nodes) > 1 and all(f == figures[0] for f in figures):
+        # Same memory on every node (the usual case): one row says it for all of them.
+        nodes = [{**nodes[0], "name": f"each of {len(nodes)}"}]
+    for node in nodes:
         conc = node.get("max_concurrency")
-        table.add_row(
-            str(node["name"]),
+        cells = (
             _gib(node.get("budget_bytes")),
             _gib(node.get("weights_bytes")),
             _gib(node.get("kv_budget_bytes")),
             _gib(node.get("kv_per_request_bytes")),
             "?" if conc is None else f"{conc:.1f}x",
         )
-    if report.get("nodes"):
+        if wide:
+            table.add_row(str(node["name"]), *cells)
+        else:
+            grid.add_row(
+                Text(f"{node['name']}: ", style="bold")
+                + Text(
+                    f"budget {cells[0]} GiB\n weights {cells[1]}  KV {cells[2]}\n"
+                    f" 1 req {cells[3]}  conc {cells[4]}"
+                )
+            )
+    if report.get("nodes") and wide:
         grid.add_row(table)
     sev_style = {"error": "red", "warning": "yellow", "info": "dim"}
     for finding in report.get("findings", []):
@@ -69,7 +89,8 @@ class FitPanel(VerticalScroll, can_focus=True):
     """Scrollable fit report."""
 
     DEFAULT_CSS = """
-    FitPanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; }
+    FitPanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr;
+               scrollbar-size-vertical: 1; }
     FitPanel:focus { border: round $primary; }
     """
 
@@ -80,4 +101,10 @@ class FitPanel(VerticalScroll, can_focus=True):
         self.border_title = "Fit"
 
     def show(self, report: dict[str, Any] | None, problem: str | None = None) -> None:
-        self.query_one("#fit-body", Static).update(render_fit(report, problem))
+        self._shown = (report, problem)
+        wide = self.size.width >= 52 or self.size.width == 0
+        self.query_one("#fit-body", Static).update(render_fit(report, problem, wide))
+
+    def on_resize(self) -> None:
+        if hasattr(self, "_shown"):
+            self.show(*self._shown)

@@ -40,7 +40,7 @@ class RankLog(Log):
     """A `Log` that highlights at render time only, so ingest stays cheap."""
 
     DEFAULT_CSS = """
-    RankLog { height: 1fr; border: none; padding: 0 0; }
+    RankLog { height: 1fr; border: none; padding: 0 0; scrollbar-size: 1 1; }
     """
 
     def __init__(self, **kwargs: object) -> None:

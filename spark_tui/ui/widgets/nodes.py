@@ -52,15 +52,19 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
             out.append("  probing…", style="dim")
             continue
         gpu = (facts.gpu_name or "GPU ?").replace("NVIDIA ", "")
-        out.append(f"  {gpu} {_gib(facts.memory_total_bytes)} GiB")
-        out.append(f" ({_gib(facts.memory_available_bytes)} free)", style="dim")
+        if wide:
+            out.append(f"  {gpu} {_gib(facts.memory_total_bytes)} GiB")
+            out.append(f" ({_gib(facts.memory_available_bytes)} free)", style="dim")
+        else:
+            out.append(f"\n  {gpu} {_gib(facts.memory_total_bytes)}G")
+            out.append(f" {_gib(facts.memory_available_bytes)} free", style="dim")
         links = facts.connectx_up or [x for x in facts.interfaces if x.rdma_device]
         for iface in links[: 2 if wide else 1]:
             speed = f"{iface.speed_mbps // 1000}G" if iface.speed_mbps else "?"
             state_style = "green" if iface.is_up else "red"
-            out.append(f"\n  {iface.netdev:<14} ")
+            out.append(f"\n  {iface.netdev:<14} " if wide else f"\n  {iface.netdev} ")
             out.append(iface.state, style=state_style)
-            out.append(f" {speed} {iface.ipv4 or ''}", style="dim")
+            out.append(f" {speed} {iface.ipv4 or ''}" if wide else f" {speed}", style="dim")
         if not links:
             out.append("\n  no ConnectX link up", style="red")
         if wide:
@@ -74,7 +78,8 @@ class NodePanel(Static, can_focus=True):
     """Shows every node; refreshed whenever a probe returns."""
 
     DEFAULT_CSS = """
-    NodePanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; overflow-y: auto; }
+    NodePanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; overflow-y: auto;
+                scrollbar-size-vertical: 1; }
     NodePanel:focus { border: round $primary; }
     """
 
@@ -85,5 +90,11 @@ class NodePanel(Static, can_focus=True):
 
     def show(self, views: list[NodeView]) -> None:
         self.views = views
-        wide = self.size.width >= 36 or self.size.width == 0
-        self.update(render_nodes(views, wide=wide))
+        self._render_views()
+
+    def on_resize(self) -> None:
+        self._render_views()
+
+    def _render_views(self) -> None:
+        wide = self.size.width >= 44 or self.size.width == 0
+        self.update(render_nodes(self.views, wide=wide))

@@ -35,19 +35,22 @@ def nodes_needed(recipe: Recipe) -> str:
 
 
 def option_text(row: RecipeRow) -> Text:
-    text = Text(row.recipe.name)
+    text = Text(row.recipe.name, no_wrap=True, overflow="ellipsis")
     mem = row.recipe.metadata.get("memory_gb_per_node")
     text.append(f"  {nodes_needed(row.recipe)}{mem or ''}", style="dim")
     if row.recipe.source == "user":
         text.append(" user", style="italic cyan")
     if row.verdict:
         label, style = BADGE.get(row.verdict, (row.verdict, ""))
-        text.append(f"  {label}", style=style)
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(f"{label:<6} ", style=style)
+        line.append_text(text)
+        return line
     return text
 
 
 def details_text(recipe: Recipe, settings: dict[str, object]) -> Text:
-    text = Text(recipe.model, style="bold")
+    text = Text(recipe.model, style="bold", no_wrap=True, overflow="ellipsis")
     text.append(f"\n{recipe.container or '(no image)'}", style="dim")
     shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
     if shown:
@@ -61,8 +64,11 @@ class RecipePanel(Vertical):
     DEFAULT_CSS = """
     RecipePanel { border: round $panel-lighten-2; height: 1fr; }
     RecipePanel:focus-within { border: round $primary; }
-    RecipePanel > OptionList { height: 1fr; border: none; padding: 0; }
-    RecipePanel > #recipe-details { height: auto; max-height: 3; padding: 0 1; }
+    RecipePanel > OptionList, RecipePanel > OptionList:focus {
+        height: 1fr; border: none; padding: 0; scrollbar-size-vertical: 1;
+        text-wrap: nowrap; text-overflow: ellipsis; }
+    RecipePanel > #recipe-details { height: auto; max-height: 3; padding: 0 1;
+        text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, **kwargs: object) -> None:

@@ -1,0 +1,167 @@
+"""Finding the nodes: an inventory file, `--hosts`, `~/.ssh/config`, or a Spark's ConnectX peers.
+
+Peers found on a Spark's cluster link are candidates only: they are offered for the
+user's confirmation, never connected to or trusted on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_tui.core.errors import FactsError, InputError
+from spark_tui.core.inventory import InventoryNode, hosts_to_inventory, parse_inventory
+from spark_tui.remote import parsers
+from spark_tui.remote import probe_commands as pc
+from spark_tui.remote.hostkeys import HostKeyConfirm
+from spark_tui.remote.ssh import ConnectionPool, NodeConnection
+
+
+def nodes_from_inventory_file(path: str) -> list[InventoryNode]:
+    """The nodes of an inventory YAML file, head first."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FactsError(
+            f"inventory file {path!r} does not exist",
+            "write one: nodes: [{name: spark-a, host: 10.0.0.1}, {name: spark-b, host: 10.0.0.2}]",
+        ) from None
+    except OSError as exc:
+        raise FactsError(
+            f"cannot read inventory file {path!r}: {exc.strerror}", "check the path"
+        ) from None
+    return parse_inventory(text, source=str(path))
+
+
+def nodes_from_args(args: argparse.Namespace) -> list[InventoryNode]:
+    """The nodes named by `--inventory FILE` or `--hosts a,b` (head first)."""
+    inventory = getattr(args, "inventory", None)
+    hosts = getattr(args, "hosts", None)
+    if inventory:
+        return nodes_from_inventory_file(inventory)
+    if hosts:
+        return hosts_to_inventory(str(hosts))
+    raise InputError(
+        "no nodes given", "pass --inventory FILE or --hosts spark-a,spark-b (head first)"
+    )
+
+
+async def terminal_confirm(host: str, fingerprint: str) -> bool:
+    """Ask on the terminal (like ssh does) whether to trust an unknown host key."""
+    if not sys.stdin.isatty():
+        return False
+    prompt = (
+        f"The authenticity of host {host} can't be established.\n"
+        f"Its key fingerprint is {fingerprint}.\n"
+        "Are you sure you want to continue connecting (yes/no)? "
+    )
+
+    def ask() -> str:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        return sys.stdin.readline().strip().lower()
+
+    return await asyncio.to_thread(ask) in ("yes", "y")
+
+
+def pool_from_args(args: argparse.Namespace, **options: Any) -> ConnectionPool:
+    """A (not yet opened) pool for the nodes on the command line, with its host key policy:
+    `--accept-new-host-keys`, else a question on the terminal, else refusal."""
+    confirm: HostKeyConfirm | None = terminal_confirm if sys.stdin.isatty() else None
+    return ConnectionPool(
+        nodes_from_args(args),
+        accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
+        confirm=confirm,
+        **options,
+    )
+
+
+def _config_files(path: Path, seen: set[Path]) -> list[Path]:
+    """The config file and the files it Includes (relative to ~/.ssh), in order."""
+    path = path.expanduser()
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    files = [path]
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].lower() == "include":
+            for pattern in words[1:]:
+                full = os.path.expanduser(pattern)
+                if not os.path.isabs(full):
+                    full = str(Path("~/.ssh").expanduser() / full)
+                for match in sorted(glob.glob(full)):
+                    files += _config_files(Path(match), seen)
+    return files
+
+
+def hosts_from_ssh_config(path: str = "~/.ssh/config") -> list[InventoryNode]:
+    """Every `Host` alias without wildcards or negation in ~/.ssh/config (and its Includes).
+
+    The alias is kept as the host: connecting resolves HostName, User, Port and keys
+    from the same config.
+    """
+    names: list[str] = []
+    for file in _config_files(Path(path), set()):
+        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+            words = line.replace("=", " ", 1).split()
+            if len(words) < 2 or words[0].lower() != "host":
+                continue
+            for alias in words[1:]:
+                if any(c in alias for c in "*?!") or alias in names:
+                    continue
+                names.append(alias)
+    return [InventoryNode(name=n, host=n) for n in names]
+
+
+@dataclass
+class PeerCandidate:
+    """A neighbour seen on an up ConnectX link of a Spark: maybe another Spark."""
+
+    address: str
+    netdev: str  # the local ConnectX netdev it was seen on
+    mac: str | None
+    state: str
+    via: str  # the node it was found from
+
+    def to_node(self, name: str | None = None, **kwargs: Any) -> InventoryNode:
+        return InventoryNode(name=name or self.address, host=self.address, **kwargs)
+
+
+def peers_from_outputs(via: str, ibdev: str, ip_addr: str, ip_neigh: str) -> list[PeerCandidate]:
+    """ConnectX peers from the output of ibdev2netdev, `ip -j addr` and `ip -j neigh`."""
+    ports = parsers.parse_ibdev2netdev(ibdev)
+    links = parsers.parse_ip_addr(ip_addr) if ip_addr.strip() else {}
+    up = {p.netdev for p in ports if p.is_up}
+    own = {a.split("/")[0] for link in links.values() for a in link.ipv4 + link.ipv6}
+    found: list[PeerCandidate] = []
+    seen: set[str] = set()
+    for n in parsers.parse_ip_neigh(ip_neigh):
+        if n.netdev not in up or not n.usable or n.address in own or n.address in seen:
+            continue
+        if n.address.startswith("fe80:"):
+            continue  # link-local IPv6 needs a scope to be usable: the IPv4 neighbour is better
+        seen.add(n.address)
+        found.append(
+            PeerCandidate(address=n.address, netdev=n.netdev, mac=n.mac, state=n.state, via=via)
+        )
+    return found
+
+
+async def connectx_peers(conn: NodeConnection) -> list[PeerCandidate]:
+    """Neighbours on the node's up ConnectX interfaces: candidates to confirm, not nodes."""
+    ibdev, addr, neigh = await asyncio.gather(
+        conn.run(pc.IBDEV2NETDEV), conn.run(pc.IP_ADDR_JSON), conn.run(pc.IP_NEIGH_JSON)
+    )
+    if not ibdev.ok:
+        return []
+    return peers_from_outputs(
+        conn.name, ibdev.stdout, addr.stdout if addr.ok else "", neigh.stdout if neigh.ok else ""
+    )

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -82,7 +85,39 @@ def main() -> int:
             f"  {row.label:40} util {util:4.2f}  overhead {overhead:5.2f}  "
             f"pred {predicted:6.2f}  logged {actual:6.2f}  {predicted / actual - 1:+7.1%}"
         )
+    check_startup()
     return 0
+
+
+def _median_ms(cmd: list[str], runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=False, cwd=ROOT)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def check_startup() -> None:
+    """`spark-tui check --facts` against `import yaml, pydantic` (budget: at most 2x)."""
+    facts = ROOT / "tests" / "fixtures" / "simulated_facts_glm53_2x128.json"
+    base = _median_ms([sys.executable, "-c", "import yaml, pydantic"])
+    check = _median_ms(
+        [
+            sys.executable,
+            "-m",
+            "spark_tui",
+            "check",
+            "glm-5.3-flash",
+            "--facts",
+            str(facts),
+            "--json",
+        ]
+    )
+    print(
+        f"\nheadless check: {check:.0f} ms vs import yaml, pydantic {base:.0f} ms "
+        f"(median of 5): ratio {check / base:.2f} (budget: at most 2.00)"
+    )
 
 
 if __name__ == "__main__":

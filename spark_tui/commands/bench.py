@@ -16,7 +16,7 @@ from spark_tui.core.errors import (
     UnreachableError,
 )
 from spark_tui.ops.bench import BenchConfig, BenchError, BenchProgress, BenchResult, BenchRun
-from spark_tui.ops.export import fmt_figure
+from spark_tui.ops.compare import fmt_figure
 from spark_tui.ops.history import History
 
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from spark_tui.core.errors import EXIT_OK, InputError
-from spark_tui.ops.compare import Comparison, compare_bench
-from spark_tui.ops.export import _FIG_FMT, export_runs, fmt_figure, masked_dict
+from spark_tui.ops.compare import compare_bench
+from spark_tui.ops.export import export_runs, masked_dict
 from spark_tui.ops.history import History, Run
 
 
@@ -25,32 +25,6 @@ def bench_run(history: History, run_id: str) -> Run:
         f"run {run.id} is a {run.kind} run with no benchmark",
         "compare benchmark runs (kind bench in `spark-tui history`)",
     )
-
-
-def format_comparison(cmp: Comparison) -> str:
-    """The comparison as a fixed-width table with the changed setting on top."""
-    lines = [
-        f"{cmp.run_id} against baseline {cmp.baseline_id}",
-        f"changed: {cmp.changed_text()}",
-        f"noise rule: {cmp.rule}",
-    ]
-    lines += [f"note: {n}" for n in cmp.notes]
-    lines.append(
-        f"{'conc':>4}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} {'noise':>7}  verdict"
-    )
-    for f in cmp.figures:
-        if f.delta is None:
-            verdict, pct = "n/a", "-"
-        else:
-            pct = f"{f.delta_pct:+.1f}%"
-            verdict = ("better" if f.better else "worse") if f.beyond_noise else "within noise"
-        noise = "-" if f.noise_pct is None else f"{f.noise_pct:.1f}%"
-        lines.append(
-            f"{f.concurrency:>4}  {_FIG_FMT.get(f.figure, (f.figure, ''))[0]:<22} "
-            f"{fmt_figure(f.figure, f.baseline):>11} {fmt_figure(f.figure, f.value):>11} "
-            f"{pct:>9} {noise:>7}  {verdict}"
-        )
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         a, b = (bench_run(history, rid) for rid in args.runs)
         repeats = [r for r in history.repeats_of(a) if r.id not in (a.id, b.id)]
         cmp = compare_bench(a, b, repeats)
-        print(json.dumps(cmp.to_dict(), indent=2) if args.json else format_comparison(cmp))
+        print(json.dumps(cmp.to_dict(), indent=2) if args.json else cmp.to_text())
         return EXIT_OK
     if action == "export":
         if not args.runs or len(args.runs) > 2:

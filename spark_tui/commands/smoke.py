@@ -70,7 +70,7 @@ async def open_target(args: argparse.Namespace, history: History) -> AsyncIterat
     # The remote layer (issue 4) finds our cluster from container labels and forwards the
     # head's API port over its SSH connection.
     try:
-        from spark_tui.ops import attach as remote_attach
+        from spark_tui.ops.attach import api_forward
     except ImportError as exc:
         raise InputError(
             "this build cannot reach a cluster over SSH (spark_tui.ops.attach is missing)",
@@ -78,7 +78,7 @@ async def open_target(args: argparse.Namespace, history: History) -> AsyncIterat
             "and pass --base-url http://127.0.0.1:8000",
         ) from exc
 
-    async with remote_attach.api_forward(args) as found:
+    async with api_forward(args) as found:
         yield target_from_ranks(found.base_url, list(found.ranks), history)
 
 

@@ -273,6 +273,16 @@ NO_CACHE_BLOCKS = (
 )
 
 
+def _raise_util(needed: int, total: int | None) -> str:
+    """A remedy fragment: the gpu_memory_utilization that would hold `needed` bytes."""
+    if not total:
+        return "raise gpu_memory_utilization, "
+    util = math.ceil(needed / total * 100) / 100
+    if util > 0.95:
+        return ""  # no sensible utilization holds it: more nodes or a smaller model
+    return f"--set gpu_memory_utilization={util:.2f}, "
+
+
 def _unified_memory(node: NodeFacts) -> bool:
     # GB10 shares one memory between CPU and GPU; an unknown GPU is taken to be a Spark.
     return node.gpu_name is None or "GB10" in node.gpu_name.upper()
@@ -292,6 +302,7 @@ def _node_findings(
         cache = node.page_cache_bytes or 0
         free = avail - cache if _unified_memory(node) else avail
         if avail < budget:
+            # What CUDA will see free once the page cache is dropped, less a margin.
             target = math.floor(avail / total * 100) / 100 - 0.01
             out.append(
                 Finding(
@@ -313,7 +324,7 @@ def _node_findings(
                     + f" On GB10 the page cache counts as used GPU memory: MemAvailable is "
                     f"{gib(avail)} GiB but {gib(cache)} GiB of it is page cache, which covers "
                     f"the {gib(budget - free)} GiB gap",
-                    f"drop the page cache on the node before launch: {DROP_CACHES}",
+                    f"drop the page cache on the named node(s) before launch: {DROP_CACHES}",
                 )
             )
         if util > HIGH_UTILIZATION and _unified_memory(node):
@@ -338,7 +349,10 @@ def _node_findings(
                     f"{gib(budget)} GiB ({util} x {gib(total or 0)} GiB); vLLM will stop "
                     f"with: {NO_CACHE_BLOCKS}",
                     "spread the model over more nodes (--set tensor_parallel=N with N nodes), "
-                    "raise gpu_memory_utilization, or use a smaller (more quantized) checkpoint",
+                    + _raise_util(
+                        weights + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0), total
+                    )
+                    + "or use a smaller (more quantized) checkpoint",
                 )
             )
             return out
@@ -367,8 +381,11 @@ def _node_findings(
                 f"no memory is left for the KV cache: budget {gib(budget or 0)} GiB - weights "
                 f"{gib(weights or 0)} GiB - runtime {gib(fit.overhead_bytes or 0)} GiB = "
                 f"{gib(kv_budget)} GiB; vLLM will stop with: {NO_CACHE_BLOCKS}",
-                "raise gpu_memory_utilization (--set gpu_memory_utilization=0.9), "
-                "or spread the model over more nodes",
+                _raise_util(
+                    (weights or 0) + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0),
+                    total,
+                )
+                + "or spread the model over more nodes",
             )
         )
         return out
@@ -377,13 +394,19 @@ def _node_findings(
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
             fp8 = "" if args.kv_cache_dtype.startswith("fp8") else ", or --set kv_cache_dtype=fp8"
+            if args.kv_cache_memory_bytes is not None:
+                more = f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G"
+            else:
+                more = _raise_util(
+                    (weights or 0) + (fit.overhead_bytes or 0) + needed, total
+                ).rstrip(", ")
             out.append(
                 Finding(
                     "error",
                     "kv_max_seq_len",
                     "vLLM will stop at startup: "
                     + _max_seq_len_message(max_len, needed, kv_budget, estimate),
-                    f"--set max_model_len={estimate}, or raise gpu_memory_utilization{fp8}",
+                    f"--set max_model_len={estimate}; or {more}{fp8}",
                 )
             )
         elif (

@@ -32,6 +32,20 @@ from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import Run, changed_settings
 
 NOISE_FLOOR = 0.03
+# Figure -> (label, display unit); seconds are shown as milliseconds.
+FIGURE_LABELS = {
+    "ttft_p50_s": ("TTFT p50", "ms"),
+    "ttft_p95_s": ("TTFT p95", "ms"),
+    "itl_mean_s": ("ITL mean", "ms"),
+    "itl_p50_s": ("ITL p50", "ms"),
+    "itl_p95_s": ("ITL p95", "ms"),
+    "tps_per_request_mean": ("tok/s per request", ""),
+    "tps_per_request_p50": ("tok/s per request p50", ""),
+    "total_output_tps": ("total tok/s", ""),
+    "requests_per_s": ("requests/s", ""),
+    "latency_p50_s": ("latency p50", "ms"),
+    "errors": ("errors", ""),
+}
 _SOURCE = {
     "ttft_p50_s": "ttft_s",
     "ttft_p95_s": "ttft_s",
@@ -64,6 +78,14 @@ class FigureDelta:
     beyond_noise: bool
     better: bool | None  # None when unchanged within noise or not comparable
 
+    @property
+    def verdict(self) -> str:
+        if self.delta is None:
+            return "n/a"
+        if not self.beyond_noise:
+            return "within noise"
+        return "better" if self.better else "worse"
+
 
 @dataclass
 class Comparison:
@@ -84,10 +106,43 @@ class Comparison:
             (f for f in self.figures if f.concurrency == concurrency and f.figure == figure), None
         )
 
+    def to_text(self) -> str:
+        """A fixed-width table with the changed setting and the noise rule on top."""
+        lines = [
+            f"{self.run_id} against baseline {self.baseline_id}",
+            f"changed: {self.changed_text()}",
+            f"noise rule: {self.rule}",
+        ]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(
+            f"{'conc':>4}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} "
+            f"{'noise':>7}  verdict"
+        )
+        for f in self.figures:
+            noise = "-" if f.noise_pct is None else f"{f.noise_pct:.1f}%"
+            pct = "-" if f.delta_pct is None else f"{f.delta_pct:+.1f}%"
+            lines.append(
+                f"{f.concurrency:>4}  {FIGURE_LABELS.get(f.figure, (f.figure, ''))[0]:<22} "
+                f"{fmt_figure(f.figure, f.baseline):>11} {fmt_figure(f.figure, f.value):>11} "
+                f"{pct:>9} {noise:>7}  {f.verdict}"
+            )
+        return "\n".join(lines)
+
     def changed_text(self) -> str:
         if not self.changed:
             return "no setting changed"
         return ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in self.changed)
+
+
+def fmt_figure(figure: str, value: float | None) -> str:
+    """A figure in its display unit (seconds as ms)."""
+    if value is None:
+        return "-"
+    if FIGURE_LABELS.get(figure, ("", ""))[1] == "ms":
+        return f"{value * 1000:.1f} ms"
+    if figure == "errors":
+        return f"{value:.0f}"
+    return f"{value:.2f}"
 
 
 def _rel_se(values: Sequence[float]) -> float | None:

@@ -8,34 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import InputError
-from spark_tui.ops.compare import Comparison, compare_bench
+from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_bench, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
-
-_FIG_FMT = {
-    "ttft_p50_s": ("TTFT p50", "ms"),
-    "ttft_p95_s": ("TTFT p95", "ms"),
-    "itl_mean_s": ("ITL mean", "ms"),
-    "itl_p50_s": ("ITL p50", "ms"),
-    "itl_p95_s": ("ITL p95", "ms"),
-    "tps_per_request_mean": ("tok/s per request", ""),
-    "tps_per_request_p50": ("tok/s per request p50", ""),
-    "total_output_tps": ("total tok/s", ""),
-    "requests_per_s": ("requests/s", ""),
-    "latency_p50_s": ("latency p50", "ms"),
-    "errors": ("errors", ""),
-}
-
-
-def fmt_figure(figure: str, value: float | None) -> str:
-    """A figure in its display unit (seconds as ms)."""
-    if value is None:
-        return "-"
-    unit = _FIG_FMT.get(figure, ("", ""))[1]
-    if unit == "ms":
-        return f"{value * 1000:.1f} ms"
-    if figure == "errors":
-        return f"{value:.0f}"
-    return f"{value:.2f}"
 
 
 def _shell_value(value: str) -> str:
@@ -106,7 +80,7 @@ def launch_script(run: Run) -> str:
     the record has it; otherwise the script is rebuilt from the recorded per-rank commands.
     """
     header = [
-        f"# spark-tui run {run.id} ({run.time}): recipe {run.recipe}, cluster {run.cluster}",
+        f"# spark-tui run {run.id} ({run.time}): recipe {run.recipe}, cluster {run.cluster_key}",
         f"# settings hash {run.settings_hash}; image {run.image}",
     ]
     for node, digest in sorted(run.image_digests.items()):
@@ -159,7 +133,7 @@ def _run_section(run: Run) -> list[str]:
     facts = [
         ("time", run.time),
         ("recipe", run.recipe),
-        ("cluster", run.cluster),
+        ("cluster", run.cluster_key),
         ("model", f"{run.model} (revision {run.model_revision or 'unknown'})"),
         ("image", run.image),
         ("settings hash", run.settings_hash),
@@ -277,7 +251,7 @@ def comparison_section(cmp: Comparison) -> list[str]:
         rows.append(
             [
                 f.concurrency,
-                _FIG_FMT.get(f.figure, (f.figure, ""))[0],
+                FIGURE_LABELS.get(f.figure, (f.figure, ""))[0],
                 fmt_figure(f.figure, f.baseline),
                 fmt_figure(f.figure, f.value),
                 "-" if f.delta is None else fmt_figure(f.figure, f.delta),

@@ -41,6 +41,8 @@ NETWORK_KEYS = (
     "VLLM_HOST_IP",
 )
 _SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY")
+# Names of our own records that end in KEY but hold no secret.
+_NOT_SECRET = frozenset({"cluster_key", "sort_key"})
 
 # -- secrets --------------------------------------------------------------------------------
 
@@ -51,6 +53,8 @@ def is_secret_name(name: str) -> bool:
     Words are split on `_`, `-` and `.`, so `max_num_batched_tokens` (TOKENS) is not a
     secret while `HF_TOKEN`, `--api-key` and `AWS_SECRET_ACCESS_KEY` are.
     """
+    if name in _NOT_SECRET:
+        return False
     words = [w for w in re.split(r"[_\-.]", name.strip("-").upper()) if w]
     return any(w.endswith(part) for w in words for part in _SECRET_PARTS)
 
@@ -151,7 +155,7 @@ class Run:
     kind: str
     recipe: str | None = None
     cluster_id: str | None = None
-    cluster: str | None = None  # the cluster key: node addresses in rank order
+    cluster_key: str | None = None  # node addresses in rank order (see cluster_key())
     nodes: list[dict[str, Any]] = field(default_factory=list)
     model: str | None = None
     model_revision: str | None = None
@@ -273,11 +277,11 @@ class History:
         )
 
     def baseline_for(
-        self, recipe: str | None, cluster: str | None, kind: str = "bench"
+        self, recipe: str | None, cluster_key: str | None, kind: str = "bench"
     ) -> Run | None:
         """The first run of this kind of the recipe on the cluster: its baseline."""
         for run in self.list_runs(kind):
-            if run.recipe == recipe and run.cluster == cluster:
+            if run.recipe == recipe and run.cluster_key == cluster_key:
                 return run
         return None
 
@@ -288,7 +292,7 @@ class History:
             r
             for r in self.list_runs(run.kind)
             if r.recipe == run.recipe
-            and r.cluster == run.cluster
+            and r.cluster_key == run.cluster_key
             and r.settings_hash == run.settings_hash
             and (r.results.get("bench") or {}).get("config") == cfg
         ]
@@ -360,7 +364,7 @@ class History:
             kind="launch",
             recipe=plan.get("recipe") if isinstance(plan.get("recipe"), str) else _name(plan),
             cluster_id=plan.get("cluster_id"),
-            cluster=cluster_key(str(n["address"] or n["name"]) for n in nodes),
+            cluster_key=cluster_key(str(n["address"] or n["name"]) for n in nodes),
             nodes=nodes,
             model=plan.get("model") or _served_model(ranks),
             model_revision=revision,
@@ -380,15 +384,32 @@ class History:
         )
         return self.save(run)
 
-    def _measured(self, kind: str, launch: Run | None, base_url: str | None) -> Run:
+    def launch_of(self, cluster_id: str, recipe: str | None = None) -> Run | None:
+        """The latest launch record of this cluster id (and recipe, when given)."""
+        for run in reversed(self.list_runs("launch")):
+            if run.cluster_id == cluster_id and (recipe is None or run.recipe == recipe):
+                return run
+        return None
+
+    def _measured(
+        self,
+        kind: str,
+        launch: Run | None,
+        base_url: str | None,
+        recipe: str | None = None,
+        cluster_id: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> Run:
         when = _now()
         run = Run(id=_new_id(kind, when), time=when.isoformat(timespec="milliseconds"), kind=kind)
         run.base_url = base_url
+        if launch is None and cluster_id:
+            launch = self.launch_of(cluster_id, recipe)
         if launch is not None:
             for name in (
                 "recipe",
                 "cluster_id",
-                "cluster",
+                "cluster_key",
                 "nodes",
                 "model",
                 "model_revision",
@@ -403,8 +424,11 @@ class History:
                 setattr(run, name, getattr(launch, name))
             run.launch_id = launch.id
             run.base_url = base_url or launch.base_url
-        elif base_url:
-            run.cluster = base_url
+        else:
+            run.recipe = recipe
+            run.cluster_id = cluster_id
+            run.overrides = dict(overrides or {})
+            run.cluster_key = base_url
         return run
 
     def record_smoke(
@@ -414,10 +438,16 @@ class History:
         launch: Run | None = None,
         base_url: str | None = None,
         model: str | None = None,
+        recipe: str | None = None,
+        cluster_id: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> Run:
-        """Record a smoke run (`SmokeResult`s or their dicts), tied to its launch when known."""
+        """Record a smoke run (`SmokeResult`s or their dicts), tied to its launch when known.
+
+        Without `launch`, the latest launch record of `cluster_id` is used when there is one.
+        """
         checks = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in results]
-        run = self._measured("smoke", launch, base_url)
+        run = self._measured("smoke", launch, base_url, recipe, cluster_id, overrides)
         run.model = model or run.model
         run.ok = bool(checks) and all(c.get("ok") for c in checks)
         run.results = {"checks": checks}
@@ -429,10 +459,15 @@ class History:
         *,
         launch: Run | None = None,
         base_url: str | None = None,
+        recipe: str | None = None,
+        cluster_id: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> Run:
         """Record a benchmark (`BenchResult` or its dict), tied to its launch when known."""
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-        run = self._measured("bench", launch, base_url or data.get("base_url"))
+        run = self._measured(
+            "bench", launch, base_url or data.get("base_url"), recipe, cluster_id, overrides
+        )
         run.model = data.get("model") or run.model
         run.ok = not data.get("cancelled") and all(
             lv.get("errors", 0) == 0 for lv in data.get("levels") or []
@@ -529,6 +564,15 @@ def get_run(run_id: str) -> Run:
     return _default().get_run(run_id)
 
 
-def baseline_for(recipe: str | None, cluster: str | None, kind: str = "bench") -> Run | None:
+def baseline_for(recipe: str | None, cluster_key: str | None, kind: str = "bench") -> Run | None:
     """The baseline run of the recipe on the cluster in the default history."""
-    return _default().baseline_for(recipe, cluster, kind)
+    return _default().baseline_for(recipe, cluster_key, kind)
+
+
+def compare(baseline: Run, run: Run) -> Any:
+    """The `Comparison` of two benchmark runs (see ops.compare), with repeats as noise."""
+    from spark_tui.ops.compare import compare_bench
+
+    history = _default()
+    repeats = [r for r in history.repeats_of(baseline) if r.id not in (baseline.id, run.id)]
+    return compare_bench(baseline, run, repeats)

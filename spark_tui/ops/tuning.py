@@ -139,7 +139,7 @@ async def relaunch_with_change(
     history: History,
     baseline: Run | None = None,
     recipe: str | None = None,
-    cluster: str | None = None,
+    cluster_key: str | None = None,
     model: str | None = None,
     expect_reasoning: bool | None = None,
     tool_call_parser: str | None = None,
@@ -152,7 +152,7 @@ async def relaunch_with_change(
     benchmark rerun uses the baseline's exact config.
     """
     if baseline is None:
-        baseline = history.baseline_for(recipe, cluster, "bench")
+        baseline = history.baseline_for(recipe, cluster_key, "bench")
     if baseline is None or baseline.kind != "bench":
         raise InputError(
             "no baseline benchmark for this recipe on this cluster",

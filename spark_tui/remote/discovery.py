@@ -83,23 +83,28 @@ def pool_from_args(args: argparse.Namespace, **options: Any) -> ConnectionPool:
     )
 
 
-def _config_files(path: Path, seen: set[Path]) -> list[Path]:
-    """The config file and the files it Includes (relative to ~/.ssh), in order."""
+def _config_aliases(path: Path, seen: set[Path], names: list[str]) -> None:
+    """Collect `Host` aliases of a config file, following its Includes where they appear."""
     path = path.expanduser()
     if path in seen or not path.is_file():
-        return []
+        return
     seen.add(path)
-    files = [path]
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        words = line.split()
-        if len(words) >= 2 and words[0].lower() == "include":
+        words = line.replace("=", " ", 1).split()
+        if len(words) < 2:
+            continue
+        keyword = words[0].lower()
+        if keyword == "include":
             for pattern in words[1:]:
                 full = os.path.expanduser(pattern)
                 if not os.path.isabs(full):
                     full = str(Path("~/.ssh").expanduser() / full)
                 for match in sorted(glob.glob(full)):
-                    files += _config_files(Path(match), seen)
-    return files
+                    _config_aliases(Path(match), seen, names)
+        elif keyword == "host":
+            for alias in words[1:]:
+                if not any(c in alias for c in "*?!") and alias not in names:
+                    names.append(alias)
 
 
 def hosts_from_ssh_config(path: str = "~/.ssh/config") -> list[InventoryNode]:
@@ -109,15 +114,7 @@ def hosts_from_ssh_config(path: str = "~/.ssh/config") -> list[InventoryNode]:
     from the same config.
     """
     names: list[str] = []
-    for file in _config_files(Path(path), set()):
-        for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
-            words = line.replace("=", " ", 1).split()
-            if len(words) < 2 or words[0].lower() != "host":
-                continue
-            for alias in words[1:]:
-                if any(c in alias for c in "*?!") or alias in names:
-                    continue
-                names.append(alias)
+    _config_aliases(Path(path), set(), names)
     return [InventoryNode(name=n, host=n) for n in names]
 
 

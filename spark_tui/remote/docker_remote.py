@@ -328,10 +328,12 @@ class RemoteDocker:
 
         try:
             await self.call(run, f"pull {ref}")
-        except OperationFailed as exc:
+        except (OperationFailed, docker.errors.NotFound) as exc:
+            detail = (
+                exc.message.split(": ", 2)[-1] if isinstance(exc, OperationFailed) else _reason(exc)
+            )
             raise OperationFailed(
-                f"{self.node}: image {ref} is not on the node and could not be pulled "
-                f"({exc.message.split(': ', 2)[-1]})",
+                f"{self.node}: image {ref} is not on the node and could not be pulled ({detail})",
                 f"pull it where a registry is reachable and copy it over: "
                 f"`docker save {ref} | ssh {self.node} docker load`",
             ) from exc

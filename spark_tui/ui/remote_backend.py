@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ class RemoteBackend:
         self.reattach_hint = f"`spark-tui {target}` (it re-attaches), or `spark-tui status {target}`"
         self.pool: Any = None
         self._confirm: HostKeyConfirm | None = None
+        # Set by the cockpit: asks the user before stale containers of ours are removed.
+        self.stale_confirm: Callable[[str], Awaitable[bool]] | None = None
 
     async def start(self) -> None:
         """Nothing to start for real nodes."""
@@ -76,7 +78,14 @@ class RemoteBackend:
     def launch(self, plan: LaunchPlan) -> AsyncIterator[Event]:
         from spark_tui.ops.launch import launch
 
-        return launch(plan, self.pool, keep_failed=False)  # type: ignore[no-any-return]
+        return launch(plan, self.pool, keep_failed=False, replace_stale=self._confirm_stale)
+
+    async def _confirm_stale(self, stale: list[Any]) -> bool:
+        """Containers of an earlier spark-tui cluster hold the ranks' names: ask first."""
+        if self.stale_confirm is None:
+            return False
+        names = ", ".join(f"{getattr(s, 'name', s)} on {getattr(s, 'node', '?')}" for s in stale)
+        return await self.stale_confirm(names)
 
     def attach(self, cluster_id: str) -> AsyncIterator[Event]:
         from spark_tui.ops.attach import attach
@@ -97,8 +106,8 @@ class RemoteBackend:
     async def stop(self, cluster_id: str) -> list[str]:
         from spark_tui.ops.cluster import stop
 
-        report = await stop(self.pool, cluster_id)
-        return [f"{node}:{name}" for node, name in report.left]
+        report = await stop(self.pool, cluster_id)  # raises OperationFailed if any is left
+        return [f"{name} on {node}" for node, name in report.left]
 
     async def smoke(self, base_url: str, model: str | None) -> list[dict[str, Any]]:
         from spark_tui.ops.smoke import run_smoke
@@ -111,8 +120,15 @@ class RemoteBackend:
     ) -> dict[str, Any]:
         from spark_tui.ops.bench import BenchConfig, run_bench
 
-        config = BenchConfig(concurrency=concurrency, prompt_tokens=256, output_tokens=64)
-        result = await run_bench(base_url, model, config, progress=progress)
+        config = BenchConfig(concurrency=tuple(concurrency), prompt_tokens=256, output_tokens=64)
+
+        def report(p: Any) -> None:
+            progress(
+                f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
+                f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
+            )
+
+        result = await run_bench(base_url, model, config, progress=report)
         return result.to_dict()  # type: ignore[no-any-return]
 
     async def close(self) -> None:

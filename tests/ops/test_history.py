@@ -85,7 +85,7 @@ def test_launch_record_from_the_glm_plan() -> None:
         "rev-1234",
     )
     assert run.kind == "launch" and run.recipe == "glm-5.3-flash"
-    assert run.cluster == "10.0.0.1,10.0.0.2" and run.cluster_id == plan.cluster_id
+    assert run.cluster_key == "10.0.0.1,10.0.0.2" and run.cluster_id == plan.cluster_id
     assert run.settings_hash == plan.settings_hash
     assert run.model == "nvidia/GLM-5.3-Flash-FP4-Local" and run.model_revision == "rev-1234"
     assert run.image == "eugr/spark-vllm-b12x:nightly-20261015"
@@ -108,7 +108,7 @@ def test_baseline_and_changed_settings() -> None:
     first = history.record_launch(glm_plan(), {})
     second = history.record_launch(glm_plan({"max_num_seqs": 8}), {"max_num_seqs": 8})
     other = history.record_launch(glm_plan({"max_num_seqs": 2}), {"max_num_seqs": 2})
-    assert history.baseline_for("glm-5.3-flash", first.cluster, "launch").id == first.id
+    assert history.baseline_for("glm-5.3-flash", first.cluster_key, "launch").id == first.id
     assert history.baseline_for("glm-5.3-flash", "elsewhere", "launch") is None
     assert changed_settings(second, first) == [{"name": "max_num_seqs", "before": 4, "after": 8}]
     assert changed_settings(other, second) == [{"name": "max_num_seqs", "before": 8, "after": 2}]

@@ -33,7 +33,7 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
             tool_call_parser="glm47",
         )
         assert base.smoke_ok and base.bench is not None
-        assert history.baseline_for("glm-5.3-flash", base.launch.cluster).id == base.bench.id
+        assert history.baseline_for("glm-5.3-flash", base.launch.cluster_key).id == base.bench.id
         step = await relaunch_with_change(
             "max_num_seqs",
             8,
@@ -42,7 +42,7 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
             stop=cluster.stop,
             history=history,
             recipe="glm-5.3-flash",
-            cluster=base.launch.cluster,
+            cluster_key=base.launch.cluster_key,
             expect_reasoning=True,
             tool_call_parser="glm47",
         )

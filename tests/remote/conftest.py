@@ -33,3 +33,15 @@ async def servers(
     yield made
     for s in made:
         await s.stop()
+
+
+@pytest.fixture
+def sim_scenario():
+    """A factory of Scenarios on a random loopback range, free ports, test pace."""
+    from spark_tui.sim.nodes import Scenario, random_loopback_base
+
+    def make(nodes: int = 2, **kw: object) -> Scenario:
+        kw.setdefault("pace", 0.02)
+        return Scenario(nodes=nodes, ssh_port=0, base_address=random_loopback_base(nodes), **kw)
+
+    return make

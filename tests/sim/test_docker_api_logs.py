@@ -179,6 +179,8 @@ def test_since_parsing_is_exact_to_the_nanosecond() -> None:
 
 async def test_a_follower_waits_for_new_lines_and_ends_at_close() -> None:
     log = LogBuffer()
+    assert log.closed  # a created container's log: followers do not wait
+    log.reopen()
     log.append(1, b"a\n")
     waiter = asyncio.create_task(log.wait_beyond(1))
     await asyncio.sleep(0.01)

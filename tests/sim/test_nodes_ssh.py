@@ -242,3 +242,21 @@ async def test_closing_the_cluster_removes_its_temp_files() -> None:
         assert sock.exists()
     assert not state.exists()
     assert not os.path.exists(sock)
+
+
+async def test_stopping_the_cluster_ends_running_commands_and_connections() -> None:
+    scenario = Scenario(nodes=1, ssh_port=0, base_address=random_loopback_base(1))
+    cluster = SimCluster(scenario)
+    await cluster.start()
+    try:
+        conn = await _connect(cluster, 0)
+        proc = await conn.create_process("sleep 30 & echo $!; wait")
+        pid = int(await asyncio.wait_for(proc.stdout.readline(), 5))
+    finally:
+        await cluster.close()
+    await asyncio.wait_for(conn.wait_closed(), 5)
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(pid)

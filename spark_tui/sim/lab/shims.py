@@ -139,6 +139,57 @@ exit 0
 """
 
 
+RUNC_WRAPPER = r"""#!/bin/sh
+# runc for the spark-tui lab's dockerd. A container may ask for resource limits above this
+# host's hard limits (the playbook's --ulimit nofile=1048576 memlock=-1); raising them needs
+# CAP_SYS_RESOURCE, which containers and sandboxes often lack, and runc then fails with
+# "error setting rlimit ... operation not permitted". Without that capability this wrapper
+# lowers such limits to the host's hard limit (a real Spark grants them) and notes it in
+# the log; otherwise it changes nothing. Then it runs the real runc.
+REAL_RUNC=@REAL_RUNC@
+LOG=@LOG@
+bundle=""; prev=""; cmd=""
+for a in "$@"; do
+  case "$prev" in --bundle|-b) bundle=$a ;; esac
+  case "$a" in --bundle=*) bundle=${a#--bundle=} ;; create|run) [ -z "$cmd" ] && cmd=$a ;; esac
+  prev=$a
+done
+cap=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)
+if [ -n "$cmd" ] && [ -f "$bundle/config.json" ] && [ $(( (0x$cap >> 24) & 1 )) -eq 0 ]; then
+  kib() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] && echo "" || echo $((v * 1024)); }
+  num() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] && echo "" || echo "$v"; }
+  awk -v nofile="$(num -n)" -v memlock="$(kib -l)" -v stack="$(kib -s)" -v nproc="$(num -u)" \
+      -v logfile="$LOG" -v bundle="$bundle" '
+    BEGIN { lim["RLIMIT_NOFILE"] = nofile; lim["RLIMIT_MEMLOCK"] = memlock
+            lim["RLIMIT_STACK"] = stack; lim["RLIMIT_NPROC"] = nproc }
+    {
+      s = $0; out = ""
+      while (match(s, /"type":"RLIMIT_[A-Z]+","hard":[0-9]+,"soft":[0-9]+/)) {
+        m = substr(s, RSTART, RLENGTH); split(m, f, /[:,]/)
+        t = f[2]; gsub(/"/, "", t); hard = f[4] + 0; soft = f[6] + 0
+        if ((t in lim) && lim[t] != "" && hard > lim[t] + 0) {
+          printf "%s: %s %s lowered to the host hard limit %s\n", bundle, t, f[4], lim[t] >> logfile
+          hard = lim[t] + 0; if (soft > hard) soft = hard
+          m = sprintf("\"type\":\"%s\",\"hard\":%.0f,\"soft\":%.0f", t, hard, soft)
+        }
+        out = out substr(s, 1, RSTART - 1) m; s = substr(s, RSTART + RLENGTH)
+      }
+      print out s
+    }' "$bundle/config.json" > "$bundle/config.json.lab" && mv "$bundle/config.json.lab" "$bundle/config.json"
+fi
+exec "$REAL_RUNC" "$@"
+"""
+
+
+def runc_wrapper(real_runc: str, log: str) -> str:
+    """The lab's runc wrapper (see RUNC_WRAPPER) for this host's runc and log file."""
+    import shlex
+
+    return RUNC_WRAPPER.replace("@REAL_RUNC@", shlex.quote(real_runc)).replace(
+        "@LOG@", shlex.quote(log)
+    )
+
+
 def mem_total_kb(memory_gb: int) -> int:
     """MemTotal of a simulated GB10 with `memory_gb` of unified memory."""
     return round(GB10_128_MEMTOTAL_KB * memory_gb / 128)

@@ -57,7 +57,7 @@ class LogBuffer:
         self.entries: list[LogEntry] = []
         self.path = path
         self._last_ns = 0
-        self._closed = False
+        self._closed = True  # nothing runs yet: a follower of a created container ends at once
         self._changed = asyncio.Event()
 
     def append(self, stream: int, data: bytes) -> LogEntry:

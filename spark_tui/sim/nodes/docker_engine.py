@@ -216,7 +216,8 @@ class SimDockerEngine:
                 )
         cid = secrets.token_hex(32)
         name = name or f"sim_{cid[:12]}"
-        config = dict(body)
+        # Inspect's Config is the create body without the host and network parts.
+        config = {k: v for k, v in body.items() if k not in ("HostConfig", "NetworkingConfig")}
         config["Image"] = ref
         env = _env_dict(image.env)
         env.update(_env_dict(list(body.get("Env") or [])))
@@ -224,10 +225,10 @@ class SimDockerEngine:
         labels = dict(image.labels)
         labels.update(body.get("Labels") or {})
         config["Labels"] = labels
-        config.setdefault(
-            "Hostname", self.hostname if host_config.get("NetworkMode") == "host" else cid[:12]
-        )
-        config.setdefault("Tty", False)
+        if not config.get("Hostname"):
+            host_net = host_config.get("NetworkMode") == "host"
+            config["Hostname"] = self.hostname if host_net else cid[:12]
+        config["Tty"] = bool(config.get("Tty"))
         log_dir = self.state_dir / "containers" / cid
         log_dir.mkdir(parents=True, exist_ok=True)
         container = SimContainer(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -110,6 +112,8 @@ class SimNode:
         self.docker = DockerApiServer(self.engine, self.docker_socket, self._docker_info)
         self._host_key: asyncssh.SSHKey | None = None
         self._server: Any = None
+        self.connections: set[asyncssh.SSHServerConnection] = set()
+        self.command_groups: set[int] = set()  # process groups of commands run for real
 
     # ---- facts the node answers with ---------------------------------------------------
 
@@ -225,12 +229,21 @@ class SimNode:
         self.port = sockets[0].getsockname()[1] if sockets else self.requested_port
 
     async def close(self) -> None:
-        """Stop serving and kill every container process group of this node."""
+        """Stop serving, drop every SSH connection, kill every process this node started."""
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
+        # Closing the listener keeps open connections: close them, which ends their commands.
+        for conn in list(self.connections):
+            conn.close()
+        for conn in list(self.connections):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2)
+        for group in list(self.command_groups):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
         await self.engine.close()
         await self.docker.close()
 

@@ -27,6 +27,11 @@ class NodeSSHServer(asyncssh.SSHServer):
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
+        self.node.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self.node.connections.discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         if self._conn is not None and username == self.node.user:
@@ -86,7 +91,9 @@ def process_handler(node: SimNode) -> Callable[[asyncssh.SSHServerProcess[bytes]
                 process.stdout.write(out.encode())
             process.exit(code)
             return
-        status = await run_command(process, command, node.shell_env(), str(node.home))
+        status = await run_command(
+            process, command, node.shell_env(), str(node.home), node.command_groups
+        )
         if status is not None:
             process.exit(status)
 
@@ -94,12 +101,17 @@ def process_handler(node: SimNode) -> Callable[[asyncssh.SSHServerProcess[bytes]
 
 
 async def run_command(
-    process: asyncssh.SSHServerProcess[bytes], command: str, env: dict[str, str], cwd: str
+    process: asyncssh.SSHServerProcess[bytes],
+    command: str,
+    env: dict[str, str],
+    cwd: str,
+    groups: set[int],
 ) -> int | None:
     """Run `command` with /bin/sh, copying its output to the channel by hand.
 
     Returns its exit status (128 + N when killed by signal N), or None when the channel
-    closed first: then the command's whole process group has been killed.
+    closed first: then the command's whole process group has been killed. The group id is
+    in `groups` while it runs, so the node can kill it when it stops.
     """
     try:
         child = await asyncio.create_subprocess_exec(
@@ -117,6 +129,7 @@ async def run_command(
         process.stderr.write(f"sh: {exc}\n".encode())
         return 127
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    groups.add(child.pid)
 
     async def copy(src: asyncio.StreamReader, dst: Any) -> None:
         while chunk := await src.read(65536):
@@ -144,6 +157,7 @@ async def run_command(
     try:
         await asyncio.wait({done, closed}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        groups.discard(child.pid)
         feeder.cancel()
         closed.cancel()
         if not done.done():

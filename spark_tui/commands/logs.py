@@ -1,0 +1,72 @@
+"""`spark-tui logs (--inventory FILE | --hosts ...) [--rank R] [--follow] [--tail N]`: the
+ranks' logs, each line prefixed with its rank and node. `--follow` keeps reading (across
+dropped connections, without losing or repeating a line) until every container ends or
+Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from spark_tui.core.errors import EXIT_OK, InputError, SparkError
+
+
+def _prefix(rank: int, node: str) -> str:
+    return f"[{rank} {node}]"
+
+
+async def _logs(args: argparse.Namespace) -> int:
+    from spark_tui.ops.attach import pick_cluster
+    from spark_tui.ops.cluster import close_dockers, open_dockers, status
+    from spark_tui.ops.logs import RankLogFollower
+    from spark_tui.remote.discovery import pool_from_args
+
+    pool = pool_from_args(args)
+    await pool.open()
+    dockers = {}
+    try:
+        dockers = await open_dockers(pool)
+        clusters = await status(pool, dockers=dockers)
+        if not clusters:
+            raise InputError(
+                "no spark-tui containers on these nodes", "launch one with `spark-tui launch`"
+            )
+        try:
+            cluster = pick_cluster(clusters)
+        except SparkError:
+            if len(clusters) != 1:
+                raise
+            cluster = clusters[0]  # stopped, but its log is still there to read
+        ranks = [r for r in cluster.ranks if args.rank is None or r.rank == args.rank]
+        if not ranks:
+            raise InputError(
+                f"cluster {cluster.cluster_id} has no rank {args.rank}",
+                f"ranks are {', '.join(str(r.rank) for r in cluster.ranks)}",
+            )
+        tail = args.tail if args.tail and args.tail > 0 else "all"
+        if not args.follow:
+            merged = []
+            for r in ranks:
+                for rec in await dockers[r.node].logs(r.container, tail=tail):
+                    merged.append((rec.ts_ns, r.rank, r.node, rec.text))
+            merged.sort(key=lambda x: (x[0], x[1]))
+            for _ts, rank, node, text in merged:
+                print(f"{_prefix(rank, node)} {text}")
+            return EXIT_OK
+
+        async def follow(r) -> None:  # type: ignore[no-untyped-def]
+            follower = RankLogFollower(dockers[r.node], r.container, tail=tail)
+            async for rec in follower.records():
+                print(f"{_prefix(r.rank, r.node)} {rec.text}", flush=True)
+            print(f"{_prefix(r.rank, r.node)} (container {r.container} ended)", file=sys.stderr)
+
+        await asyncio.gather(*(follow(r) for r in ranks))
+        return EXIT_OK
+    finally:
+        await close_dockers(dockers)
+        await pool.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_logs(args))

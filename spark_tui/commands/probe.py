@@ -1,0 +1,86 @@
+"""`spark-tui probe (--inventory FILE | --hosts ...) [--json]`: what every node has.
+
+`--json` prints the facts-file format (`check`/`plan --facts` read it). A node that
+cannot be reached is named on stderr with its reason and remedy (exit 3); the facts of
+the nodes that answered are still printed, the unreachable one with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from spark_tui.core.errors import EXIT_OK, EXIT_UNREACHABLE
+from spark_tui.core.facts import GIB, NodeFacts, facts_to_json
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f} GiB"
+
+
+def summary(nodes: list[NodeFacts]) -> str:
+    """The human view of the facts: one block per node, head first."""
+    lines: list[str] = []
+    for i, n in enumerate(nodes):
+        role = "head" if i == 0 else "worker"
+        lines.append(f"{n.name}  ({role}, {n.address}{', ' + n.hostname if n.hostname else ''})")
+        if n.memory_total_bytes is None and n.errors and not n.gpu_name:
+            lines += [f"  error   {e}" for e in n.errors]
+            lines.append("")
+            continue
+        gpu = n.gpu_name or "no GPU found"
+        lines.append(
+            f"  gpu     {gpu}  driver {n.driver_version or '?'}  CUDA {n.cuda_version or '?'}"
+            f"  arch {n.arch or '?'}"
+        )
+        lines.append(
+            f"  memory  {_gib(n.memory_total_bytes)} total, {_gib(n.memory_available_bytes)} "
+            f"available, {_gib(n.page_cache_bytes)} page cache"
+        )
+        lines.append(f"  disk    {_gib(n.disk_free_bytes)} free for the model cache")
+        up = n.connectx_up
+        if up:
+            for iface in up:
+                speed = f"{iface.speed_mbps // 1000}G" if iface.speed_mbps else "?"
+                lines.append(
+                    f"  cx7     {iface.netdev} ({iface.rdma_device}) up {speed}"
+                    f"  {iface.ipv4 or 'no IPv4'}"
+                )
+        else:
+            lines.append("  cx7     no ConnectX port is up")
+        lines.append(f"  docker  {n.docker_version or '?'}, {len(n.images)} image(s)")
+        for m in n.models:
+            size = _gib(m.weight_bytes or m.size_bytes)
+            lines.append(f"  model   {m.repo_id}@{(m.revision or '?')[:8]}  {size}")
+        for c in n.containers:
+            lines.append(f"  ours    {c.name}  {c.state}")
+        lines += [f"  note    {e}" for e in n.errors]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+async def _probe(args: argparse.Namespace) -> tuple[list[NodeFacts], list[str]]:
+    from spark_tui.remote.discovery import pool_from_args
+    from spark_tui.remote.probe import probe_pool
+
+    pool = pool_from_args(args)
+    print(f"probing {len(pool)} node(s)...", file=sys.stderr, flush=True)
+    try:
+        errors = await pool.open(partial=True)
+        facts = await probe_pool(pool, partial=True)
+    finally:
+        await pool.close()
+    failed = [f"{e.message}\n  remedy: {e.remedy}" for e in errors.values()]
+    return facts, failed
+
+
+def run(args: argparse.Namespace) -> int:
+    facts, failed = asyncio.run(_probe(args))
+    if getattr(args, "json", False):
+        print(facts_to_json(facts))
+    else:
+        print(summary(facts), end="")
+    for message in failed:
+        print(f"spark-tui: {message}", file=sys.stderr)
+    return EXIT_UNREACHABLE if failed else EXIT_OK

@@ -1,0 +1,34 @@
+"""`spark-tui stop (--inventory FILE | --hosts ...)`: remove every rank's container of our
+clusters on every node, then list again to confirm nothing is left (exit 1 if something is)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from spark_tui.core.errors import EXIT_OK
+
+
+async def _stop(args: argparse.Namespace) -> list[tuple[str, str]]:
+    from spark_tui.ops.cluster import stop
+    from spark_tui.remote.discovery import pool_from_args
+
+    pool = pool_from_args(args)
+    await pool.open()
+    try:
+        report = await stop(pool, getattr(args, "cluster", None))
+    finally:
+        await pool.close()
+    return report.removed
+
+
+def run(args: argparse.Namespace) -> int:
+    removed = asyncio.run(_stop(args))
+    for node, name in removed:
+        print(f"removed {name} on {node}")
+    if not removed:
+        print("no spark-tui containers on these nodes", file=sys.stderr)
+    else:
+        print("checked again: no spark-tui container is left", file=sys.stderr)
+    return EXIT_OK

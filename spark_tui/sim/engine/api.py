@@ -1,0 +1,655 @@
+"""The simulated engine's OpenAI-compatible HTTP API (head only), on the standard library's
+ThreadingHTTPServer (HTTP/1.1, keep-alive, chunked SSE streams, many concurrent clients).
+
+Shapes follow shared/reference/vllm_api_*: compact JSON, `data: {...}\\n\\n` SSE frames with the
+role delta first and `data: [DONE]` last, `reasoning` separated when --reasoning-parser is set,
+tool calls only with --enable-auto-tool-choice and --tool-call-parser (otherwise vLLM's 400),
+errors as `{"error": {"message", "type", "param", "code"}}`, 401 `{"error": "Unauthorized"}`
+when --api-key is set. Access lines are logged like uvicorn's.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socketserver
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List, Optional, Tuple
+
+from spark_tui.sim.engine import VERSION, generate
+from spark_tui.sim.engine.catalogue import ModelSpec
+from spark_tui.sim.engine.logs import Channel
+from spark_tui.sim.engine.metrics import EngineMetrics
+from spark_tui.sim.engine.scheduler import Request, Scheduler
+
+ROUTES: List[Tuple[str, str]] = [
+    ("/openapi.json", "GET, HEAD"),
+    ("/docs", "GET, HEAD"),
+    ("/docs/oauth2-redirect", "GET, HEAD"),
+    ("/redoc", "GET, HEAD"),
+    ("/tokenize", "POST"),
+    ("/detokenize", "POST"),
+    ("/load", "GET"),
+    ("/version", "GET"),
+    ("/health", "GET"),
+    ("/metrics", "GET"),
+    ("/v1/models", "GET"),
+    ("/ping", "GET"),
+    ("/ping", "POST"),
+    ("/invocations", "POST"),
+    ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+]
+
+AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+
+class ApiError(Exception):
+    """An error answered as vLLM's error JSON."""
+
+    def __init__(self, status: int, message: str, err_type: str = "BadRequestError",
+                 param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.err_type = err_type
+        self.param = param
+
+    def body(self) -> Dict[str, Any]:
+        """The JSON error body."""
+        return {"error": {"message": self.message, "type": self.err_type, "param": self.param,
+                          "code": self.status}}
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact JSON as pydantic's model_dump_json writes it."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class ApiState:
+    """What the HTTP handlers need: the served model, the flags, the engine."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        args: Any,
+        served_names: List[str],
+        max_model_len: int,
+        scheduler: Scheduler,
+        metrics: EngineMetrics,
+        channel: Channel,
+    ) -> None:
+        self.spec = spec
+        self.args = args
+        self.served_names = served_names
+        self.max_model_len = max_model_len
+        self.scheduler = scheduler
+        self.metrics = metrics
+        self.channel = channel
+        self.ready = False
+        self.dead_reason: Optional[str] = None
+        self.created = int(time.time())
+        self.api_keys = list(args.api_key or [])
+        self.access_log = not args.disable_uvicorn_access_log
+        self.tools_enabled = bool(args.enable_auto_tool_choice and args.tool_call_parser)
+        self.reasoning_parser = bool(args.reasoning_parser)
+        self.default_template_kwargs: Dict[str, Any] = dict(args.default_chat_template_kwargs or {})
+        self.in_flight = 0
+        self.lock = threading.Lock()
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that binds without a reverse DNS lookup, like uvicorn."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+
+def make_server(host: str, port: int) -> SimHTTPServer:
+    """Bind the API socket (raises OSError EADDRINUSE when the port is taken)."""
+    server = SimHTTPServer((host, port), Handler, bind_and_activate=False)
+    try:
+        server.server_bind()
+        server.server_activate()
+    except OSError:
+        server.server_close()
+        raise
+    return server
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One HTTP connection."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    state: Optional[ApiState] = None
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def version_string(self) -> str:
+        return "uvicorn"
+
+    # --- plumbing ---------------------------------------------------------------------
+    def _access(self, status: int) -> None:
+        st = self.state
+        if st is None or not st.access_log:
+            return
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+        host, port = self.client_address[:2]
+        st.channel.uvicorn(f'{host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}')
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response_only(status)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("content-type", ctype)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.wfile.flush()
+        self._access(status)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, dumps(obj))
+
+    def _error(self, err: ApiError) -> None:
+        self._json(err.status, err.body())
+
+    def _body(self) -> Dict[str, Any]:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            data = json.loads(raw.decode("utf-8") or "{}")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"Invalid JSON body: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ApiError(400, "The request body must be a JSON object.")
+        return data
+
+    def _authorised(self) -> bool:
+        st = self.state
+        if st is None or not st.api_keys or not self.path.startswith("/v1"):
+            return True
+        auth = self.headers.get("authorization", "")
+        return any(auth == f"Bearer {key}" for key in st.api_keys)
+
+    # --- routes -----------------------------------------------------------------------
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+        self.do_GET()
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        st = self.state
+        assert st is not None
+        path = self.path.split("?", 1)[0]
+        if not self._authorised():
+            self._json(401, {"error": "Unauthorized"})
+            return
+        if path in ("/health", "/ping"):
+            if st.ready and st.dead_reason is None:
+                self._send(200, b"")
+            else:
+                self._send(503, b"")
+            return
+        if path == "/version":
+            self._json(200, {"version": VERSION})
+            return
+        if path == "/load":
+            self._json(200, {"server_load": st.in_flight})
+            return
+        if path == "/metrics":
+            self._send(200, st.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return
+        if not st.ready:
+            self._error(ApiError(503, "The server is starting up.", "ServiceUnavailableError"))
+            return
+        if path == "/v1/models":
+            self._json(200, self._models())
+            return
+        self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        st = self.state
+        assert st is not None
+        path = self.path.split("?", 1)[0]
+        try:
+            body = self._body()
+        except ApiError as err:
+            self._error(err)
+            return
+        if not self._authorised():
+            self._json(401, {"error": "Unauthorized"})
+            return
+        if path == "/ping":
+            self._send(200 if st.ready else 503, b"")
+            return
+        if not st.ready or st.dead_reason is not None:
+            reason = st.dead_reason or "The server is starting up."
+            self._error(ApiError(503, reason, "ServiceUnavailableError"))
+            return
+        try:
+            if path in ("/v1/chat/completions", "/invocations"):
+                self._chat(body)
+            elif path == "/v1/completions":
+                self._completion(body)
+            elif path == "/tokenize":
+                self._tokenize(body)
+            else:
+                self._json(404, {"detail": "Not Found"})
+        except ApiError as err:
+            self._error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _models(self) -> Dict[str, Any]:
+        st = self.state
+        assert st is not None
+        data = []
+        for name in st.served_names:
+            perm = {
+                "id": "modelperm-" + secrets.token_hex(8),
+                "object": "model_permission",
+                "created": st.created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+            data.append({
+                "id": name,
+                "object": "model",
+                "created": st.created,
+                "owned_by": "vllm",
+                "root": st.args.model,
+                "parent": None,
+                "max_model_len": st.max_model_len,
+                "permission": [perm],
+            })
+        return {"object": "list", "data": data}
+
+    def _check_model(self, body: Dict[str, Any]) -> str:
+        st = self.state
+        assert st is not None
+        model = body.get("model")
+        if model is None:
+            return st.served_names[0]
+        if model in st.served_names or model == st.args.model:
+            return str(model)
+        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+
+    def _max_tokens(self, body: Dict[str, Any], prompt_len: int, default: Optional[int]) -> int:
+        st = self.state
+        assert st is not None
+        limit = st.max_model_len
+        if prompt_len >= limit:
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your request "
+                f"has {prompt_len} input tokens. Please reduce the length of the input messages.",
+            )
+        value = body.get("max_completion_tokens")
+        if value is None:
+            value = body.get("max_tokens")
+        if value is None:
+            value = default if default is not None else limit - prompt_len
+        try:
+            value = int(value)
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, "max_tokens must be an integer", param="max_tokens") from exc
+        if value < 1:
+            raise ApiError(400, "max_tokens must be at least 1, got %d." % value, param="max_tokens")
+        if prompt_len + value > limit:
+            raise ApiError(
+                400,
+                f"'max_tokens' or 'max_completion_tokens' is too large: {value}. This model's "
+                f"maximum context length is {limit} tokens and your request has {prompt_len} "
+                f"input tokens ({value} > {limit} - {prompt_len}).",
+                param="max_tokens",
+            )
+        return value
+
+    # --- chat -------------------------------------------------------------------------
+    def _chat(self, body: Dict[str, Any]) -> None:
+        st = self.state
+        assert st is not None
+        model = self._check_model(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "messages must be a non-empty list", param="messages")
+        tools = body.get("tools") or []
+        tool_choice = body.get("tool_choice")
+        if tool_choice is None:
+            tool_choice = "auto" if tools else "none"
+        if tool_choice == "auto" and not st.tools_enabled:
+            raise ApiError(400, AUTO_TOOL_ERROR)
+        prompt_text = generate.render_chat(messages, tools or None)
+        prompt_pieces = generate.tokenize(prompt_text)
+        prompt_len = len(prompt_pieces)
+        max_tokens = self._max_tokens(body, prompt_len, None)
+        kwargs = dict(st.default_template_kwargs)
+        kwargs.update(body.get("chat_template_kwargs") or {})
+        thinking = bool(kwargs.get("enable_thinking", kwargs.get("thinking", True)))
+        last = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1])
+        user_text = generate.message_text(last.get("content"))
+        rng = generate.make_rng(prompt_text, body.get("temperature"), body.get("seed"))
+        reply = generate.Reply()
+        if tools and tool_choice != "none" and messages[-1].get("role") != "tool":
+            func = generate.choose_tool(tools, user_text, tool_choice)
+            if func is not None:
+                reply.tool_calls = [generate.make_tool_call(func, user_text, prompt_text + str(time.time_ns()))]
+        if not reply.tool_calls:
+            if messages[-1].get("role") == "tool":
+                result = generate.message_text(messages[-1].get("content"))
+                reply.content = f"Here is what the tool returned: {result.strip()[:200]}"
+            else:
+                reply.content = generate.compose_text(user_text, rng)
+        if st.spec.reasons and thinking:
+            reply.reasoning = generate.compose_reasoning(
+                user_text, reply.tool_calls[0] if reply.tool_calls else None
+            )
+        stops = body.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        if reply.content:
+            reply.content, reply.stop_reason = generate.apply_stop(reply.content, stops)
+        pieces = generate.pieces_for(reply, reasoning_in_content=not st.reasoning_parser)
+        pieces, finish = self._fit_length(body, pieces, rng, max_tokens,
+                                          "tool_calls" if reply.tool_calls else "stop")
+        req = Request(
+            "chatcmpl-" + secrets.token_hex(8),
+            generate.token_ids(prompt_pieces),
+            pieces,
+            finish,
+            reply.stop_reason,
+        )
+        stream = bool(body.get("stream"))
+        options = body.get("stream_options") or {}
+        with st.lock:
+            st.in_flight += 1
+        try:
+            st.scheduler.submit(req)
+            if stream:
+                self._chat_stream(req, model, reply, prompt_len, options)
+            else:
+                self._chat_plain(req, model, reply, prompt_len)
+        finally:
+            with st.lock:
+                st.in_flight -= 1
+
+    def _fit_length(self, body: Dict[str, Any], pieces: List[generate.Piece], rng: Any,
+                    max_tokens: int, natural: str) -> Tuple[List[generate.Piece], str]:
+        """Apply ignore_eos / min_tokens / max_tokens to the planned tokens."""
+        if body.get("ignore_eos"):
+            want = max_tokens
+        else:
+            want = min(int(body.get("min_tokens") or 0), max_tokens)
+        while len(pieces) < want:
+            more = generate.tokenize(generate.continuation(rng))
+            pieces = pieces + [generate.Piece(t, "content") for t in more]
+        if body.get("ignore_eos"):
+            return pieces[:max_tokens], "length"
+        if len(pieces) > max_tokens:
+            return pieces[:max_tokens], "length"
+        return pieces, natural
+
+    def _collect(self, req: Request) -> Tuple[List[generate.Piece], str, Optional[str]]:
+        st = self.state
+        assert st is not None
+        got: List[generate.Piece] = []
+        while True:
+            kind, value = req.events.get()
+            if kind == "token":
+                got.append(value)
+            elif kind == "done":
+                return got, value[0], value[1]
+            elif kind == "error":
+                raise ApiError(500, str(value), "InternalServerError")
+
+    def _chat_plain(self, req: Request, model: str, reply: generate.Reply, prompt_len: int) -> None:
+        got, finish, stop_reason = self._collect(req)
+        reasoning = "".join(p.text for p in got if p.channel == "reasoning") or None
+        content = "".join(p.text for p in got if p.channel == "content")
+        calls = []
+        for index, call in enumerate(reply.tool_calls):
+            if any(p.channel == "tool_header" and p.tool_index == index for p in got):
+                args = "".join(p.text for p in got if p.channel == "tool_args" and p.tool_index == index)
+                calls.append({"id": call.call_id, "type": "function",
+                              "function": {"name": call.name, "arguments": args}})
+        message = {
+            "role": "assistant",
+            "content": content or None,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": calls,
+            "reasoning": reasoning,
+        }
+        body = {
+            "id": req.request_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": stop_reason,
+                "token_ids": None,
+            }],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {
+                "prompt_tokens": prompt_len,
+                "total_tokens": prompt_len + len(got),
+                "completion_tokens": len(got),
+                "prompt_tokens_details": None,
+            },
+            "prompt_logprobs": None,
+            "prompt_token_ids": None,
+            "kv_transfer_params": None,
+        }
+        self._json(200, body)
+
+    def _start_stream(self) -> None:
+        self.send_response_only(200)
+        self.send_header("date", self.date_time_string())
+        self.send_header("server", "uvicorn")
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        self._access(200)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _event(self, obj: Any) -> None:
+        self._chunk(b"data: " + dumps(obj) + b"\n\n")
+
+    def _end_stream(self) -> None:
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _chat_stream(self, req: Request, model: str, reply: generate.Reply, prompt_len: int,
+                     options: Dict[str, Any]) -> None:
+        st = self.state
+        assert st is not None
+        created = int(time.time())
+        include_usage = bool(options.get("include_usage"))
+        continuous = bool(options.get("continuous_usage_stats"))
+        count = 0
+
+        def chunk(choice: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+            out: Dict[str, Any] = {"id": req.request_id, "object": "chat.completion.chunk",
+                                   "created": created, "model": model, "choices": [choice]}
+            if extra:
+                out.update(extra)
+            if include_usage and continuous:
+                out["usage"] = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + count,
+                                "completion_tokens": count}
+            return out
+
+        try:
+            self._start_stream()
+            self._event(chunk({"index": 0, "delta": {"role": "assistant", "content": ""},
+                               "logprobs": None, "finish_reason": None},
+                              {"prompt_token_ids": None}))
+            while True:
+                kind, value = req.events.get()
+                if kind == "error":
+                    self._event({"error": {"message": str(value), "type": "InternalServerError",
+                                           "param": None, "code": 500}})
+                    break
+                if kind == "done":
+                    finish, stop_reason = value
+                    self._event(chunk({"index": 0, "delta": {"content": ""}, "logprobs": None,
+                                       "finish_reason": finish, "stop_reason": stop_reason}))
+                    if include_usage:
+                        self._event({"id": req.request_id, "object": "chat.completion.chunk",
+                                     "created": created, "model": model, "choices": [],
+                                     "usage": {"prompt_tokens": prompt_len,
+                                               "total_tokens": prompt_len + count,
+                                               "completion_tokens": count}})
+                    break
+                piece: generate.Piece = value
+                count += 1
+                if piece.channel == "reasoning":
+                    delta: Dict[str, Any] = {"reasoning": piece.text}
+                elif piece.channel == "tool_header":
+                    call = reply.tool_calls[piece.tool_index]
+                    delta = {"tool_calls": [{"id": call.call_id, "type": "function",
+                                             "index": piece.tool_index,
+                                             "function": {"name": call.name}}]}
+                elif piece.channel == "tool_args":
+                    delta = {"tool_calls": [{"index": piece.tool_index,
+                                             "function": {"arguments": piece.text}}]}
+                else:
+                    delta = {"content": piece.text}
+                self._event(chunk({"index": 0, "delta": delta, "logprobs": None,
+                                   "finish_reason": None, "token_ids": None}))
+            self._end_stream()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            st.scheduler.abort(req)
+
+    # --- completions ------------------------------------------------------------------
+    def _completion(self, body: Dict[str, Any]) -> None:
+        st = self.state
+        assert st is not None
+        model = self._check_model(body)
+        prompt = body.get("prompt", "")
+        if isinstance(prompt, list):
+            prompt = prompt[0] if prompt else ""
+        if isinstance(prompt, list):
+            prompt_pieces = [str(t) for t in prompt]
+            prompt_text = " ".join(prompt_pieces)
+        else:
+            prompt_text = str(prompt)
+            prompt_pieces = generate.tokenize(prompt_text)
+        prompt_len = max(1, len(prompt_pieces))
+        max_tokens = self._max_tokens(body, prompt_len, 16)
+        rng = generate.make_rng(prompt_text, body.get("temperature"), body.get("seed"))
+        text = " " + generate.compose_text(prompt_text, rng)
+        stops = body.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        text, stop_reason = generate.apply_stop(text, stops)
+        pieces = [generate.Piece(t, "content") for t in generate.tokenize(text)]
+        pieces, finish = self._fit_length(body, pieces, rng, max_tokens, "stop")
+        req = Request("cmpl-" + secrets.token_hex(8), generate.token_ids(prompt_pieces) or [0],
+                      pieces, finish, stop_reason)
+        with st.lock:
+            st.in_flight += 1
+        try:
+            st.scheduler.submit(req)
+            if body.get("stream"):
+                self._completion_stream(req, model, prompt_len, body.get("stream_options") or {})
+                return
+            got, finish, stop_reason = self._collect(req)
+            self._json(200, {
+                "id": req.request_id,
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "text": "".join(p.text for p in got), "logprobs": None,
+                             "finish_reason": finish, "stop_reason": stop_reason,
+                             "prompt_logprobs": None}],
+                "service_tier": None,
+                "system_fingerprint": None,
+                "usage": {"prompt_tokens": prompt_len, "total_tokens": prompt_len + len(got),
+                          "completion_tokens": len(got), "prompt_tokens_details": None},
+                "kv_transfer_params": None,
+            })
+        finally:
+            with st.lock:
+                st.in_flight -= 1
+
+    def _completion_stream(self, req: Request, model: str, prompt_len: int,
+                           options: Dict[str, Any]) -> None:
+        st = self.state
+        assert st is not None
+        created = int(time.time())
+        count = 0
+        try:
+            self._start_stream()
+            while True:
+                kind, value = req.events.get()
+                if kind == "done":
+                    finish, stop_reason = value
+                    self._event({"id": req.request_id, "object": "text_completion",
+                                 "created": created, "model": model,
+                                 "choices": [{"index": 0, "text": "", "logprobs": None,
+                                              "finish_reason": finish, "stop_reason": stop_reason}]})
+                    if options.get("include_usage"):
+                        self._event({"id": req.request_id, "object": "text_completion",
+                                     "created": created, "model": model, "choices": [],
+                                     "usage": {"prompt_tokens": prompt_len,
+                                               "total_tokens": prompt_len + count,
+                                               "completion_tokens": count}})
+                    break
+                if kind == "token":
+                    count += 1
+                    self._event({"id": req.request_id, "object": "text_completion",
+                                 "created": created, "model": model,
+                                 "choices": [{"index": 0, "text": value.text, "logprobs": None,
+                                              "finish_reason": None, "stop_reason": None}]})
+            self._end_stream()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            st.scheduler.abort(req)
+
+    def _tokenize(self, body: Dict[str, Any]) -> None:
+        st = self.state
+        assert st is not None
+        if "messages" in body:
+            text = generate.render_chat(body["messages"], body.get("tools"))
+        else:
+            text = str(body.get("prompt", ""))
+        pieces = generate.tokenize(text)
+        self._json(200, {"count": len(pieces), "max_model_len": st.max_model_len,
+                         "tokens": generate.token_ids(pieces), "token_strs": None})
+
+
+def bind_handler(state: ApiState) -> None:
+    """Attach the state to the handler class (one API server per process)."""
+    Handler.state = state
+

@@ -139,84 +139,92 @@ def _history() -> Any:
 
 
 def record_launch(plan: LaunchPlan, recipe: Recipe, sets: dict[str, str]) -> str | None:
+    """Record a launch (secrets masked by the history); its id, or None if it failed."""
     try:
-        run = _history().record_launch(plan.to_dict(), overrides=sets)
-    except SparkError:
+        run = _history().record_launch(plan, overrides=sets, ok=True)
+    except (SparkError, OSError):
         return None
-    return str(getattr(run, "id", run))
+    return str(run.id)
 
 
-def record_smoke(cluster_id: str, recipe: str, sets: dict[str, str], results: list[Any]) -> None:
+def record_smoke(
+    cluster_id: str, recipe: str, sets: dict[str, str], results: list[Any], base_url: str | None
+) -> Any:
     try:
-        _history().record_smoke(
-            results, recipe=recipe, cluster_id=cluster_id, overrides=sets
+        return _history().record_smoke(
+            results, recipe=recipe, cluster_id=cluster_id, overrides=sets, base_url=base_url
         )
-    except SparkError:
-        pass  # history is best effort: the results are on screen
+    except (SparkError, OSError):
+        return None  # history is best effort: the results are on screen
 
 
-def record_bench(cluster_id: str, recipe: str, sets: dict[str, str], result: dict[str, Any]) -> None:
+def record_bench(cluster_id: str, recipe: str, sets: dict[str, str], result: dict[str, Any]) -> Any:
     try:
-        _history().record_bench(result, recipe=recipe, cluster_id=cluster_id, overrides=sets)
-    except SparkError:
-        pass  # history is best effort: the results are on screen
+        return _history().record_bench(result, recipe=recipe, cluster_id=cluster_id, overrides=sets)
+    except (SparkError, OSError):
+        return None  # history is best effort: the results are on screen
 
 
 def history_rows() -> list[dict[str, Any]]:
+    """Every recorded run, newest first, as rows for the history screen."""
     rows = []
-    for run in _history().list_runs():
-        data = run.to_dict() if hasattr(run, "to_dict") else dict(run)
-        overrides = data.get("overrides") or {}
+    for run in reversed(_history().list_runs()):
+        changed = ", ".join(f"{c['name']}={c['after']}" for c in run.changed)
+        overrides = ", ".join(f"{k}={v}" for k, v in run.overrides.items())
         rows.append(
             {
-                "id": data.get("id"),
-                "time": data.get("time") or data.get("created"),
-                "kind": data.get("kind"),
-                "recipe": data.get("recipe"),
-                "change": ", ".join(f"{k}={v}" for k, v in overrides.items()) or "baseline",
-                "summary": data.get("summary") or "",
+                "id": run.id,
+                "time": run.time,
+                "kind": run.kind,
+                "recipe": run.recipe or "",
+                "change": changed or overrides or "recipe defaults",
+                "summary": run.summary(),
             }
         )
     return rows
 
 
 def describe_run(run_id: str) -> Text:
+    """One run in detail; a benchmark with its comparison against the baseline."""
     history = _history()
-    run = history.get_run(run_id)
-    data = run.to_dict() if hasattr(run, "to_dict") else dict(run)
-    text = Text(f"{run_id}: {data.get('kind')} of {data.get('recipe')}\n", style="bold")
-    baseline = history.baseline_for(data.get("recipe"), data.get("cluster_key"))
-    if baseline is not None and getattr(baseline, "id", None) != run_id and data.get("kind") == "bench":
-        comparison = history.compare(baseline, run)
-        text.append(str(comparison.to_text() if hasattr(comparison, "to_text") else comparison))
-    else:
+    try:
+        run = history.get_run(run_id)
+    except SparkError as exc:
+        return Text(f"{exc.message} ({exc.remedy})", style="red")
+    text = Text(f"{run.id}: {run.kind} of {run.recipe} — {run.summary()}\n", style="bold")
+    if run.kind != "bench":
+        for note in run.notes:
+            text.append(f"{note}\n", style="dim")
+        return text
+    baseline = history.baseline_for(run.recipe, run.cluster_key)
+    if baseline is None or baseline.id == run.id:
         text.append("this run is the baseline of its recipe on this cluster", style="dim")
+        return text
+    text.append(history.compare(baseline, run).to_text())
     return text
 
 
-def comparison_text(
-    baseline: dict[str, Any],
-    after: dict[str, Any],
-    key: str,
-    old: Any,
-    new: Any,
-    smoke: list[dict[str, Any]] | None,
-) -> Text:
-    """Figure by figure, the change against the baseline at each concurrency level."""
-    text = Text(f"{key}: {old if old is not None else 'recipe default'} → {new}  ", style="bold")
+def baseline_run(before: Any) -> Any:
+    """The baseline to compare with: the first benchmark of the recipe on this cluster
+    (the playbook's measured baseline), else the run measured just before the change."""
+    if before is None:
+        return None
+    first = _history().baseline_for(before.recipe, before.cluster_key)
+    return first if first is not None else before
+
+
+def comparison_text(baseline_run: Any, after_run: Any, smoke: list[dict[str, Any]] | None) -> Text:
+    """The one changed setting, then each concurrency level's figures against the baseline."""
+    comparison = _history().compare(baseline_run, after_run)
+    text = Text(f"vs baseline {baseline_run.id}: {comparison.changed_text()}  ", style="bold")
     if smoke is not None:
         ok = all(r.get("ok") for r in smoke)
         text.append("smoke ok" if ok else "smoke FAILED", style="green" if ok else "red")
-    before_levels = {lv["concurrency"]: lv for lv in baseline.get("levels", [])}
-    for lv in after.get("levels", []):
-        base = before_levels.get(lv["concurrency"])
-        if not base:
+    for fig in comparison.figures:
+        if fig.figure not in ("total_output_tps", "ttft_p50_s") or fig.delta_pct is None:
             continue
-        b, a = base.get("output_tps_total") or 0.0, lv.get("output_tps_total") or 0.0
-        delta = (a - b) / b * 100 if b else 0.0
-        noise = max(base.get("noise_pct") or 0.0, lv.get("noise_pct") or 0.0, 5.0)
-        style = "green" if delta > noise else "red" if delta < -noise else "dim"
-        text.append(f"\nc{lv['concurrency']}: {b:.0f} → {a:.0f} tok/s ")
-        text.append(f"{delta:+.0f}%", style=style)
-        text.append(" (beyond noise)" if abs(delta) > noise else " (within noise)", style="dim")
+        style = {"better": "green", "worse": "red"}.get(fig.verdict, "dim")
+        unit = "tok/s" if fig.figure == "total_output_tps" else "s TTFT"
+        text.append(f"\nc{fig.concurrency} {fig.baseline:.3g} → {fig.value:.3g} {unit} ")
+        text.append(f"{fig.delta_pct:+.0f}% {fig.verdict}", style=style)
     return text

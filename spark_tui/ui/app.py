@@ -138,7 +138,9 @@ class SparkApp(App[int]):
         themes, problems = load_themes()
         for theme in themes:
             self.register_theme(theme)
-        wanted = self.requested_theme or (NO_COLOR_THEME if os.environ.get("NO_COLOR") else DEFAULT_THEME)
+        wanted = self.requested_theme or (
+            NO_COLOR_THEME if os.environ.get("NO_COLOR") else DEFAULT_THEME
+        )
         names = {t.name for t in themes} | set(self.available_themes)
         if wanted not in names:
             problems.append(f"unknown theme {wanted!r}; known: {', '.join(sorted(names))}")
@@ -277,7 +279,8 @@ class SparkApp(App[int]):
             return
         if self.cluster and not self.cluster.failed:
             self.notify(
-                f"cluster {self.cluster.cluster_id} is running: stop it first (s)", severity="warning"
+                f"cluster {self.cluster.cluster_id} is running: stop it first (s)",
+                severity="warning",
             )
             return
         if self.busy:
@@ -301,7 +304,9 @@ class SparkApp(App[int]):
                 if yes:
                     self.run_launch(recipe, dict(self.sets.get(recipe.name, {})))
 
-            self.push_screen(Dialog("Launch refused by the fit check", body, yes="Launch anyway"), insist)
+            self.push_screen(
+                Dialog("Launch refused by the fit check", body, yes="Launch anyway"), insist
+            )
             return
         self.run_launch(recipe, dict(self.sets.get(recipe.name, {})))
 
@@ -457,8 +462,15 @@ class SparkApp(App[int]):
         self.last_smoke = results
         self.query_one(ResultsBar).set_smoke(results)
         ok = all(r.get("ok") for r in results)
-        self._status(Text("smoke checks passed" if ok else "smoke checks failed", style="bold green" if ok else "bold red"))
-        actions.record_smoke(cluster.cluster_id, cluster.recipe, cluster.sets, results)
+        self._status(
+            Text(
+                "smoke checks passed" if ok else "smoke checks failed",
+                style="bold green" if ok else "bold red",
+            )
+        )
+        actions.record_smoke(
+            cluster.cluster_id, cluster.recipe, cluster.sets, results, cluster.base_url
+        )
         return results
 
     def action_bench(self) -> None:
@@ -482,7 +494,9 @@ class SparkApp(App[int]):
         self.last_bench = result
         self.query_one(ResultsBar).set_bench(result.get("levels"), note="  (b: again)")
         self._status("benchmark done")
-        actions.record_bench(cluster.cluster_id, cluster.recipe, cluster.sets, result)
+        run = actions.record_bench(cluster.cluster_id, cluster.recipe, cluster.sets, result)
+        result["run"] = run
+        result["sets"] = dict(cluster.sets)
         return result
 
     # -------------------------------------------------------------- tuning
@@ -516,10 +530,9 @@ class SparkApp(App[int]):
             return
         if self.last_bench is None or self.last_bench.get("sets") != old_sets:
             self._status("measuring the baseline before the change…")
-            baseline = await self._bench_now()
-            baseline["sets"] = old_sets
+            before = await self._bench_now()
         else:
-            baseline = self.last_bench
+            before = self.last_bench
         if not await self._stop_now():
             return
         self.sets[recipe.name] = new_sets
@@ -529,9 +542,10 @@ class SparkApp(App[int]):
             return
         smoke = await self._smoke().wait()
         after = await self._bench_now()
-        after["sets"] = new_sets
-        text = actions.comparison_text(baseline, after, key, old_sets.get(key), value, smoke)
-        self.query_one(ResultsBar).set_compare(text)
+        baseline_run = actions.baseline_run(before.get("run"))
+        if baseline_run is not None and after.get("run") is not None:
+            text = actions.comparison_text(baseline_run, after["run"], smoke)
+            self.query_one(ResultsBar).set_compare(text)
         self._status(f"relaunched with {key}={value}: comparison with the baseline below")
 
     def action_history(self) -> None:
@@ -549,7 +563,9 @@ class SparkApp(App[int]):
         box.value = (
             self.query_one(RecipePanel).filter_text
             if in_recipes
-            else next(iter(self.panes.values())).filter_text if self.panes else ""
+            else next(iter(self.panes.values())).filter_text
+            if self.panes
+            else ""
         )
         box.placeholder = f"filter {self.filter_target} (regex); Enter keeps it, Esc clears"
         box.add_class("visible")
@@ -594,9 +610,7 @@ class SparkApp(App[int]):
 
     def action_help(self) -> None:
         rows = [
-            (b.key_display or b.key, b.description)
-            for b in self.BINDINGS
-            if isinstance(b, Binding)
+            (b.key_display or b.key, b.description) for b in self.BINDINGS if isinstance(b, Binding)
         ]
         rows += [("ctrl+p", "command palette: every action, themes"), ("tab", "next panel")]
         notes = (
@@ -613,7 +627,9 @@ class SparkApp(App[int]):
             self._exit_clean()
             return
         if self.backend.simulated:
-            body = Text(f"Cluster {cluster.cluster_id} runs on the simulated Sparks of this demo;\n")
+            body = Text(
+                f"Cluster {cluster.cluster_id} runs on the simulated Sparks of this demo;\n"
+            )
             body.append("quitting stops it (the simulated nodes end with the demo).")
 
             def stop_sim(yes: bool | None) -> None:

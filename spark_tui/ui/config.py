@@ -37,7 +37,9 @@ def load_config(path: Path | None = None) -> CockpitConfig:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({exc})", "fix or remove the config file") from exc
+        raise InputError(
+            f"{path}: not valid YAML ({exc})", "fix or remove the config file"
+        ) from exc
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a mapping", "see the example in the README")
     keys = data.get("keys") or {}

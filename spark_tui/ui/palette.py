@@ -11,7 +11,11 @@ ACTIONS = [
     ("stop", "Stop the cluster", "remove every rank's container on every node"),
     ("smoke", "Run the smoke checks", "health, models, chat, tool call, streaming"),
     ("bench", "Run the benchmark", "concurrency sweep: TTFT, ITL, tokens/s"),
-    ("edit", "Edit one setting and relaunch", "same change on every rank, compared with the baseline"),
+    (
+        "edit",
+        "Edit one setting and relaunch",
+        "same change on every rank, compared with the baseline",
+    ),
     ("history", "Show the run history", "launches, smoke runs and benchmarks"),
     ("refresh", "Refresh the nodes", "probe every node again"),
     ("filter", "Filter", "recipes or log lines"),
@@ -27,12 +31,17 @@ class CockpitCommands(Provider):
     def _entries(self) -> list[tuple[str, str, object]]:
         app = self.app
         entries: list[tuple[str, str, object]] = [
-            (title, help_text, partial(app.run_action, action)) for action, title, help_text in ACTIONS
+            (title, help_text, partial(app.run_action, action))
+            for action, title, help_text in ACTIONS
         ]
         for name in sorted(app.available_themes):
             if name.startswith("spark-"):
                 entries.append(
-                    (f"Theme: {name}", "switch the colour theme", partial(setattr, app, "theme", name))
+                    (
+                        f"Theme: {name}",
+                        "switch the colour theme",
+                        partial(setattr, app, "theme", name),
+                    )
                 )
         return entries
 

@@ -33,7 +33,9 @@ class RemoteBackend:
         self.accept_new_host_keys = accept_new_host_keys
         self.label = label or f"{len(nodes)} nodes: " + ", ".join(n.name for n in nodes)
         target = target_args or "--hosts " + shlex.quote(",".join(n.host for n in nodes))
-        self.reattach_hint = f"`spark-tui {target}` (it re-attaches), or `spark-tui status {target}`"
+        self.reattach_hint = (
+            f"`spark-tui {target}` (it re-attaches), or `spark-tui status {target}`"
+        )
         self.pool: Any = None
         self._confirm: HostKeyConfirm | None = None
         # Set by the cockpit: asks the user before stale containers of ours are removed.

@@ -23,7 +23,9 @@ def theme_from_yaml(text: str, source: str) -> Theme:
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML ({exc})", "fix the theme file") from exc
     if not isinstance(data, dict) or not data.get("name") or not data.get("primary"):
-        raise InputError(f"{source}: a theme needs `name` and `primary`", "see themes/spark-dark.yaml")
+        raise InputError(
+            f"{source}: a theme needs `name` and `primary`", "see themes/spark-dark.yaml"
+        )
     unknown = set(data) - _THEME_FIELDS
     if unknown:
         raise InputError(

@@ -17,7 +17,7 @@ import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from spark_tui.sim.engine import VERSION, generate
 from spark_tui.sim.engine.catalogue import ModelSpec
@@ -25,7 +25,7 @@ from spark_tui.sim.engine.logs import Channel
 from spark_tui.sim.engine.metrics import EngineMetrics
 from spark_tui.sim.engine.scheduler import Request, Scheduler
 
-ROUTES: List[Tuple[str, str]] = [
+ROUTES: list[tuple[str, str]] = [
     ("/openapi.json", "GET, HEAD"),
     ("/docs", "GET, HEAD"),
     ("/docs/oauth2-redirect", "GET, HEAD"),
@@ -44,24 +44,33 @@ ROUTES: List[Tuple[str, str]] = [
     ("/v1/completions", "POST"),
 ]
 
-AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+AUTO_TOOL_ERROR = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
 
 
 class ApiError(Exception):
     """An error answered as vLLM's error JSON."""
 
-    def __init__(self, status: int, message: str, err_type: str = "BadRequestError",
-                 param: Optional[str] = None) -> None:
+    def __init__(
+        self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.err_type = err_type
         self.param = param
 
-    def body(self) -> Dict[str, Any]:
+    def body(self) -> dict[str, Any]:
         """The JSON error body."""
-        return {"error": {"message": self.message, "type": self.err_type, "param": self.param,
-                          "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.err_type,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 def dumps(obj: Any) -> bytes:
@@ -76,7 +85,7 @@ class ApiState:
         self,
         spec: ModelSpec,
         args: Any,
-        served_names: List[str],
+        served_names: list[str],
         max_model_len: int,
         scheduler: Scheduler,
         metrics: EngineMetrics,
@@ -90,13 +99,13 @@ class ApiState:
         self.metrics = metrics
         self.channel = channel
         self.ready = False
-        self.dead_reason: Optional[str] = None
+        self.dead_reason: str | None = None
         self.created = int(time.time())
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
         self.tools_enabled = bool(args.enable_auto_tool_choice and args.tool_call_parser)
         self.reasoning_parser = bool(args.reasoning_parser)
-        self.default_template_kwargs: Dict[str, Any] = dict(args.default_chat_template_kwargs or {})
+        self.default_template_kwargs: dict[str, Any] = dict(args.default_chat_template_kwargs or {})
         self.in_flight = 0
         self.lock = threading.Lock()
 
@@ -133,7 +142,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
-    state: Optional[ApiState] = None
+    state: ApiState | None = None
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         return
@@ -148,7 +157,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
         host, port = self.client_address[:2]
-        st.channel.uvicorn(f'{host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}')
+        st.channel.uvicorn(
+            f'{host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}'
+        )
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
         self.send_response_only(status)
@@ -168,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, err: ApiError) -> None:
         self._json(err.status, err.body())
 
-    def _body(self) -> Dict[str, Any]:
+    def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -210,7 +221,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, {"server_load": st.in_flight})
             return
         if path == "/metrics":
-            self._send(200, st.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            self._send(
+                200, st.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8"
+            )
             return
         if not st.ready:
             self._error(ApiError(503, "The server is starting up.", "ServiceUnavailableError"))
@@ -253,7 +266,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             return
 
-    def _models(self) -> Dict[str, Any]:
+    def _models(self) -> dict[str, Any]:
         st = self.state
         assert st is not None
         data = []
@@ -272,19 +285,21 @@ class Handler(BaseHTTPRequestHandler):
                 "group": None,
                 "is_blocking": False,
             }
-            data.append({
-                "id": name,
-                "object": "model",
-                "created": st.created,
-                "owned_by": "vllm",
-                "root": st.args.model,
-                "parent": None,
-                "max_model_len": st.max_model_len,
-                "permission": [perm],
-            })
+            data.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": st.created,
+                    "owned_by": "vllm",
+                    "root": st.args.model,
+                    "parent": None,
+                    "max_model_len": st.max_model_len,
+                    "permission": [perm],
+                }
+            )
         return {"object": "list", "data": data}
 
-    def _check_model(self, body: Dict[str, Any]) -> str:
+    def _check_model(self, body: dict[str, Any]) -> str:
         st = self.state
         assert st is not None
         model = body.get("model")
@@ -294,7 +309,7 @@ class Handler(BaseHTTPRequestHandler):
             return str(model)
         raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
 
-    def _max_tokens(self, body: Dict[str, Any], prompt_len: int, default: Optional[int]) -> int:
+    def _max_tokens(self, body: dict[str, Any], prompt_len: int, default: int | None) -> int:
         st = self.state
         assert st is not None
         limit = st.max_model_len
@@ -314,7 +329,7 @@ class Handler(BaseHTTPRequestHandler):
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "max_tokens must be an integer", param="max_tokens") from exc
         if value < 1:
-            raise ApiError(400, "max_tokens must be at least 1, got %d." % value, param="max_tokens")
+            raise ApiError(400, f"max_tokens must be at least 1, got {value}.", param="max_tokens")
         if prompt_len + value > limit:
             raise ApiError(
                 400,
@@ -326,7 +341,7 @@ class Handler(BaseHTTPRequestHandler):
         return value
 
     # --- chat -------------------------------------------------------------------------
-    def _chat(self, body: Dict[str, Any]) -> None:
+    def _chat(self, body: dict[str, Any]) -> None:
         st = self.state
         assert st is not None
         model = self._check_model(body)
@@ -353,7 +368,9 @@ class Handler(BaseHTTPRequestHandler):
         if tools and tool_choice != "none" and messages[-1].get("role") != "tool":
             func = generate.choose_tool(tools, user_text, tool_choice)
             if func is not None:
-                reply.tool_calls = [generate.make_tool_call(func, user_text, prompt_text + str(time.time_ns()))]
+                reply.tool_calls = [
+                    generate.make_tool_call(func, user_text, prompt_text + str(time.time_ns()))
+                ]
         if not reply.tool_calls:
             if messages[-1].get("role") == "tool":
                 result = generate.message_text(messages[-1].get("content"))
@@ -370,8 +387,9 @@ class Handler(BaseHTTPRequestHandler):
         if reply.content:
             reply.content, reply.stop_reason = generate.apply_stop(reply.content, stops)
         pieces = generate.pieces_for(reply, reasoning_in_content=not st.reasoning_parser)
-        pieces, finish = self._fit_length(body, pieces, rng, max_tokens,
-                                          "tool_calls" if reply.tool_calls else "stop")
+        pieces, finish = self._fit_length(
+            body, pieces, rng, max_tokens, "tool_calls" if reply.tool_calls else "stop"
+        )
         req = Request(
             "chatcmpl-" + secrets.token_hex(8),
             generate.token_ids(prompt_pieces),
@@ -393,8 +411,14 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.in_flight -= 1
 
-    def _fit_length(self, body: Dict[str, Any], pieces: List[generate.Piece], rng: Any,
-                    max_tokens: int, natural: str) -> Tuple[List[generate.Piece], str]:
+    def _fit_length(
+        self,
+        body: dict[str, Any],
+        pieces: list[generate.Piece],
+        rng: Any,
+        max_tokens: int,
+        natural: str,
+    ) -> tuple[list[generate.Piece], str]:
         """Apply ignore_eos / min_tokens / max_tokens to the planned tokens."""
         if body.get("ignore_eos"):
             want = max_tokens
@@ -409,10 +433,10 @@ class Handler(BaseHTTPRequestHandler):
             return pieces[:max_tokens], "length"
         return pieces, natural
 
-    def _collect(self, req: Request) -> Tuple[List[generate.Piece], str, Optional[str]]:
+    def _collect(self, req: Request) -> tuple[list[generate.Piece], str, str | None]:
         st = self.state
         assert st is not None
-        got: List[generate.Piece] = []
+        got: list[generate.Piece] = []
         while True:
             kind, value = req.events.get()
             if kind == "token":
@@ -429,9 +453,16 @@ class Handler(BaseHTTPRequestHandler):
         calls = []
         for index, call in enumerate(reply.tool_calls):
             if any(p.channel == "tool_header" and p.tool_index == index for p in got):
-                args = "".join(p.text for p in got if p.channel == "tool_args" and p.tool_index == index)
-                calls.append({"id": call.call_id, "type": "function",
-                              "function": {"name": call.name, "arguments": args}})
+                args = "".join(
+                    p.text for p in got if p.channel == "tool_args" and p.tool_index == index
+                )
+                calls.append(
+                    {
+                        "id": call.call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": args},
+                    }
+                )
         message = {
             "role": "assistant",
             "content": content or None,
@@ -447,14 +478,16 @@ class Handler(BaseHTTPRequestHandler):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": finish,
-                "stop_reason": stop_reason,
-                "token_ids": None,
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": stop_reason,
+                    "token_ids": None,
+                }
+            ],
             "service_tier": None,
             "system_fingerprint": None,
             "usage": {
@@ -491,8 +524,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _chat_stream(self, req: Request, model: str, reply: generate.Reply, prompt_len: int,
-                     options: Dict[str, Any]) -> None:
+    def _chat_stream(
+        self,
+        req: Request,
+        model: str,
+        reply: generate.Reply,
+        prompt_len: int,
+        options: dict[str, Any],
+    ) -> None:
         st = self.state
         assert st is not None
         created = int(time.time())
@@ -500,60 +539,121 @@ class Handler(BaseHTTPRequestHandler):
         continuous = bool(options.get("continuous_usage_stats"))
         count = 0
 
-        def chunk(choice: Dict[str, Any], extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-            out: Dict[str, Any] = {"id": req.request_id, "object": "chat.completion.chunk",
-                                   "created": created, "model": model, "choices": [choice]}
+        def chunk(choice: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+            out: dict[str, Any] = {
+                "id": req.request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [choice],
+            }
             if extra:
                 out.update(extra)
             if include_usage and continuous:
-                out["usage"] = {"prompt_tokens": prompt_len, "total_tokens": prompt_len + count,
-                                "completion_tokens": count}
+                out["usage"] = {
+                    "prompt_tokens": prompt_len,
+                    "total_tokens": prompt_len + count,
+                    "completion_tokens": count,
+                }
             return out
 
         try:
             self._start_stream()
-            self._event(chunk({"index": 0, "delta": {"role": "assistant", "content": ""},
-                               "logprobs": None, "finish_reason": None},
-                              {"prompt_token_ids": None}))
+            self._event(
+                chunk(
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    },
+                    {"prompt_token_ids": None},
+                )
+            )
             while True:
                 kind, value = req.events.get()
                 if kind == "error":
-                    self._event({"error": {"message": str(value), "type": "InternalServerError",
-                                           "param": None, "code": 500}})
+                    self._event(
+                        {
+                            "error": {
+                                "message": str(value),
+                                "type": "InternalServerError",
+                                "param": None,
+                                "code": 500,
+                            }
+                        }
+                    )
                     break
                 if kind == "done":
                     finish, stop_reason = value
-                    self._event(chunk({"index": 0, "delta": {"content": ""}, "logprobs": None,
-                                       "finish_reason": finish, "stop_reason": stop_reason}))
+                    self._event(
+                        chunk(
+                            {
+                                "index": 0,
+                                "delta": {"content": ""},
+                                "logprobs": None,
+                                "finish_reason": finish,
+                                "stop_reason": stop_reason,
+                            }
+                        )
+                    )
                     if include_usage:
-                        self._event({"id": req.request_id, "object": "chat.completion.chunk",
-                                     "created": created, "model": model, "choices": [],
-                                     "usage": {"prompt_tokens": prompt_len,
-                                               "total_tokens": prompt_len + count,
-                                               "completion_tokens": count}})
+                        self._event(
+                            {
+                                "id": req.request_id,
+                                "object": "chat.completion.chunk",
+                                "created": created,
+                                "model": model,
+                                "choices": [],
+                                "usage": {
+                                    "prompt_tokens": prompt_len,
+                                    "total_tokens": prompt_len + count,
+                                    "completion_tokens": count,
+                                },
+                            }
+                        )
                     break
                 piece: generate.Piece = value
                 count += 1
                 if piece.channel == "reasoning":
-                    delta: Dict[str, Any] = {"reasoning": piece.text}
+                    delta: dict[str, Any] = {"reasoning": piece.text}
                 elif piece.channel == "tool_header":
                     call = reply.tool_calls[piece.tool_index]
-                    delta = {"tool_calls": [{"id": call.call_id, "type": "function",
-                                             "index": piece.tool_index,
-                                             "function": {"name": call.name}}]}
+                    delta = {
+                        "tool_calls": [
+                            {
+                                "id": call.call_id,
+                                "type": "function",
+                                "index": piece.tool_index,
+                                "function": {"name": call.name},
+                            }
+                        ]
+                    }
                 elif piece.channel == "tool_args":
-                    delta = {"tool_calls": [{"index": piece.tool_index,
-                                             "function": {"arguments": piece.text}}]}
+                    delta = {
+                        "tool_calls": [
+                            {"index": piece.tool_index, "function": {"arguments": piece.text}}
+                        ]
+                    }
                 else:
                     delta = {"content": piece.text}
-                self._event(chunk({"index": 0, "delta": delta, "logprobs": None,
-                                   "finish_reason": None, "token_ids": None}))
+                self._event(
+                    chunk(
+                        {
+                            "index": 0,
+                            "delta": delta,
+                            "logprobs": None,
+                            "finish_reason": None,
+                            "token_ids": None,
+                        }
+                    )
+                )
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
             st.scheduler.abort(req)
 
     # --- completions ------------------------------------------------------------------
-    def _completion(self, body: Dict[str, Any]) -> None:
+    def _completion(self, body: dict[str, Any]) -> None:
         st = self.state
         assert st is not None
         model = self._check_model(body)
@@ -576,8 +676,13 @@ class Handler(BaseHTTPRequestHandler):
         text, stop_reason = generate.apply_stop(text, stops)
         pieces = [generate.Piece(t, "content") for t in generate.tokenize(text)]
         pieces, finish = self._fit_length(body, pieces, rng, max_tokens, "stop")
-        req = Request("cmpl-" + secrets.token_hex(8), generate.token_ids(prompt_pieces) or [0],
-                      pieces, finish, stop_reason)
+        req = Request(
+            "cmpl-" + secrets.token_hex(8),
+            generate.token_ids(prompt_pieces) or [0],
+            pieces,
+            finish,
+            stop_reason,
+        )
         with st.lock:
             st.in_flight += 1
         try:
@@ -586,26 +691,41 @@ class Handler(BaseHTTPRequestHandler):
                 self._completion_stream(req, model, prompt_len, body.get("stream_options") or {})
                 return
             got, finish, stop_reason = self._collect(req)
-            self._json(200, {
-                "id": req.request_id,
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [{"index": 0, "text": "".join(p.text for p in got), "logprobs": None,
-                             "finish_reason": finish, "stop_reason": stop_reason,
-                             "prompt_logprobs": None}],
-                "service_tier": None,
-                "system_fingerprint": None,
-                "usage": {"prompt_tokens": prompt_len, "total_tokens": prompt_len + len(got),
-                          "completion_tokens": len(got), "prompt_tokens_details": None},
-                "kv_transfer_params": None,
-            })
+            self._json(
+                200,
+                {
+                    "id": req.request_id,
+                    "object": "text_completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": "".join(p.text for p in got),
+                            "logprobs": None,
+                            "finish_reason": finish,
+                            "stop_reason": stop_reason,
+                            "prompt_logprobs": None,
+                        }
+                    ],
+                    "service_tier": None,
+                    "system_fingerprint": None,
+                    "usage": {
+                        "prompt_tokens": prompt_len,
+                        "total_tokens": prompt_len + len(got),
+                        "completion_tokens": len(got),
+                        "prompt_tokens_details": None,
+                    },
+                    "kv_transfer_params": None,
+                },
+            )
         finally:
             with st.lock:
                 st.in_flight -= 1
 
-    def _completion_stream(self, req: Request, model: str, prompt_len: int,
-                           options: Dict[str, Any]) -> None:
+    def _completion_stream(
+        self, req: Request, model: str, prompt_len: int, options: dict[str, Any]
+    ) -> None:
         st = self.state
         assert st is not None
         created = int(time.time())
@@ -616,28 +736,63 @@ class Handler(BaseHTTPRequestHandler):
                 kind, value = req.events.get()
                 if kind == "done":
                     finish, stop_reason = value
-                    self._event({"id": req.request_id, "object": "text_completion",
-                                 "created": created, "model": model,
-                                 "choices": [{"index": 0, "text": "", "logprobs": None,
-                                              "finish_reason": finish, "stop_reason": stop_reason}]})
+                    self._event(
+                        {
+                            "id": req.request_id,
+                            "object": "text_completion",
+                            "created": created,
+                            "model": model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "text": "",
+                                    "logprobs": None,
+                                    "finish_reason": finish,
+                                    "stop_reason": stop_reason,
+                                }
+                            ],
+                        }
+                    )
                     if options.get("include_usage"):
-                        self._event({"id": req.request_id, "object": "text_completion",
-                                     "created": created, "model": model, "choices": [],
-                                     "usage": {"prompt_tokens": prompt_len,
-                                               "total_tokens": prompt_len + count,
-                                               "completion_tokens": count}})
+                        self._event(
+                            {
+                                "id": req.request_id,
+                                "object": "text_completion",
+                                "created": created,
+                                "model": model,
+                                "choices": [],
+                                "usage": {
+                                    "prompt_tokens": prompt_len,
+                                    "total_tokens": prompt_len + count,
+                                    "completion_tokens": count,
+                                },
+                            }
+                        )
                     break
                 if kind == "token":
                     count += 1
-                    self._event({"id": req.request_id, "object": "text_completion",
-                                 "created": created, "model": model,
-                                 "choices": [{"index": 0, "text": value.text, "logprobs": None,
-                                              "finish_reason": None, "stop_reason": None}]})
+                    self._event(
+                        {
+                            "id": req.request_id,
+                            "object": "text_completion",
+                            "created": created,
+                            "model": model,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "text": value.text,
+                                    "logprobs": None,
+                                    "finish_reason": None,
+                                    "stop_reason": None,
+                                }
+                            ],
+                        }
+                    )
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
             st.scheduler.abort(req)
 
-    def _tokenize(self, body: Dict[str, Any]) -> None:
+    def _tokenize(self, body: dict[str, Any]) -> None:
         st = self.state
         assert st is not None
         if "messages" in body:
@@ -645,11 +800,17 @@ class Handler(BaseHTTPRequestHandler):
         else:
             text = str(body.get("prompt", ""))
         pieces = generate.tokenize(text)
-        self._json(200, {"count": len(pieces), "max_model_len": st.max_model_len,
-                         "tokens": generate.token_ids(pieces), "token_strs": None})
+        self._json(
+            200,
+            {
+                "count": len(pieces),
+                "max_model_len": st.max_model_len,
+                "tokens": generate.token_ids(pieces),
+                "token_strs": None,
+            },
+        )
 
 
 def bind_handler(state: ApiState) -> None:
     """Attach the state to the handler class (one API server per process)."""
     Handler.state = state
-

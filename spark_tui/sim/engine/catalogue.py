@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 GIB = 2**30
 
@@ -55,17 +55,17 @@ class ModelSpec:
     full_attention_layers: int
     params_total: float
     params_active: float
-    aliases: Tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
     simulated: bool = False
     sources: str = ""
     dtype: str = "bfloat16"
-    quant_method: Optional[str] = None
+    quant_method: str | None = None
     replicated_bytes: int = 0
     ple_bytes: int = 0
     sliding_window_layers: int = 0
-    sliding_window: Optional[int] = None
+    sliding_window: int | None = None
     linear_layers: int = 0
-    linear_kind: Optional[str] = None
+    linear_kind: str | None = None
     linear_state_bytes: int = 0  # per linear layer, per sequence, whole model (TP splits it)
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -74,12 +74,12 @@ class ModelSpec:
     expert_fraction: float = 0.0
     mtp_layers: int = 0
     num_shards: int = 1
-    activation_bytes_per_token: Optional[int] = None
+    activation_bytes_per_token: int | None = None
     intermediate_size: int = 0
     reasons: bool = False
     gated: bool = False
     draft_only: bool = False
-    extra_config: Dict[str, Any] = field(default_factory=dict)
+    extra_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def activation_per_token(self) -> int:
@@ -99,7 +99,7 @@ def _gib(x: float) -> int:
     return int(round(x * GIB))
 
 
-_MODELS: List[ModelSpec] = [
+_MODELS: list[ModelSpec] = [
     ModelSpec(
         model_id="nvidia/GLM-5.3-Flash-FP4-Local",
         aliases=("nvidia/GLM-5.3-Flash-NVFP4", "z-ai/glm-5.3-flash"),
@@ -573,9 +573,9 @@ _MODELS: List[ModelSpec] = [
     ),
 ]
 
-CATALOGUE: Dict[str, ModelSpec] = {m.model_id: m for m in _MODELS}
+CATALOGUE: dict[str, ModelSpec] = {m.model_id: m for m in _MODELS}
 
-_INDEX: Dict[str, ModelSpec] = {}
+_INDEX: dict[str, ModelSpec] = {}
 for _m in _MODELS:
     _INDEX[_m.model_id.lower()] = _m
     for _a in _m.aliases:
@@ -594,12 +594,12 @@ def canonical_id(model: str) -> str:
     return text
 
 
-def lookup(model: str) -> Optional[ModelSpec]:
+def lookup(model: str) -> ModelSpec | None:
     """The catalogue entry for a model tag (repo id, alias or HF cache path), or None."""
     return _INDEX.get(canonical_id(model).lower())
 
 
-def _layer_types(spec: ModelSpec) -> List[str]:
+def _layer_types(spec: ModelSpec) -> list[str]:
     n = spec.num_hidden_layers
     if spec.attention == "sliding_window":
         return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
@@ -609,12 +609,12 @@ def _layer_types(spec: ModelSpec) -> List[str]:
     return ["full_attention"] * n
 
 
-def hf_config(model_id: str) -> Dict[str, Any]:
+def hf_config(model_id: str) -> dict[str, Any]:
     """A `config.json` for the model, as a simulated node puts in its Hugging Face cache."""
     spec = lookup(model_id)
     if spec is None:
         raise KeyError(f"{model_id} is not in the simulated catalogue")
-    cfg: Dict[str, Any] = {
+    cfg: dict[str, Any] = {
         "architectures": [spec.architecture],
         "model_type": spec.model_type,
         "hidden_size": spec.hidden_size,
@@ -661,7 +661,7 @@ def _shard_name(i: int, n: int) -> str:
     return f"model-{i + 1:05d}-of-{n:05d}.safetensors"
 
 
-def _tensor_names(spec: ModelSpec) -> List[str]:
+def _tensor_names(spec: ModelSpec) -> list[str]:
     names = ["model.embed_tokens.weight"]
     if spec.ple_bytes:
         names.append("model.per_layer_embed_tokens.weight")
@@ -694,7 +694,7 @@ def _tensor_names(spec: ModelSpec) -> List[str]:
     return names
 
 
-def safetensors_index(model_id: str) -> Dict[str, Any]:
+def safetensors_index(model_id: str) -> dict[str, Any]:
     """A `model.safetensors.index.json` for the model: metadata.total_size and a weight_map
     spreading the tensors over `num_shards` files in order."""
     spec = lookup(model_id)
@@ -702,11 +702,13 @@ def safetensors_index(model_id: str) -> Dict[str, Any]:
         raise KeyError(f"{model_id} is not in the simulated catalogue")
     names = _tensor_names(spec)
     n = spec.num_shards
-    weight_map = {name: _shard_name(min(n - 1, i * n // len(names)), n) for i, name in enumerate(names)}
+    weight_map = {
+        name: _shard_name(min(n - 1, i * n // len(names)), n) for i, name in enumerate(names)
+    }
     return {"metadata": {"total_size": spec.weight_bytes}, "weight_map": weight_map}
 
 
-def shard_files(model_id: str) -> List[Tuple[str, int]]:
+def shard_files(model_id: str) -> list[tuple[str, int]]:
     """The checkpoint's shard files with their sizes (summing to the weight bytes)."""
     spec = lookup(model_id)
     if spec is None:

@@ -8,12 +8,10 @@ headless worker's error as the worker's own traceback. Every failure exits non-z
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 from spark_tui.sim.engine.logs import Channel, torch_stamp
 
 SITE = "/usr/local/lib/python3.12/dist-packages"
-Frame = Tuple[str, int, str, str]
+Frame = tuple[str, int, str, str]
 
 DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 
@@ -24,7 +22,7 @@ class Failure(Exception):
     def __init__(
         self,
         exc_line: str,
-        frames: List[Frame],
+        frames: list[Frame],
         stage: str,
         exit_code: int = 1,
         log_source: str = "core.py:1199",
@@ -41,7 +39,7 @@ def _f(path: str, line: int, func: str, code: str) -> Frame:
     return (f"{SITE}/{path}", line, func, code)
 
 
-def traceback_lines(frames: List[Frame], exc_line: str) -> List[str]:
+def traceback_lines(frames: list[Frame], exc_line: str) -> list[str]:
     """`Traceback (most recent call last):` + frames + the exception line(s)."""
     out = ["Traceback (most recent call last):"]
     for path, line, func, code in frames:
@@ -57,23 +55,34 @@ _CLI_FRAMES = [
     _f("vllm/entrypoints/cli/main.py", 73, "main", "args.dispatch_function(args)"),
     _f("vllm/entrypoints/cli/serve.py", 60, "cmd", "uvloop.run(run_server(args))"),
     _f("uvloop/__init__.py", 96, "run", "return __asyncio.run("),
-    ("/usr/lib/python3.12/asyncio/runners.py", 118, "run",
-     "return self._loop.run_until_complete(task)"),
+    (
+        "/usr/lib/python3.12/asyncio/runners.py",
+        118,
+        "run",
+        "return self._loop.run_until_complete(task)",
+    ),
     ("uvloop/loop.pyx", 1518, "uvloop.loop.Loop.run_until_complete", ""),
     _f("uvloop/__init__.py", 48, "wrapper", "return await main"),
 ]
 
 _ENGINE_START = [
-    _f("vllm/v1/engine/core.py", 1168, "run_engine_core",
-       "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)"),
+    _f(
+        "vllm/v1/engine/core.py",
+        1168,
+        "run_engine_core",
+        "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
+    ),
     _f("vllm/v1/engine/core.py", 934, "__init__", "super().__init__("),
 ]
 
 _WORKER_START = [
-    _f("vllm/v1/executor/multiproc_executor.py", 734, "worker_main",
-       "worker = WorkerProc(*args, **kwargs)"),
-    _f("vllm/v1/executor/multiproc_executor.py", 560, "__init__",
-       "self.worker.init_device()"),
+    _f(
+        "vllm/v1/executor/multiproc_executor.py",
+        734,
+        "worker_main",
+        "worker = WorkerProc(*args, **kwargs)",
+    ),
+    _f("vllm/v1/executor/multiproc_executor.py", 560, "__init__", "self.worker.init_device()"),
     _f("vllm/v1/worker/worker_base.py", 317, "init_device", "self.worker.init_device()"),
 ]
 
@@ -88,10 +97,13 @@ def heads_not_divisible(heads: int, tp: int) -> Failure:
         "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"
     )
     frames = _CLI_FRAMES + [
-        _f("vllm/entrypoints/openai/api_server.py", 1944, "run_server",
-           "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
-        _f("vllm/engine/arg_utils.py", 1712, "create_engine_config",
-           "config = VllmConfig("),
+        _f(
+            "vllm/entrypoints/openai/api_server.py",
+            1944,
+            "run_server",
+            "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)",
+        ),
+        _f("vllm/engine/arg_utils.py", 1712, "create_engine_config", "config = VllmConfig("),
     ]
     return Failure(exc, frames, "config", exit_code=1)
 
@@ -126,8 +138,12 @@ def world_exceeds_gpus(world: int, gpus: int) -> Failure:
         "- multiprocessing, set '--nnodes' appropriately."
     )
     frames = _CLI_FRAMES + [
-        _f("vllm/engine/arg_utils.py", 1731, "create_engine_config",
-           "parallel_config = ParallelConfig("),
+        _f(
+            "vllm/engine/arg_utils.py",
+            1731,
+            "create_engine_config",
+            "parallel_config = ParallelConfig(",
+        ),
         _f("vllm/config/parallel.py", 581, "__post_init__", "raise ValueError("),
     ]
     return Failure(exc, frames, "config", exit_code=1)
@@ -145,7 +161,12 @@ def unknown_model(model: str) -> Failure:
     )
     frames = _CLI_FRAMES + [
         _f("vllm/engine/arg_utils.py", 1402, "create_model_config", "return ModelConfig("),
-        _f("vllm/transformers_utils/config.py", 520, "get_config", "raise ValueError(error_message)"),
+        _f(
+            "vllm/transformers_utils/config.py",
+            520,
+            "get_config",
+            "raise ValueError(error_message)",
+        ),
     ]
     return Failure(exc, frames, "config", exit_code=1)
 
@@ -162,8 +183,12 @@ def gated_repo(model: str) -> Failure:
         "authenticated to access it. Please log in."
     )
     frames = _CLI_FRAMES + [
-        _f("transformers/configuration_utils.py", 721, "_get_config_dict",
-           "resolved_config_file = cached_file("),
+        _f(
+            "transformers/configuration_utils.py",
+            721,
+            "_get_config_dict",
+            "resolved_config_file = cached_file(",
+        ),
         _f("transformers/utils/hub.py", 543, "cached_files", "raise OSError("),
     ]
     return Failure(exc, frames, "config", exit_code=1)
@@ -172,12 +197,21 @@ def gated_repo(model: str) -> Failure:
 def port_in_use() -> Failure:
     """The API port is taken (vllm_fail_port_in_use.txt)."""
     frames = _CLI_FRAMES + [
-        _f("vllm/entrypoints/openai/api_server.py", 1921, "run_server",
-           "listen_address, sock = setup_server(args)"),
-        _f("vllm/entrypoints/openai/api_server.py", 1880, "setup_server",
-           "sock = create_server_socket(sock_addr)"),
-        _f("vllm/entrypoints/openai/api_server.py", 1849, "create_server_socket",
-           "sock.bind(addr)"),
+        _f(
+            "vllm/entrypoints/openai/api_server.py",
+            1921,
+            "run_server",
+            "listen_address, sock = setup_server(args)",
+        ),
+        _f(
+            "vllm/entrypoints/openai/api_server.py",
+            1880,
+            "setup_server",
+            "sock = create_server_socket(sock_addr)",
+        ),
+        _f(
+            "vllm/entrypoints/openai/api_server.py", 1849, "create_server_socket", "sock.bind(addr)"
+        ),
     ]
     return Failure("OSError: [Errno 98] Address already in use", frames, "config", exit_code=1)
 
@@ -189,8 +223,12 @@ def store_port_in_use() -> Failure:
         "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
     )
     frames = _WORKER_START[:1] + [
-        _f("vllm/distributed/parallel_state.py", 1215, "init_distributed_environment",
-           "torch.distributed.init_process_group("),
+        _f(
+            "vllm/distributed/parallel_state.py",
+            1215,
+            "init_distributed_environment",
+            "torch.distributed.init_process_group(",
+        ),
         _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
     ]
     return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
@@ -203,8 +241,12 @@ def clients_timeout(seconds: float, joined: int, expected: int) -> Failure:
         f"for clients. {joined}/{expected} clients joined."
     )
     frames = _WORKER_START[:1] + [
-        _f("vllm/distributed/parallel_state.py", 1215, "init_distributed_environment",
-           "torch.distributed.init_process_group("),
+        _f(
+            "vllm/distributed/parallel_state.py",
+            1215,
+            "init_distributed_environment",
+            "torch.distributed.init_process_group(",
+        ),
         _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
     ]
     return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
@@ -217,8 +259,12 @@ def client_timeout(seconds: float, host: str, port: int) -> Failure:
         f"{int(seconds * 1000)}ms while trying to connect to ({host}, {port})."
     )
     frames = _WORKER_START[:1] + [
-        _f("vllm/distributed/parallel_state.py", 1215, "init_distributed_environment",
-           "torch.distributed.init_process_group("),
+        _f(
+            "vllm/distributed/parallel_state.py",
+            1215,
+            "init_distributed_environment",
+            "torch.distributed.init_process_group(",
+        ),
         _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
     ]
     return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
@@ -240,8 +286,12 @@ def free_memory(free_gib: str, total_gib: str, util: float, requested_gib: str) 
         "memory utilization or reduce GPU memory used by other processes."
     )
     frames = [
-        _f("vllm/v1/worker/gpu_worker.py", 283, "init_device",
-           "self.requested_memory = request_memory(init_snapshot, self.cache_config)"),
+        _f(
+            "vllm/v1/worker/gpu_worker.py",
+            283,
+            "init_device",
+            "self.requested_memory = request_memory(init_snapshot, self.cache_config)",
+        ),
         _f("vllm/v1/worker/utils.py", 413, "request_memory", "raise ValueError("),
     ]
     return Failure(exc, frames, "engine", exit_code=1)
@@ -260,12 +310,24 @@ def cuda_oom(alloc_gib: float, total_gib: float, free_mib: float, in_use_gib: fl
         "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
     )
     frames = [
-        _f("vllm/v1/worker/gpu_model_runner.py", 5101, "load_model",
-           "self.model = model_loader.load_model("),
-        _f("vllm/model_executor/model_loader/base_loader.py", 55, "load_model",
-           "self.load_weights(model, model_config)"),
-        _f("vllm/model_executor/model_loader/default_loader.py", 397, "load_weights",
-           "loaded_weights = model.load_weights(self.get_all_weights(model_config, model))"),
+        _f(
+            "vllm/v1/worker/gpu_model_runner.py",
+            5101,
+            "load_model",
+            "self.model = model_loader.load_model(",
+        ),
+        _f(
+            "vllm/model_executor/model_loader/base_loader.py",
+            55,
+            "load_model",
+            "self.load_weights(model, model_config)",
+        ),
+        _f(
+            "vllm/model_executor/model_loader/default_loader.py",
+            397,
+            "load_weights",
+            "loaded_weights = model.load_weights(self.get_all_weights(model_config, model))",
+        ),
         _f("torch/utils/_device.py", 104, "__torch_function__", "return func(*args, **kwargs)"),
     ]
     return Failure(exc, frames, "engine", exit_code=1)
@@ -280,19 +342,35 @@ def no_cache_blocks() -> Failure:
         f"{DOCS_MEMORY} for more details."
     )
     frames = _KV_FRAMES + [
-        _f("vllm/v1/core/kv_cache_utils.py", 721, "_check_enough_kv_cache_memory",
-           "raise ValueError("),
+        _f(
+            "vllm/v1/core/kv_cache_utils.py",
+            721,
+            "_check_enough_kv_cache_memory",
+            "raise ValueError(",
+        ),
     ]
     return Failure(exc, frames, "engine", exit_code=1)
 
 
 _KV_FRAMES = [
-    _f("vllm/v1/engine/core.py", 132, "__init__",
-       "kv_cache_config = self._initialize_kv_caches(vllm_config)"),
-    _f("vllm/v1/engine/core.py", 268, "_initialize_kv_caches",
-       "kv_cache_configs = get_kv_cache_configs("),
-    _f("vllm/v1/core/kv_cache_utils.py", 2098, "get_kv_cache_configs",
-       "_check_enough_kv_cache_memory("),
+    _f(
+        "vllm/v1/engine/core.py",
+        132,
+        "__init__",
+        "kv_cache_config = self._initialize_kv_caches(vllm_config)",
+    ),
+    _f(
+        "vllm/v1/engine/core.py",
+        268,
+        "_initialize_kv_caches",
+        "kv_cache_configs = get_kv_cache_configs(",
+    ),
+    _f(
+        "vllm/v1/core/kv_cache_utils.py",
+        2098,
+        "get_kv_cache_configs",
+        "_check_enough_kv_cache_memory(",
+    ),
 ]
 
 
@@ -306,13 +384,17 @@ def max_seq_len(max_len: int, needed_gib: str, available_gib: str, estimated: in
         f"`max_model_len` when initializing the engine. See {DOCS_MEMORY} for more details."
     )
     frames = _KV_FRAMES + [
-        _f("vllm/v1/core/kv_cache_utils.py", 716, "_check_enough_kv_cache_memory",
-           "raise ValueError("),
+        _f(
+            "vllm/v1/core/kv_cache_utils.py",
+            716,
+            "_check_enough_kv_cache_memory",
+            "raise ValueError(",
+        ),
     ]
     return Failure(exc, frames, "engine", exit_code=1)
 
 
-def peer_lost_lines(rank: int, world: int, peer: str, nccl_version: str) -> List[str]:
+def peer_lost_lines(rank: int, world: int, peer: str, nccl_version: str) -> list[str]:
     """The NCCL watchdog lines a surviving rank prints when a peer dies after startup
     (compare vllm_fail_nccl_watchdog_timeout_ray.txt)."""
     return [
@@ -334,16 +416,16 @@ def peer_lost_lines(rank: int, world: int, peer: str, nccl_version: str) -> List
 def report_engine_failure(
     failure: Failure,
     engine: Channel,
-    api: Optional[Channel],
-    worker: Optional[Channel],
+    api: Channel | None,
+    worker: Channel | None,
 ) -> None:
     """Print an engine-stage failure as vLLM does: the failing process logs it, the API
     server (if any) follows with "Engine core initialization failed"."""
     if worker is not None:
         worker.error_block(
             "multiproc_executor.py:761",
-            ["WorkerProc failed to start."] + traceback_lines(_WORKER_START + failure.frames,
-                                                             failure.exc_line),
+            ["WorkerProc failed to start."]
+            + traceback_lines(_WORKER_START + failure.frames, failure.exc_line),
         )
         if api is None:
             return
@@ -372,8 +454,12 @@ def report_engine_failure(
                 traceback_lines(
                     _CLI_FRAMES
                     + [
-                        _f("vllm/v1/engine/utils.py", 1249, "wait_for_engine_startup",
-                           "raise RuntimeError("),
+                        _f(
+                            "vllm/v1/engine/utils.py",
+                            1249,
+                            "wait_for_engine_startup",
+                            "raise RuntimeError(",
+                        ),
                     ],
                     "RuntimeError: Engine core initialization failed. See root cause above. "
                     "Failed core proc(s): {}",

@@ -13,7 +13,8 @@ import argparse
 import json
 import re
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from spark_tui.sim.engine import VERSION
 
@@ -64,14 +65,14 @@ def compilation_arg(value: str) -> Any:
     return json_arg(value)
 
 
-def optional_str(value: str) -> Optional[str]:
+def optional_str(value: str) -> str | None:
     """vLLM's optional_type(str): 'None' or '' means None."""
     return None if value in ("", "None") else value
 
 
 # (flags, dest, kind, default, choices). Kinds: str, int, float, hint (human-readable int),
 # hint_auto, json, comp (compilation), bool (--x/--no-x), true (store_true), list (nargs +).
-_FRONTEND: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] = [
+_FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--headless",), "headless", "true", False, None),
     (("--api-server-count", "-asc"), "api_server_count", "int", None, None),
     (("--config",), "config", "str", None, None),
@@ -81,7 +82,13 @@ _FRONTEND: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] 
     (("--default-chat-template-kwargs",), "default_chat_template_kwargs", "json", None, None),
     (("--response-role",), "response_role", "str", "assistant", None),
     (("--enable-auto-tool-choice",), "enable_auto_tool_choice", "true", False, None),
-    (("--exclude-tools-when-tool-choice-none",), "exclude_tools_when_tool_choice_none", "true", False, None),
+    (
+        ("--exclude-tools-when-tool-choice-none",),
+        "exclude_tools_when_tool_choice_none",
+        "true",
+        False,
+        None,
+    ),
     (("--tool-call-parser",), "tool_call_parser", "str", None, None),
     (("--tool-parser-plugin",), "tool_parser_plugin", "str", "", None),
     (("--tool-server",), "tool_server", "str", None, None),
@@ -97,8 +104,13 @@ _FRONTEND: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] 
     (("--host",), "host", "ostr", None, None),
     (("--port",), "port", "int", 8000, None),
     (("--uds",), "uds", "str", None, None),
-    (("--uvicorn-log-level",), "uvicorn_log_level", "str", "info",
-     ("critical", "debug", "error", "info", "trace", "warning")),
+    (
+        ("--uvicorn-log-level",),
+        "uvicorn_log_level",
+        "str",
+        "info",
+        ("critical", "debug", "error", "info", "trace", "warning"),
+    ),
     (("--disable-uvicorn-access-log",), "disable_uvicorn_access_log", "true", False, None),
     (("--allow-credentials",), "allow_credentials", "true", False, None),
     (("--allowed-origins",), "allowed_origins", "json", ["*"], None),
@@ -112,14 +124,26 @@ _FRONTEND: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] 
     (("--root-path",), "root_path", "str", None, None),
     (("--middleware",), "middleware", "append", [], None),
     (("--return-tokens-as-token-ids",), "return_tokens_as_token_ids", "true", False, None),
-    (("--disable-frontend-multiprocessing",), "disable_frontend_multiprocessing", "true", False, None),
+    (
+        ("--disable-frontend-multiprocessing",),
+        "disable_frontend_multiprocessing",
+        "true",
+        False,
+        None,
+    ),
     (("--enable-request-id-headers",), "enable_request_id_headers", "true", False, None),
-    (("--enable-auto-tool-choice-fallback",), "enable_auto_tool_choice_fallback", "true", False, None),
+    (
+        ("--enable-auto-tool-choice-fallback",),
+        "enable_auto_tool_choice_fallback",
+        "true",
+        False,
+        None,
+    ),
     (("--h11-max-incomplete-event-size",), "h11_max_incomplete_event_size", "int", 4194304, None),
     (("--h11-max-header-count",), "h11_max_header_count", "int", 256, None),
 ]
 
-_ENGINE: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] = [
+_ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     # ModelConfig
     (("--model",), "model", "str", "Qwen/Qwen3-0.6B", None),
     (("--runner",), "runner", "str", "auto", ("auto", "draft", "generate", "pooling")),
@@ -127,8 +151,13 @@ _ENGINE: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] = 
     (("--tokenizer",), "tokenizer", "ostr", None, None),
     (("--tokenizer-mode",), "tokenizer_mode", "str", "auto", None),
     (("--trust-remote-code",), "trust_remote_code", "bool", False, None),
-    (("--dtype",), "dtype", "str", "auto",
-     ("auto", "bfloat16", "float", "float16", "float32", "half")),
+    (
+        ("--dtype",),
+        "dtype",
+        "str",
+        "auto",
+        ("auto", "bfloat16", "float", "float16", "float32", "half"),
+    ),
     (("--seed",), "seed", "int", 0, None),
     (("--hf-config-path",), "hf_config_path", "str", None, None),
     (("--allowed-local-media-path",), "allowed_local_media_path", "str", "", None),
@@ -169,12 +198,22 @@ _ENGINE: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] = 
     (("--attention-backend",), "attention_backend", "str", None, None),
     (("--reasoning-parser",), "reasoning_parser", "str", "", None),
     (("--reasoning-parser-plugin",), "reasoning_parser_plugin", "str", "", None),
-    (("--guided-decoding-backend", "--structured-outputs-backend"), "guided_decoding_backend",
-     "str", "auto", None),
+    (
+        ("--guided-decoding-backend", "--structured-outputs-backend"),
+        "guided_decoding_backend",
+        "str",
+        "auto",
+        None,
+    ),
     (("--structured-outputs-config",), "structured_outputs_config", "json", None, None),
     # ParallelConfig
-    (("--distributed-executor-backend",), "distributed_executor_backend", "str", None,
-     ("external_launcher", "mp", "ray", "uni")),
+    (
+        ("--distributed-executor-backend",),
+        "distributed_executor_backend",
+        "str",
+        None,
+        ("external_launcher", "mp", "ray", "uni"),
+    ),
     (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", "int", 1, None),
     (("--master-addr",), "master_addr", "str", "127.0.0.1", None),
     (("--master-port",), "master_port", "int", 29501, None),
@@ -209,14 +248,24 @@ _ENGINE: List[Tuple[Tuple[str, ...], str, str, Any, Optional[Sequence[str]]]] = 
     (("--gpu-memory-utilization",), "gpu_memory_utilization", "float", 0.9, None),
     (("--kv-cache-memory-bytes", "--kv-cache-memory"), "kv_cache_memory_bytes", "hint", None, None),
     (("--swap-space",), "swap_space", "float", 4.0, None),
-    (("--kv-cache-dtype",), "kv_cache_dtype", "str", "auto",
-     ("auto", "bfloat16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc")),
+    (
+        ("--kv-cache-dtype",),
+        "kv_cache_dtype",
+        "str",
+        "auto",
+        ("auto", "bfloat16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
+    ),
     (("--num-gpu-blocks-override",), "num_gpu_blocks_override", "int", None, None),
     (("--enable-prefix-caching",), "enable_prefix_caching", "bool", None, None),
     (("--prefix-caching-hash-algo",), "prefix_caching_hash_algo", "str", "sha256", None),
     (("--prefix-match-unit",), "prefix_match_unit", "int", None, None),
-    (("--enable-mamba-fine-grained-prefix-cache",), "enable_mamba_fine_grained_prefix_cache",
-     "bool", False, None),
+    (
+        ("--enable-mamba-fine-grained-prefix-cache",),
+        "enable_mamba_fine_grained_prefix_cache",
+        "bool",
+        False,
+        None,
+    ),
     (("--cpu-offload-gb",), "cpu_offload_gb", "float", 0.0, None),
     (("--calculate-kv-scales",), "calculate_kv_scales", "bool", False, None),
     (("--kv-sharing-fast-prefill",), "kv_sharing_fast_prefill", "bool", False, None),
@@ -294,7 +343,7 @@ _TYPES = {
 }
 
 
-def _add(parser: argparse.ArgumentParser, spec: Tuple[Tuple[str, ...], str, str, Any, Any]) -> None:
+def _add(parser: argparse.ArgumentParser, spec: tuple[tuple[str, ...], str, str, Any, Any]) -> None:
     flags, dest, kind, default, choices = spec
     if kind == "bool":
         parser.add_argument(
@@ -310,7 +359,7 @@ def _add(parser: argparse.ArgumentParser, spec: Tuple[Tuple[str, ...], str, str,
         parser.add_argument(*flags, dest=dest, type=_TYPES[kind], default=default, choices=choices)
 
 
-def serve_arguments() -> List[Tuple[Tuple[str, ...], str, str, Any, Any]]:
+def serve_arguments() -> list[tuple[tuple[str, ...], str, str, Any, Any]]:
     """Every serve flag spec, in vLLM's order (frontend first, then engine args)."""
     return list(_FRONTEND) + list(_ENGINE)
 
@@ -338,9 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
     return top
 
 
-def normalise_argv(argv: Sequence[str]) -> List[str]:
+def normalise_argv(argv: Sequence[str]) -> list[str]:
     """vLLM's FlexibleArgumentParser spelling rules: `--max_model_len=8` -> `--max-model-len=8`."""
-    out: List[str] = []
+    out: list[str] = []
     for token in argv:
         if token.startswith("--") and len(token) > 2:
             key, sep, value = token.partition("=")
@@ -364,18 +413,18 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def defaults() -> Dict[str, Any]:
+def defaults() -> dict[str, Any]:
     """The default of every serve flag."""
-    out: Dict[str, Any] = {"model_tag": None}
+    out: dict[str, Any] = {"model_tag": None}
     for _flags, dest, _kind, default, _choices in serve_arguments():
         out[dest] = default
     return out
 
 
-def non_default_args(args: argparse.Namespace) -> Dict[str, Any]:
+def non_default_args(args: argparse.Namespace) -> dict[str, Any]:
     """The flags that differ from vLLM's defaults, in declaration order (the log line's dict)."""
     base = defaults()
-    out: Dict[str, Any] = {}
+    out: dict[str, Any] = {}
     if args.model_tag is not None:
         out["model_tag"] = args.model_tag
     for key in base:

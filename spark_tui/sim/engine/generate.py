@@ -15,14 +15,14 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 _PIECE = re.compile(r"\s*[A-Za-z]+|\s*\d|\s*[^\sA-Za-z\d]|\s+")
 
 
-def tokenize(text: str) -> List[str]:
+def tokenize(text: str) -> list[str]:
     """Split text into token pieces whose concatenation is `text` (words of <= 6 letters)."""
-    out: List[str] = []
+    out: list[str] = []
     for match in _PIECE.finditer(text):
         piece = match.group(0)
         stripped = piece.lstrip()
@@ -38,7 +38,7 @@ def tokenize(text: str) -> List[str]:
     return out
 
 
-def token_ids(pieces: List[str]) -> List[int]:
+def token_ids(pieces: list[str]) -> list[int]:
     """Stable integer ids for token pieces (for prefix-cache hashing and token_ids fields)."""
     return [int(hashlib.blake2s(p.encode("utf-8"), digest_size=3).hexdigest(), 16) for p in pieces]
 
@@ -60,11 +60,13 @@ def message_text(content: Any) -> str:
     return str(content)
 
 
-def render_chat(messages: List[Dict[str, Any]], tools: Optional[List[Any]]) -> str:
+def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
     """The prompt text a chat template would produce (ChatML-like), for token counting."""
     out = []
     if tools:
-        out.append("<|im_start|>system\n# Tools\n" + json.dumps(tools, sort_keys=True) + "<|im_end|>\n")
+        out.append(
+            "<|im_start|>system\n# Tools\n" + json.dumps(tools, sort_keys=True) + "<|im_end|>\n"
+        )
     for msg in messages:
         role = str(msg.get("role", "user"))
         text = message_text(msg.get("content"))
@@ -88,10 +90,10 @@ class ToolCall:
 class Reply:
     """What the simulated model will say: reasoning, content and/or tool calls."""
 
-    reasoning: Optional[str] = None
-    content: Optional[str] = None
-    tool_calls: List[ToolCall] = field(default_factory=list)
-    stop_reason: Optional[str] = None
+    reasoning: str | None = None
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    stop_reason: str | None = None
 
 
 @dataclass
@@ -108,7 +110,7 @@ def _seed(*parts: Any) -> int:
     return int(digest[:12], 16)
 
 
-def make_rng(prompt: str, temperature: Optional[float], seed: Optional[int]) -> random.Random:
+def make_rng(prompt: str, temperature: float | None, seed: int | None) -> random.Random:
     """Deterministic at temperature 0 or with a seed; otherwise a fresh random draw."""
     if seed is not None:
         return random.Random(_seed(prompt, seed))
@@ -146,7 +148,7 @@ def _topic(text: str) -> str:
     return keep[-1] if keep else "that"
 
 
-def _echo(text: str) -> Optional[str]:
+def _echo(text: str) -> str | None:
     m = re.search(
         r"\b(?:reply|respond|answer|say|output|print)\b(?:\s+with)?"
         r"(?:\s+(?:exactly|only|just|the\s+word))*\s*:?\s*(.+)$",
@@ -206,7 +208,7 @@ def continuation(rng: random.Random) -> str:
     return " " + " ".join(rng.sample(_BANK, 4))
 
 
-def compose_reasoning(prompt: str, tool: Optional[ToolCall]) -> str:
+def compose_reasoning(prompt: str, tool: ToolCall | None) -> str:
     """The simulated model's thinking before it answers."""
     short = " ".join(prompt.strip().split()[:16])
     if tool is not None:
@@ -224,7 +226,7 @@ _PLACE = re.compile(r"\b(?:in|at|for|near|of)\s+([A-Z][\w\-\.]*(?:[ ,]+[A-Z][\w\
 _PLACE_KEYS = ("location", "city", "place", "address", "region", "country", "town")
 
 
-def _argument(name: str, schema: Dict[str, Any], prompt: str) -> Any:
+def _argument(name: str, schema: dict[str, Any], prompt: str) -> Any:
     kind = schema.get("type", "string")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
@@ -250,7 +252,9 @@ def _argument(name: str, schema: Dict[str, Any], prompt: str) -> Any:
     return prompt.strip().rstrip(".?!")
 
 
-def choose_tool(tools: List[Dict[str, Any]], prompt: str, tool_choice: Any) -> Optional[Dict[str, Any]]:
+def choose_tool(
+    tools: list[dict[str, Any]], prompt: str, tool_choice: Any
+) -> dict[str, Any] | None:
     """The function the simulated model calls for this prompt, if any."""
     funcs = [t.get("function", t) for t in tools if isinstance(t, dict)]
     funcs = [f for f in funcs if isinstance(f, dict) and f.get("name")]
@@ -261,9 +265,14 @@ def choose_tool(tools: List[Dict[str, Any]], prompt: str, tool_choice: Any) -> O
         return next((f for f in funcs if f["name"] == wanted), None)
     low = prompt.lower()
 
-    def score(func: Dict[str, Any]) -> int:
+    def score(func: dict[str, Any]) -> int:
         name = str(func["name"]).lower()
-        words = set(re.findall(r"[a-z]{4,}", name.replace("_", " ") + " " + str(func.get("description", "")).lower()))
+        words = set(
+            re.findall(
+                r"[a-z]{4,}",
+                name.replace("_", " ") + " " + str(func.get("description", "")).lower(),
+            )
+        )
         return (10 if name in low else 0) + sum(1 for w in words if w in low)
 
     best = max(funcs, key=score)
@@ -272,21 +281,25 @@ def choose_tool(tools: List[Dict[str, Any]], prompt: str, tool_choice: Any) -> O
     return None
 
 
-def make_tool_call(func: Dict[str, Any], prompt: str, rng_key: str) -> ToolCall:
+def make_tool_call(func: dict[str, Any], prompt: str, rng_key: str) -> ToolCall:
     """A call of `func` with arguments taken from the prompt."""
     params = func.get("parameters") or {}
-    props: Dict[str, Any] = params.get("properties") or {}
+    props: dict[str, Any] = params.get("properties") or {}
     required = params.get("required") or list(props)
-    args = {name: _argument(name, props.get(name) or {}, prompt) for name in required if name in props}
+    args = {
+        name: _argument(name, props.get(name) or {}, prompt) for name in required if name in props
+    }
     call_id = "chatcmpl-tool-" + hashlib.sha256(rng_key.encode()).hexdigest()[:16]
-    return ToolCall(call_id=call_id, name=str(func["name"]), arguments=json.dumps(args, ensure_ascii=False))
+    return ToolCall(
+        call_id=call_id, name=str(func["name"]), arguments=json.dumps(args, ensure_ascii=False)
+    )
 
 
-def pieces_for(reply: Reply, reasoning_in_content: bool) -> List[Piece]:
+def pieces_for(reply: Reply, reasoning_in_content: bool) -> list[Piece]:
     """The reply as a token sequence with channels (what the scheduler emits step by step).
     Without a reasoning parser, a thinking model's reasoning stays in the content as
     `<think>...</think>`, as a real server returns it."""
-    out: List[Piece] = []
+    out: list[Piece] = []
     if reply.reasoning:
         if reasoning_in_content:
             text = "<think>\n" + reply.reasoning + "\n</think>\n\n"
@@ -301,16 +314,16 @@ def pieces_for(reply: Reply, reasoning_in_content: bool) -> List[Piece]:
     return out
 
 
-def _split_args(arguments: str) -> List[str]:
+def _split_args(arguments: str) -> list[str]:
     parts = tokenize(arguments)
     # Group into a few deltas, as a tool parser streams them.
     size = max(1, len(parts) // 3)
     return ["".join(parts[i : i + size]) for i in range(0, len(parts), size)] or [arguments]
 
 
-def apply_stop(text: str, stops: List[str]) -> Tuple[str, Optional[str]]:
+def apply_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
     """Cut text at the first stop string; returns (text, the stop string hit)."""
-    best: Optional[Tuple[int, str]] = None
+    best: tuple[int, str] | None = None
     for stop in stops:
         if stop:
             i = text.find(stop)

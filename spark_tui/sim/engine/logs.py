@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import IO, List, Optional
+from typing import IO
 
 
 def _stamp() -> str:
@@ -28,7 +28,7 @@ def torch_stamp() -> str:
 class EngineLog:
     """Thread-safe writer of vLLM-format lines to stdout and stderr."""
 
-    def __init__(self, out: Optional[IO[str]] = None, err: Optional[IO[str]] = None) -> None:
+    def __init__(self, out: IO[str] | None = None, err: IO[str] | None = None) -> None:
         self._out = out if out is not None else sys.stdout
         self._err = err if err is not None else sys.stderr
         self._lock = threading.Lock()
@@ -43,7 +43,7 @@ class EngineLog:
             except (BrokenPipeError, ValueError, OSError):
                 pass
 
-    def channel(self, prefix: Optional[str]) -> Channel:
+    def channel(self, prefix: str | None) -> Channel:
         """A writer for one process role, e.g. `APIServer pid=74`."""
         return Channel(self, prefix)
 
@@ -51,7 +51,7 @@ class EngineLog:
 class Channel:
     """Lines of one process role; the prefix can change (Worker -> Worker_TP0)."""
 
-    def __init__(self, log: EngineLog, prefix: Optional[str]) -> None:
+    def __init__(self, log: EngineLog, prefix: str | None) -> None:
         self.log = log
         self.prefix = prefix
 
@@ -74,7 +74,7 @@ class Channel:
         """An ERROR line."""
         self.line("ERROR", source, message)
 
-    def error_block(self, source: str, lines: List[str]) -> None:
+    def error_block(self, source: str, lines: list[str]) -> None:
         """Several ERROR lines with the same source (a logged traceback)."""
         for text in lines:
             self.error(source, text)
@@ -97,7 +97,7 @@ def tqdm_line(desc: str, done: int, total: int, elapsed: float, unit_s: bool = T
     rate = elapsed / done if done else 0.0
     remaining = rate * (total - done) if done else 0.0
     if done == 0:
-        tail = "?, ?it/s"
+        tail = "?it/s"
         remaining_text = "?"
     else:
         if rate >= 1.0 or not unit_s:
@@ -105,7 +105,9 @@ def tqdm_line(desc: str, done: int, total: int, elapsed: float, unit_s: bool = T
         else:
             tail = f"{(1.0 / rate) if rate > 0 else 0.0:5.2f}it/s"
         remaining_text = _mmss(remaining)
-    return f"{desc}: {pct:3d}% Completed | {done}/{total} [{_mmss(elapsed)}<{remaining_text}, {tail}]"
+    return (
+        f"{desc}: {pct:3d}% Completed | {done}/{total} [{_mmss(elapsed)}<{remaining_text}, {tail}]"
+    )
 
 
 def tqdm_bar(desc: str, done: int, total: int, elapsed: float) -> str:

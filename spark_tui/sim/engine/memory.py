@@ -27,8 +27,9 @@ Model, per rank, following vLLM V1's order:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any
 
 from spark_tui.sim.engine.catalogue import GIB, ModelSpec, lookup
 from spark_tui.sim.engine.settings import SimSettings
@@ -57,7 +58,7 @@ def kv_dtype_bytes(kv_cache_dtype: str, model_dtype: str) -> int:
     return 2
 
 
-def block_size_for(spec: ModelSpec, block_size: Optional[int]) -> int:
+def block_size_for(spec: ModelSpec, block_size: int | None) -> int:
     """The KV block size: the flag, else 64 for MLA (FlashMLA) and 16 otherwise."""
     if block_size:
         return block_size
@@ -114,7 +115,7 @@ class Layout:
     dp: int
     nnodes: int
     util: float
-    kv_cache_memory_bytes: Optional[int]
+    kv_cache_memory_bytes: int | None
     kv_dtype_bytes: int
     kv_cache_dtype: str
     block: int
@@ -123,9 +124,9 @@ class Layout:
     max_num_batched_tokens: int
     enforce_eager: bool
     ple_on_disk: bool
-    draft: Optional[ModelSpec]
+    draft: ModelSpec | None
     num_speculative_tokens: int
-    spec_method: Optional[str]
+    spec_method: str | None
 
     @property
     def world(self) -> int:
@@ -135,7 +136,7 @@ class Layout:
 
 def layout_from_args(args: Any, spec: ModelSpec, env: Mapping[str, str]) -> Layout:
     """The Layout for parsed serve flags, with vLLM's defaults filled in."""
-    spec_cfg: Dict[str, Any] = args.speculative_config or {}
+    spec_cfg: dict[str, Any] = args.speculative_config or {}
     draft = None
     draft_model = spec_cfg.get("model")
     if isinstance(draft_model, str):

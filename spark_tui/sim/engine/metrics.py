@@ -8,14 +8,75 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
 
-TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
-               7.5, 10.0, 20.0, 40.0, 80.0]
-E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+TTFT_BUCKETS = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+ITL_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+]
+E2E_BUCKETS = [
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+]
 
 
 def go_float(value: float) -> str:
@@ -30,14 +91,14 @@ def go_float(value: float) -> str:
     text = repr(value)
     dot = text.find(".")
     if value > 0 and dot > 6 and "e" not in text:
-        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
         return f"{mantissa}e+0{dot - 1}"
     return text
 
 
-def token_buckets(max_model_len: int) -> List[float]:
+def token_buckets(max_model_len: int) -> list[float]:
     """vLLM's 1-2-5 buckets up to max_model_len for token-count histograms."""
-    out: List[float] = []
+    out: list[float] = []
     exp = 0
     while True:
         for m in (1, 2, 5):
@@ -51,7 +112,7 @@ def token_buckets(max_model_len: int) -> List[float]:
 class Histogram:
     """A cumulative histogram."""
 
-    def __init__(self, buckets: List[float]) -> None:
+    def __init__(self, buckets: list[float]) -> None:
         self.buckets = buckets
         self.counts = [0] * len(buckets)
         self.total = 0
@@ -69,7 +130,9 @@ class Histogram:
 class EngineMetrics:
     """The counters, gauges and histograms of one engine, rendered on demand."""
 
-    def __init__(self, model_name: str, engine: str, max_model_len: int, cache_info: Dict[str, str]) -> None:
+    def __init__(
+        self, model_name: str, engine: str, max_model_len: int, cache_info: dict[str, str]
+    ) -> None:
         self.model_name = model_name
         self.engine = engine
         self.created = time.time()
@@ -83,7 +146,7 @@ class EngineMetrics:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.preemptions = 0
-        self.success: Dict[str, int] = {"stop": 0, "length": 0, "abort": 0, "error": 0}
+        self.success: dict[str, int] = {"stop": 0, "length": 0, "abort": 0, "error": 0}
         self.spec_drafts = 0
         self.spec_draft_tokens = 0
         self.spec_accepted = 0
@@ -94,7 +157,7 @@ class EngineMetrics:
         self.prompt_hist = Histogram(token_buckets(max_model_len))
         self.gen_hist = Histogram(token_buckets(max_model_len))
 
-    def _labels(self, extra: Optional[List[Tuple[str, str]]] = None) -> str:
+    def _labels(self, extra: list[tuple[str, str]] | None = None) -> str:
         pairs = [("engine", self.engine)] + (extra or []) + [("model_name", self.model_name)]
         pairs.sort(key=lambda kv: kv[0])
         return "{" + ",".join(f'{k}="{v}"' for k, v in pairs) + "}"
@@ -105,10 +168,12 @@ class EngineMetrics:
             return self._render()
 
     def _render(self) -> str:
-        out: List[str] = []
+        out: list[str] = []
         created = go_float(self.created)
 
-        def family(name: str, kind: str, help_text: str, samples: List[Tuple[str, str, float]]) -> None:
+        def family(
+            name: str, kind: str, help_text: str, samples: list[tuple[str, str, float]]
+        ) -> None:
             out.append(f"# HELP {name} {help_text}")
             out.append(f"# TYPE {name} {kind}")
             for suffix, labels, value in samples:
@@ -127,7 +192,7 @@ class EngineMetrics:
             family(name, "counter", help_text, [("", self._labels(), value)])
 
         def histogram(name: str, help_text: str, h: Histogram) -> None:
-            samples: List[Tuple[str, str, float]] = []
+            samples: list[tuple[str, str, float]] = []
             for bound, count in zip(h.buckets, h.counts):
                 samples.append(("_bucket", self._labels([("le", go_float(bound))]), count))
             samples.append(("_bucket", self._labels([("le", "+Inf")]), h.total))
@@ -135,34 +200,93 @@ class EngineMetrics:
             samples.append(("_sum", self._labels(), h.sum))
             family(name, "histogram", help_text, samples)
 
-        gauge("vllm:num_requests_running", "Number of requests in model execution batches.", self.running)
-        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting)
-        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.kv_usage)
-        counter("vllm:prefix_cache_queries_total",
-                "Prefix cache queries, in terms of number of queried tokens.", self.prefix_queries)
-        counter("vllm:prefix_cache_hits_total",
-                "Prefix cache hits, in terms of number of cached tokens.", self.prefix_hits)
-        counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.",
-                self.preemptions)
-        counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", self.prompt_tokens)
-        counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
-                self.generation_tokens)
-        reasons = [("", self._labels([("finished_reason", r)]), float(n)) for r, n in self.success.items()]
-        family("vllm:request_success_total", "counter", "Count of successfully processed requests.", reasons)
-        histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", self.prompt_hist)
-        histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", self.gen_hist)
-        histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
-        histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl)
-        histogram("vllm:e2e_request_latency_seconds",
-                  "Histogram of e2e request latency in seconds.", self.e2e)
-        histogram("vllm:request_queue_time_seconds",
-                  "Histogram of time spent in WAITING phase for request.", self.queue_time)
+        gauge(
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            self.running,
+        )
+        gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", self.waiting
+        )
+        gauge(
+            "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", self.kv_usage
+        )
+        counter(
+            "vllm:prefix_cache_queries_total",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            self.prefix_queries,
+        )
+        counter(
+            "vllm:prefix_cache_hits_total",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            self.prefix_hits,
+        )
+        counter(
+            "vllm:num_preemptions_total",
+            "Cumulative number of preemption from the engine.",
+            self.preemptions,
+        )
+        counter(
+            "vllm:prompt_tokens_total", "Number of prefill tokens processed.", self.prompt_tokens
+        )
+        counter(
+            "vllm:generation_tokens_total",
+            "Number of generation tokens processed.",
+            self.generation_tokens,
+        )
+        reasons = [
+            ("", self._labels([("finished_reason", r)]), float(n)) for r, n in self.success.items()
+        ]
+        family(
+            "vllm:request_success_total",
+            "counter",
+            "Count of successfully processed requests.",
+            reasons,
+        )
+        histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", self.prompt_hist
+        )
+        histogram(
+            "vllm:request_generation_tokens",
+            "Number of generation tokens processed.",
+            self.gen_hist,
+        )
+        histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            self.ttft,
+        )
+        histogram(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            self.itl,
+        )
+        histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            self.e2e,
+        )
+        histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            self.queue_time,
+        )
         if self.spec_drafts:
-            counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", self.spec_drafts)
-            counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
-                    self.spec_draft_tokens)
-            counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
-                    self.spec_accepted)
+            counter(
+                "vllm:spec_decode_num_drafts_total",
+                "Number of spec decoding drafts.",
+                self.spec_drafts,
+            )
+            counter(
+                "vllm:spec_decode_num_draft_tokens_total",
+                "Number of draft tokens.",
+                self.spec_draft_tokens,
+            )
+            counter(
+                "vllm:spec_decode_num_accepted_tokens_total",
+                "Number of accepted tokens.",
+                self.spec_accepted,
+            )
         info = sorted(self.cache_info.items())
         labels = "{" + ",".join(f'{k}="{v}"' for k, v in info) + "}"
         out.append("# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig")

@@ -15,11 +15,11 @@ import queue
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable
 
 PING_INTERVAL_S = 0.5
 
-Message = Dict[str, Any]
+Message = dict[str, Any]
 
 
 class PortInUse(Exception):
@@ -135,7 +135,7 @@ class Link:
                 return
 
 
-def _fingerprint_mismatch(mine: Dict[str, Any], theirs: Dict[str, Any]) -> Optional[str]:
+def _fingerprint_mismatch(mine: dict[str, Any], theirs: dict[str, Any]) -> str | None:
     diffs = [
         f"{key}={theirs.get(key)!r} (head: {mine.get(key)!r})"
         for key in sorted(mine)
@@ -151,8 +151,8 @@ class Head:
         self,
         bind_host: str,
         port: int,
-        expected_ranks: List[int],
-        fingerprint: Dict[str, Any],
+        expected_ranks: list[int],
+        fingerprint: dict[str, Any],
         silence_timeout: float,
         on_lost: Callable[[Link], None],
     ) -> None:
@@ -162,11 +162,11 @@ class Head:
         self.fingerprint = fingerprint
         self.silence_timeout = silence_timeout
         self.on_lost = on_lost
-        self.links: Dict[int, Link] = {}
-        self.inbox: "queue.Queue[Message]" = queue.Queue()
+        self.links: dict[int, Link] = {}
+        self.inbox: queue.Queue[Message] = queue.Queue()
         self._lock = threading.Lock()
         self._joined = threading.Condition(self._lock)
-        self._sock: Optional[socket.socket] = None
+        self._sock: socket.socket | None = None
         self._closing = False
 
     def listen(self) -> None:
@@ -285,9 +285,9 @@ class Member:
         host: str,
         port: int,
         rank: int,
-        fingerprint: Dict[str, Any],
+        fingerprint: dict[str, Any],
         hostname: str,
-        source_address: Optional[str],
+        source_address: str | None,
         silence_timeout: float,
         on_lost: Callable[[Link], None],
     ) -> None:
@@ -299,8 +299,8 @@ class Member:
         self.source_address = source_address
         self.silence_timeout = silence_timeout
         self.on_lost = on_lost
-        self.inbox: "queue.Queue[Message]" = queue.Queue()
-        self.link: Optional[Link] = None
+        self.inbox: queue.Queue[Message] = queue.Queue()
+        self.link: Link | None = None
 
     def join(
         self,
@@ -327,12 +327,15 @@ class Member:
                 if time.monotonic() + 0.2 >= end:
                     raise JoinTimeout() from None
                 time.sleep(0.2)
-        _send_raw(sock, {
-            "type": "hello",
-            "rank": self.rank,
-            "hostname": self.hostname,
-            "fingerprint": self.fingerprint,
-        })
+        _send_raw(
+            sock,
+            {
+                "type": "hello",
+                "rank": self.rank,
+                "hostname": self.hostname,
+                "fingerprint": self.fingerprint,
+            },
+        )
         sock.settimeout(max(1.0, end - time.monotonic()))
         buf = b""
         try:
@@ -349,8 +352,9 @@ class Member:
         if reply.get("type") != "welcome":
             sock.close()
             raise Rejected(str(reply.get("error", "rejected")))
-        self.link = Link(sock, 0, f"{self.host}<{self.port}>", self._message, self.on_lost,
-                         self.silence_timeout)
+        self.link = Link(
+            sock, 0, f"{self.host}<{self.port}>", self._message, self.on_lost, self.silence_timeout
+        )
         self.link.start(rest)
 
     def _message(self, link: Link, msg: Message) -> None:

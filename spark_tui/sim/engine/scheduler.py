@@ -14,7 +14,7 @@ import collections
 import queue
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any
 
 from spark_tui.sim.engine.generate import Piece
 from spark_tui.sim.engine.metrics import EngineMetrics
@@ -27,10 +27,10 @@ class Request:
     def __init__(
         self,
         request_id: str,
-        prompt_ids: List[int],
-        pieces: List[Piece],
+        prompt_ids: list[int],
+        pieces: list[Piece],
         finish_reason: str,
-        stop_reason: Optional[str] = None,
+        stop_reason: str | None = None,
     ) -> None:
         self.request_id = request_id
         self.prompt_ids = prompt_ids
@@ -38,11 +38,11 @@ class Request:
         self.pieces = pieces
         self.finish_reason = finish_reason
         self.stop_reason = stop_reason
-        self.events: "queue.Queue[Tuple[str, Any]]" = queue.Queue()
+        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.arrival = time.monotonic()
-        self.scheduled_at: Optional[float] = None
-        self.first_token_at: Optional[float] = None
-        self.last_token_at: Optional[float] = None
+        self.scheduled_at: float | None = None
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
         self.computed = 0  # tokens of (prompt + generated) whose KV is in the cache
         self.generated = 0
         self.cached_tokens = 0
@@ -82,10 +82,10 @@ class Scheduler(threading.Thread):
         self.prefix_caching = prefix_caching
         self.metrics = metrics
         self.cond = threading.Condition()
-        self.waiting: Deque[Request] = collections.deque()
-        self.running: List[Request] = []
+        self.waiting: collections.deque[Request] = collections.deque()
+        self.running: list[Request] = []
         self.stopped = False
-        self.cache: "collections.OrderedDict[int, None]" = collections.OrderedDict()
+        self.cache: collections.OrderedDict[int, None] = collections.OrderedDict()
         self.interval_prompt = 0
         self.interval_generation = 0
         self.interval_drafted = 0
@@ -111,16 +111,20 @@ class Scheduler(threading.Thread):
             self.stopped = True
             self.cond.notify()
 
-    def take_interval(self) -> Tuple[int, int, int, int]:
+    def take_interval(self) -> tuple[int, int, int, int]:
         """Prompt and generation tokens (and spec drafted/accepted) since the last call."""
         with self.cond:
-            out = (self.interval_prompt, self.interval_generation, self.interval_drafted,
-                   self.interval_accepted)
+            out = (
+                self.interval_prompt,
+                self.interval_generation,
+                self.interval_drafted,
+                self.interval_accepted,
+            )
             self.interval_prompt = self.interval_generation = 0
             self.interval_drafted = self.interval_accepted = 0
             return out
 
-    def snapshot(self) -> Dict[str, float]:
+    def snapshot(self) -> dict[str, float]:
         """Running, waiting and KV usage now."""
         with self.cond:
             return {
@@ -139,8 +143,8 @@ class Scheduler(threading.Thread):
             self.metrics.waiting = len(self.waiting)
             self.metrics.kv_usage = min(1.0, self._used() / self.capacity)
 
-    def _block_hashes(self, ids: List[int]) -> List[int]:
-        out: List[int] = []
+    def _block_hashes(self, ids: list[int]) -> list[int]:
+        out: list[int] = []
         prev = 0
         for start in range(0, len(ids) - self.block + 1, self.block):
             prev = hash((prev, tuple(ids[start : start + self.block])))
@@ -218,7 +222,7 @@ class Scheduler(threading.Thread):
                 decoding = [r for r in self.running if not r.prefilling]
                 drafted = self.timing.num_speculative_tokens
                 budget -= len(decoding) * (1 + drafted)
-                chunks: List[Tuple[Request, int]] = []
+                chunks: list[tuple[Request, int]] = []
                 for req in self.running:
                     if req.prefilling and budget > 0:
                         chunk = min(req.context - req.computed, budget)
@@ -260,9 +264,11 @@ class Scheduler(threading.Thread):
         self.interval_generation += emitted
         req.last_token_at = now
 
-    def _apply(self, decoding: List[Request], chunks: List[Tuple[Request, int]], drafted: int) -> None:
+    def _apply(
+        self, decoding: list[Request], chunks: list[tuple[Request, int]], drafted: int
+    ) -> None:
         now = time.monotonic()
-        done: List[Request] = []
+        done: list[Request] = []
         for req, chunk in chunks:
             if req.aborted or req not in self.running:
                 continue

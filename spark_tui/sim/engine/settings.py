@@ -18,8 +18,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 GB10_MEM_TOTAL_BYTES = 128452014080  # free_b_gb10.txt, "Mem:" total
 GB10_MEM_AVAILABLE_BYTES = 123858804736  # free_b_gb10.txt, "available"
@@ -36,7 +36,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         return default
 
 
-def _opt_float(env: Mapping[str, str], name: str) -> Optional[float]:
+def _opt_float(env: Mapping[str, str], name: str) -> float | None:
     raw = env.get(name, "").strip()
     if not raw:
         return None
@@ -55,15 +55,15 @@ class SimSettings:
     page_cache: int
     pace: float
     token_scale: float
-    bind_address: Optional[str]
-    die_after_ready_s: Optional[float]
+    bind_address: str | None
+    die_after_ready_s: float | None
     rendezvous_timeout_s: float
     heartbeat_timeout_s: float
     stats_interval_s: float
     gpus_per_node: int
 
     @classmethod
-    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> SimSettings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
         """Read every knob from `env` (default: os.environ)."""
         env = os.environ if env is None else env
         total = int(_float(env, "SPARK_SIM_MEM_TOTAL_BYTES", GB10_MEM_TOTAL_BYTES))

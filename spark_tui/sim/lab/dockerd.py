@@ -20,9 +20,8 @@ def dockerd_argv(node: NodeLayout) -> list[str]:
     """dockerd with its own roots and sockets, no iptables and no bridge (hosts' networks
     stay untouched; containers use `--network host`, i.e. the node's namespace)."""
     dockerd = which("dockerd")
-    runc = which("runc")
-    if dockerd is None or runc is None:
-        raise SparkError("dockerd or runc is not installed", "apt-get install -y docker.io")
+    if dockerd is None:
+        raise SparkError("dockerd is not installed", "apt-get install -y docker.io")
     return [
         dockerd,
         "--config-file",
@@ -44,9 +43,25 @@ def dockerd_argv(node: NodeLayout) -> list[str]:
         "--userland-proxy=false",
         "--cgroup-parent",
         node.cgroup_parent,
+        # Every container runs through the lab's runc wrapper (see shims.RUNC_WRAPPER).
         "--add-runtime",
-        f"nvidia={runc}",
+        f"lab={runc_wrapper_path(node)}",
+        "--default-runtime",
+        "lab",
+        "--add-runtime",
+        f"nvidia={runc_wrapper_path(node)}",
     ]
+
+
+def runc_wrapper_path(node: NodeLayout) -> Path:
+    return node.dockerd_bin / "spark-lab-runc"
+
+
+def real_runc() -> str:
+    runc = which("runc")
+    if runc is None:
+        raise SparkError("runc is not installed", "apt-get install -y docker.io")
+    return runc
 
 
 def daemon_json(node: NodeLayout) -> str:

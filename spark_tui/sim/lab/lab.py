@@ -235,6 +235,10 @@ class Lab:
             (node.session_bin / "nvidia-smi", shims.NVIDIA_SMI),
             (node.session_bin / "ibdev2netdev", shims.IBDEV2NETDEV),
             (node.dockerd_bin / "nvidia-container-runtime-hook", shims.RUNTIME_HOOK),
+            (
+                dockerd.runc_wrapper_path(node),
+                shims.runc_wrapper(dockerd.real_runc(), str(node.log("runc-limits"))),
+            ),
         ):
             path.write_text(text)
             path.chmod(0o755)

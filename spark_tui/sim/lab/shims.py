@@ -140,28 +140,47 @@ exit 0
 
 
 RUNC_WRAPPER = r"""#!/bin/sh
-# runc for the spark-tui lab's dockerd. A container may ask for resource limits above this
-# host's hard limits (the playbook's --ulimit nofile=1048576 memlock=-1); raising them needs
-# CAP_SYS_RESOURCE, which containers and sandboxes often lack, and runc then fails with
-# "error setting rlimit ... operation not permitted". Without that capability this wrapper
-# lowers such limits to the host's hard limit (a real Spark grants them) and notes it in
-# the log; otherwise it changes nothing. Then it runs the real runc.
+# runc for the spark-tui lab's dockerd. The playbook's `docker run` asks for --privileged
+# and --ulimit nofile=1048576 memlock=-1. A host without CAP_SYS_RESOURCE (containers and
+# sandboxes often lack it; a real Spark has it) cannot grant a capability outside its own
+# bounding set nor raise a hard limit, and runc then fails ("unable to apply caps",
+# "error setting rlimit"). This wrapper drops such capabilities and lowers such limits to
+# the host's, noting each change in the log, and runs the real runc. Where the host can
+# grant everything it changes nothing.
 REAL_RUNC=@REAL_RUNC@
 LOG=@LOG@
+CAPS="CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP
+LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER
+SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE
+SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP
+MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF
+CHECKPOINT_RESTORE"
 bundle=""; prev=""; cmd=""
 for a in "$@"; do
   case "$prev" in --bundle|-b) bundle=$a ;; esac
   case "$a" in --bundle=*) bundle=${a#--bundle=} ;; create|run) [ -z "$cmd" ] && cmd=$a ;; esac
   prev=$a
 done
-cap=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)
-if [ -n "$cmd" ] && [ -f "$bundle/config.json" ] && [ $(( (0x$cap >> 24) & 1 )) -eq 0 ]; then
-  kib() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] && echo "" || echo $((v * 1024)); }
-  num() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] && echo "" || echo "$v"; }
-  awk -v nofile="$(num -n)" -v memlock="$(kib -l)" -v stack="$(kib -s)" -v nproc="$(num -u)" \
-      -v logfile="$LOG" -v bundle="$bundle" '
+if [ -n "$cmd" ] && [ -f "$bundle/config.json" ]; then
+  eff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)
+  bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
+  missing=""; bit=0
+  for c in $CAPS; do
+    [ $(( (0x$bnd >> bit) & 1 )) -eq 0 ] && missing="$missing CAP_$c"
+    bit=$((bit + 1))
+  done
+  nofile=""; memlock=""; stack=""; nproc=""
+  if [ $(( (0x$eff >> 24) & 1 )) -eq 0 ]; then
+    hard() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] || echo "$v"; }
+    nofile=$(hard -n); nproc=$(hard -u)
+    v=$(hard -l); [ -n "$v" ] && memlock=$((v * 1024))
+    v=$(hard -s); [ -n "$v" ] && stack=$((v * 1024))
+  fi
+  awk -v nofile="$nofile" -v memlock="$memlock" -v stack="$stack" -v nproc="$nproc" \
+      -v missing="$missing" -v logfile="$LOG" -v bundle="$bundle" '
     BEGIN { lim["RLIMIT_NOFILE"] = nofile; lim["RLIMIT_MEMLOCK"] = memlock
-            lim["RLIMIT_STACK"] = stack; lim["RLIMIT_NPROC"] = nproc }
+            lim["RLIMIT_STACK"] = stack; lim["RLIMIT_NPROC"] = nproc
+            n = split(missing, drop, " ") }
     {
       s = $0; out = ""
       while (match(s, /"type":"RLIMIT_[A-Z]+","hard":[0-9]+,"soft":[0-9]+/)) {
@@ -174,7 +193,18 @@ if [ -n "$cmd" ] && [ -f "$bundle/config.json" ] && [ $(( (0x$cap >> 24) & 1 )) 
         }
         out = out substr(s, 1, RSTART - 1) m; s = substr(s, RSTART + RLENGTH)
       }
-      print out s
+      s = out s
+      dropped = ""
+      for (i = 1; i <= n; i++) {
+        c = "\"" drop[i] "\""
+        if (index(s, c)) {
+          gsub(c ",", "", s); gsub(c, "", s); dropped = dropped " " drop[i]
+        }
+      }
+      gsub(/,\]/, "]", s)
+      if (dropped != "")
+        printf "%s: capabilities this host cannot grant dropped:%s\n", bundle, dropped >> logfile
+      print s
     }' "$bundle/config.json" > "$bundle/config.json.lab" && mv "$bundle/config.json.lab" "$bundle/config.json"
 fi
 exec "$REAL_RUNC" "$@"

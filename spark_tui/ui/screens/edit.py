@@ -20,11 +20,14 @@ Preview = Callable[[str, str], tuple[str | None, Text]]
 class EditSettingDialog(ModalScreen[tuple[str, str] | None]):
     """Returns (key, value) when the change validates and the user applies it."""
 
-    DEFAULT_CSS = DIALOG_CSS + """
+    DEFAULT_CSS = (
+        DIALOG_CSS
+        + """
     EditSettingDialog { align: center middle; }
     EditSettingDialog Input { margin-bottom: 1; }
     EditSettingDialog #edit-preview { height: auto; max-height: 12; }
     """
+    )
     BINDINGS = [Binding("escape", "cancel", "cancel")]  # noqa: RUF012
 
     def __init__(self, keys: list[str], current: dict[str, object], preview: Preview) -> None:
@@ -36,7 +39,9 @@ class EditSettingDialog(ModalScreen[tuple[str, str] | None]):
             yield Static("Change one setting (applied to every rank)", classes="title")
             yield Input(placeholder="setting, e.g. max_num_seqs", id="edit-key")
             yield Input(placeholder="new value", id="edit-value")
-            yield Static(Text("known: " + ", ".join(self.keys[:14]), style="dim"), id="edit-preview")
+            yield Static(
+                Text("known: " + ", ".join(self.keys[:14]), style="dim"), id="edit-preview"
+            )
             with Horizontal():
                 yield Button("Cancel [esc]", id="cancel")
                 yield Button("Relaunch [enter]", id="apply", variant="primary", disabled=True)

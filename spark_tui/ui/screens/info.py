@@ -44,10 +44,13 @@ class HelpScreen(ModalScreen[None]):
 class HistoryScreen(ModalScreen[None]):
     """Runs recorded so far, newest first; the selected run's comparison with its baseline."""
 
-    DEFAULT_CSS = INFO_CSS + """
+    DEFAULT_CSS = (
+        INFO_CSS
+        + """
     HistoryScreen DataTable { height: 1fr; }
     HistoryScreen #history-detail { height: auto; max-height: 50%; }
     """
+    )
     BINDINGS = [Binding("escape,h,q", "dismiss", "close")]  # noqa: RUF012
 
     def __init__(self, runs: list[dict[str, Any]], describe: Any) -> None:
@@ -75,7 +78,9 @@ class HistoryScreen(ModalScreen[None]):
             )
         if not self.runs:
             self.query_one("#history-detail", Static).update(
-                Text("no runs yet: launch a recipe (l), run the smoke checks (t) or a benchmark (b)")
+                Text(
+                    "no runs yet: launch a recipe (l), run the smoke checks (t) or a benchmark (b)"
+                )
             )
         table.focus()
 

@@ -39,7 +39,9 @@ def render_fit(
         pp = par.get("pipeline_parallel", 1)
         dp = par.get("data_parallel", 1)
         layout = f"TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} of {par.get('nodes', '?')} nodes"
-    grid.add_row(Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim"))
+    grid.add_row(
+        Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim")
+    )
     if report.get("missing"):
         grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")

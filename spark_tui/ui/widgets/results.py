@@ -21,13 +21,17 @@ def smoke_line(results: list[dict[str, Any]]) -> Text:
         text.append("ok" if ok else "FAIL", style="green" if ok else "bold red")
         latency = res.get("latency_s")
         if latency is not None:
-            text.append(f" {latency * 1000:.0f} ms" if latency < 1 else f" {latency:.1f} s", style="dim")
+            text.append(
+                f" {latency * 1000:.0f} ms" if latency < 1 else f" {latency:.1f} s", style="dim"
+            )
         if ok and res.get("detail"):
             text.append(f" {res['detail']}", style="dim")
     failed = [r for r in results if not r.get("ok")]
     if failed:
         first = failed[0]
-        text.append(f"\n{first['name']}: {first.get('cause') or first.get('detail') or ''}", style="red")
+        text.append(
+            f"\n{first['name']}: {first.get('cause') or first.get('detail') or ''}", style="red"
+        )
         if first.get("remedy"):
             text.append(f"  → {first['remedy']}", style="dim")
     return text
@@ -36,13 +40,18 @@ def smoke_line(results: list[dict[str, Any]]) -> Text:
 def sweep_chart(levels: list[dict[str, Any]]) -> Text:
     """One bar per concurrency level of total output tokens/s, with the figures."""
     text = Text()
-    peak = max((lv.get("output_tps_total") or 0.0 for lv in levels), default=0.0) or 1.0
+
+    def figure(lv: dict[str, Any], name: str) -> float | None:
+        value = (lv.get("figures") or {}).get(name)
+        return None if value is None else float(value)
+
+    peak = max((figure(lv, "total_output_tps") or 0.0 for lv in levels), default=0.0) or 1.0
     for lv in levels:
-        tps = lv.get("output_tps_total") or 0.0
+        tps = figure(lv, "total_output_tps") or 0.0
         bar = BARS[min(8, int(tps / peak * 8))]
         text.append(f"c{lv['concurrency']} ", style="dim")
         text.append(bar * 3, style="green")
-        ttft = lv.get("ttft_p50_s")
+        ttft = figure(lv, "ttft_p50_s")
         ttft_s = f" ttft {ttft * 1000:.0f}ms" if ttft is not None else ""
         text.append(f" {tps:.0f} tok/s{ttft_s}  ", style="")
     return text

@@ -1,0 +1,1037 @@
+"""`vllm serve` simulated: the startup phases in vLLM's order and log format, the failures where
+vLLM fails, the multi-node rendezvous, then the API (head) or the heartbeat (headless rank).
+
+Phase durations at SPARK_SIM_PACE=1 (demo): config 1 s, engine init 1 s, distributed init 1 s,
+weights 2 s + 0.15 s/GiB per rank, compile 3 s, profile 1 s, KV cache 0.5 s, CUDA graphs 2 s,
+API 1 s: a demo launch is ready in 10-30 s; SPARK_SIM_PACE=0.02 makes it well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from spark_tui.sim.engine import SIMULATED_BANNER, VERSION, api, failures
+from spark_tui.sim.engine import memory as mem
+from spark_tui.sim.engine.catalogue import GIB, ModelSpec, canonical_id, lookup
+from spark_tui.sim.engine.failures import Failure
+from spark_tui.sim.engine.flags import non_default_args
+from spark_tui.sim.engine.logs import Channel, EngineLog, tqdm_bar, tqdm_line
+from spark_tui.sim.engine.metrics import EngineMetrics
+from spark_tui.sim.engine.rendezvous import Head, JoinTimeout, Link, Member, PortInUse, Rejected
+from spark_tui.sim.engine.scheduler import Scheduler
+from spark_tui.sim.engine.settings import SimSettings
+from spark_tui.sim.engine.timing import TimingModel
+
+NCCL_VERSION = "2.27.7"
+NCCL_VERSION_FULL = "2.27.7+cuda13.0"
+
+BANNER = [
+    "",
+    "       █     █     █▄   ▄█",
+    " ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}",
+    "  █▄█▀ █     █     █     █  model   {model}",
+    "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+    "",
+]
+
+
+class Interrupted(Exception):
+    """Startup stopped by a signal or by a peer's failure."""
+
+
+class Context:
+    """Everything one simulated rank knows while it starts and serves."""
+
+    def __init__(self, args: argparse.Namespace, settings: SimSettings) -> None:
+        self.args = args
+        self.st = settings
+        self.env = dict(os.environ)
+        self.pid = os.getpid()
+        self.hostname = socket.gethostname()
+        self.log = EngineLog()
+        self.multi = args.nnodes > 1
+        self.headless = bool(args.headless) or (self.multi and args.node_rank > 0)
+        self.tp = args.tensor_parallel_size
+        self.pp = args.pipeline_parallel_size
+        self.world = self.tp * self.pp
+        self.local_world = max(1, self.world // max(1, args.nnodes))
+        self.rank = args.node_rank * self.local_world
+        self.tp_rank = self.rank % self.tp
+        self.pp_rank = self.rank // self.tp
+        self.ep = bool(args.enable_expert_parallel)
+        self.multiproc = self.world > 1
+        pid = self.pid
+        if self.headless:
+            self.api: Channel | None = None
+            self.engine: Channel | None = None
+            self.bare = self.log.channel(None)
+        else:
+            self.api = self.log.channel(f"APIServer pid={pid}")
+            dp = args.data_parallel_size
+            self.engine = self.log.channel(f"EngineCore{'_DP0' if dp > 1 else ''} pid={pid}")
+            self.bare = self.api
+        self.worker: Channel | None = (
+            self.log.channel(f"Worker pid={pid}") if self.multiproc else None
+        )
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+        self.abort_reason = ""
+        self.abort_peer = ""
+        self.abort_after_ready = False
+        self.ready = False
+        self.head: Head | None = None
+        self.member: Member | None = None
+        self.server: api.SimHTTPServer | None = None
+        self.state: api.ApiState | None = None
+        self.scheduler: Scheduler | None = None
+
+    # --- helpers --------------------------------------------------------------------------
+    @property
+    def runner(self) -> Channel:
+        """The channel of the process that loads the model on this rank."""
+        if self.worker is not None:
+            return self.worker
+        assert self.engine is not None
+        return self.engine
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds` x pace, waking early (Interrupted) on a signal or a peer failure."""
+        end = time.monotonic() + seconds * self.st.pace
+        while True:
+            if self.stop.is_set() or self.abort.is_set():
+                raise Interrupted()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
+
+    def check(self) -> None:
+        """Raise Interrupted if a signal or a peer failure arrived."""
+        if self.stop.is_set() or self.abort.is_set():
+            raise Interrupted()
+
+    def bind_host(self) -> str:
+        """Where this node's sockets listen."""
+        return self.st.bind_address or self.args.host or "0.0.0.0"
+
+    def worker_prefix(self) -> str:
+        """`Worker_TP0`, `Worker_PP1_TP0`, `Worker_TP1_EP1` as vLLM names the rank's process."""
+        parts = []
+        if self.pp > 1:
+            parts.append(f"PP{self.pp_rank}")
+        if self.tp > 1:
+            parts.append(f"TP{self.tp_rank}")
+        if self.ep:
+            parts.append(f"EP{self.rank}")
+        return (
+            "Worker_" + "_".join(parts) + f" pid={self.pid}" if parts else f"Worker pid={self.pid}"
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What every rank of one service must agree on."""
+        a = self.args
+        return {
+            "model": canonical_id(a.model),
+            "tensor_parallel_size": a.tensor_parallel_size,
+            "pipeline_parallel_size": a.pipeline_parallel_size,
+            "nnodes": a.nnodes,
+            "max_model_len": a.max_model_len,
+            "kv_cache_dtype": a.kv_cache_dtype,
+        }
+
+    def on_lost(self, link: Link) -> None:
+        """A peer vanished (EOF or silence)."""
+        if self.abort.is_set() or self.stop.is_set():
+            return
+        self.abort_reason = "lost"
+        self.abort_peer = link.peer_name
+        self.abort_after_ready = self.ready
+        self.abort.set()
+
+
+# --- log helpers ------------------------------------------------------------------------------
+def _engine_config_line(ctx: Context, spec: ModelSpec, lay: mem.Layout) -> str:
+    a = ctx.args
+    served = ",".join(a.served_model_name or [a.model])
+    spec_cfg = "None"
+    if a.speculative_config:
+        spec_cfg = (
+            f"SpeculativeConfig(method='{lay.spec_method}', model='{a.model}', "
+            f"num_spec_tokens={lay.num_speculative_tokens})"
+        )
+    return (
+        f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{a.model}', "
+        f"speculative_config={spec_cfg}, tokenizer='{a.tokenizer or a.model}', "
+        f"skip_tokenizer_init=False, tokenizer_mode={a.tokenizer_mode}, revision={a.revision}, "
+        f"trust_remote_code={a.trust_remote_code}, dtype=torch.{_dtype(a, spec)}, "
+        f"max_seq_len={lay.max_model_len}, download_dir={a.download_dir}, "
+        f"load_format={a.load_format}, tensor_parallel_size={lay.tp}, "
+        f"pipeline_parallel_size={lay.pp}, data_parallel_size={lay.dp}, "
+        f"decode_context_parallel_size={a.decode_context_parallel_size}, "
+        f"quantization={a.quantization or spec.quant_method}, enforce_eager={lay.enforce_eager}, "
+        f"kv_cache_dtype={a.kv_cache_dtype}, device_config=cuda, "
+        f"structured_outputs_config=StructuredOutputsConfig(backend='auto', "
+        f"reasoning_parser='{a.reasoning_parser}', "
+        f"reasoning_parser_plugin='{a.reasoning_parser_plugin}'), seed={a.seed}, "
+        f"served_model_name={served}, enable_prefix_caching={_prefix_caching(a)}, "
+        f"enable_chunked_prefill=True, pooler_config=None"
+    )
+
+
+def _dtype(args: argparse.Namespace, spec: ModelSpec) -> str:
+    if args.dtype in ("auto", None):
+        return spec.dtype
+    return {"half": "float16", "float": "float32"}.get(args.dtype, args.dtype)
+
+
+def _prefix_caching(args: argparse.Namespace) -> bool:
+    return args.enable_prefix_caching is not False
+
+
+def _served_names(args: argparse.Namespace) -> list[str]:
+    return list(args.served_model_name or [args.model])
+
+
+# --- phases -----------------------------------------------------------------------------------
+def _config_phase(ctx: Context) -> ModelSpec:
+    """Banner, args, model resolution and config validation (API server / worker main)."""
+    a = ctx.args
+    out = ctx.bare
+    if not ctx.headless:
+        for line in BANNER:
+            out.info("api_utils.py:347", line.format(version=VERSION, model=a.model))
+        out.info("api_utils.py:286", f"non-default args: {non_default_args(a)}")
+    out.info(
+        "simulated.py:1",
+        f"{SIMULATED_BANNER}: memory, timing and text are simulated; "
+        f"node memory {ctx.st.mem_total} B, page cache {ctx.st.page_cache} B",
+    )
+    if a.enable_auto_tool_choice and not a.tool_call_parser:
+        raise Failure(
+            "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser",
+            failures._CLI_FRAMES,
+            "config",
+        )
+    if not ctx.headless:
+        try:
+            ctx.server = api.make_server(ctx.bind_host(), a.port)
+        except OSError as exc:
+            if exc.errno == 98 or "in use" in str(exc).lower():
+                raise failures.port_in_use() from exc
+            raise
+    spec = lookup(a.model)
+    ctx.pause(0.5)
+    if spec is None or spec.draft_only:
+        out.warning(
+            "simulated.py:2", f"{a.model} is not in the spark-tui simulated model catalogue"
+        )
+        raise failures.unknown_model(a.model)
+    token = (
+        a.hf_token or ctx.env.get("HF_TOKEN") or ctx.env.get("HUGGING_FACE_HUB_TOKEN") or ""
+    ).strip()
+    offline = ctx.env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+    if spec.gated and not token and not offline:
+        raise failures.gated_repo(spec.model_id)
+    if offline and canonical_id(a.model) == a.model:
+        out.info(
+            "arg_utils.py:831",
+            f"HF_HUB_OFFLINE is True, replace model_id [{a.model}] to model_path "
+            f"[/root/.cache/huggingface/hub/models--{a.model.replace('/', '--')}/snapshots/"
+            f"{hashlib.sha1(a.model.encode()).hexdigest()}]",
+        )
+    out.info("model.py:691", f"Resolved architecture: {spec.architecture}")
+    max_len = (
+        a.max_model_len if a.max_model_len and a.max_model_len > 0 else spec.max_position_embeddings
+    )
+    if (
+        max_len > spec.max_position_embeddings
+        and ctx.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1"
+    ):
+        raise failures.max_len_too_long(max_len, spec.max_position_embeddings)
+    out.info("model.py:2031", f"Using max model len {max_len}")
+    if a.kv_cache_dtype.startswith("fp8"):
+        kind = "fp8_e4m3" if a.kv_cache_dtype == "fp8" else a.kv_cache_dtype
+        out.info(
+            "cache.py:355",
+            f"Using {kind} data type to store kv cache. It reduces the GPU "
+            "memory footprint and boosts the performance. Meanwhile, it may cause accuracy "
+            "drop without a proper scaling factor",
+        )
+    if ctx.multi:
+        out.info("arg_utils.py:2237", f"Inferred data_parallel_rank 0 from node_rank {a.node_rank}")
+    spec_cfg = a.speculative_config or {}
+    if spec_cfg.get("method") == "mtp":
+        out.info(
+            "model.py:691",
+            f"Resolved architecture: {spec.architecture.replace('ForConditionalGeneration', 'MTP').replace('ForCausalLM', 'MTP')}",
+        )
+        if int(spec_cfg.get("num_speculative_tokens") or 0) > 1:
+            out.warning(
+                "speculative.py:1323",
+                "Enabling num_speculative_tokens > 1 will run "
+                "multiple times of forward on same MTP layer,which may result in lower "
+                "acceptance rate",
+            )
+    batched = a.max_num_batched_tokens or mem.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    out.info(
+        "scheduler.py:277", f"Chunked prefill is enabled with max_num_batched_tokens={batched}."
+    )
+    if spec.attention == "hybrid" and spec.linear_kind == "gated_deltanet" and _prefix_caching(a):
+        out.info(
+            "config.py:625",
+            f"Mamba cache mode is set to '{a.mamba_cache_mode or 'align'}' "
+            f"for {spec.architecture} by default when prefix caching is enabled",
+        )
+    if a.enforce_eager:
+        out.warning(
+            "vllm.py:1051",
+            "Enforce eager set, disabling torch.compile and CUDAGraphs. "
+            "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none",
+        )
+    if spec.num_attention_heads % ctx.tp != 0:
+        raise failures.heads_not_divisible(spec.num_attention_heads, ctx.tp)
+    local = -(-ctx.world // max(1, a.nnodes))
+    if local > ctx.st.gpus_per_node:
+        raise failures.world_exceeds_gpus(ctx.world, ctx.st.gpus_per_node)
+    return spec
+
+
+def _distributed_phase(ctx: Context) -> None:
+    """Engine init, the rendezvous with the other ranks, NCCL, rank assignment."""
+    a = ctx.args
+    master = f"{a.master_addr}:{a.master_port}"
+    if ctx.multi and not ctx.headless:
+        assert ctx.engine is not None
+        ctx.engine.info(
+            "multiproc_executor.py:153",
+            f"DP group leader: node_rank=0, "
+            f"node_rank_within_dp=0, master_addr={a.master_addr}, mq_connect_ip="
+            f"{a.master_addr} (local), world_size={ctx.world}, "
+            f"local_world_size={ctx.local_world}",
+        )
+    if ctx.headless:
+        ctx.bare.info(
+            "serve.py:217",
+            f"Launching vLLM (v{VERSION}) headless multiproc executor, "
+            f"with head node address {master} for torch.distributed process group.",
+        )
+    ctx.pause(1.0)
+    runner = ctx.runner
+    if ctx.multi:
+        init = f"tcp://{master}"
+    else:
+        init = f"tcp://{_own_ip(ctx)}:{29500 + (ctx.pid % 30000)}"
+    runner.info(
+        "parallel_state.py:1798",
+        f"world_size={ctx.world} rank={ctx.rank} local_rank=0 "
+        f"distributed_init_method={init} backend=nccl",
+    )
+    if ctx.multi:
+        _rendezvous(ctx)
+    ctx.pause(0.5)
+    if ctx.world > 1:
+        runner.info("pynccl.py:120", f"vLLM is using nccl=={NCCL_VERSION}")
+        _nccl_debug(ctx)
+        runner.warning(
+            "symm_mem.py:67",
+            "SymmMemCommunicator: Device capability 12.1 not "
+            "supported, communicator is not available.",
+        )
+        if ctx.multi:
+            runner.warning(
+                "custom_all_reduce.py:201",
+                "Custom collectives are disabled because "
+                "this multi-node group does not have MNNVL-capable GPUs on every rank.",
+            )
+        runner.info(
+            "cuda_communicator.py:296",
+            "Using ['PYNCCL'] all-reduce backends (in "
+            "dispatch order) for group 'tp:0' out of potential backends: "
+            "['FLASHINFER', 'NCCL_SYMM_MEM', 'CUSTOM', 'SYMM_MEM', 'PYNCCL'].",
+        )
+    ep = f"EP rank {ctx.rank}" if ctx.ep else "EP rank N/A"
+    runner.info(
+        "parallel_state.py:2142",
+        f"rank {ctx.rank} in world size {ctx.world} is assigned "
+        f"as DP rank 0, PP rank {ctx.pp_rank}, PCP rank 0, TP rank {ctx.tp_rank}, {ep}, "
+        "EPLB rank N/A",
+    )
+    if ctx.worker is not None:
+        ctx.worker.prefix = ctx.worker_prefix()
+
+
+def _own_ip(ctx: Context) -> str:
+    if ctx.st.bind_address:
+        return ctx.st.bind_address
+    try:
+        return socket.gethostbyname(ctx.hostname)
+    except OSError:
+        return "127.0.0.1"
+
+
+def _nccl_debug(ctx: Context) -> None:
+    """NCCL INFO lines (only with NCCL_DEBUG=INFO), showing this node's own interfaces."""
+    if ctx.env.get("NCCL_DEBUG", "").upper() != "INFO":
+        return
+    ifname = ctx.env.get("NCCL_SOCKET_IFNAME", "eth0")
+    hcas = [h for h in ctx.env.get("NCCL_IB_HCA", "").split(",") if h]
+    ip = _own_ip(ctx)
+    lead = f"{ctx.hostname}:{ctx.pid}:{ctx.pid} [0] NCCL INFO"
+    lines = []
+    if "NCCL_SOCKET_IFNAME" in ctx.env:
+        lines.append(f"{lead} NCCL_SOCKET_IFNAME set by environment to {ifname}")
+    lines.append(f"{lead} Bootstrap: Using {ifname}:{ip}<0>")
+    lines.append(f"{lead} cudaDriverVersion 13000")
+    lines.append(f"{lead} NCCL version {NCCL_VERSION_FULL}")
+    if "NCCL_IB_DISABLE" in ctx.env:
+        lines.append(f"{lead} NCCL_IB_DISABLE set by environment to {ctx.env['NCCL_IB_DISABLE']}.")
+    if hcas:
+        lines.append(f"{lead} NCCL_IB_HCA set to {','.join(hcas)}")
+        devs = " ".join(f"[{i}]{h}:1/RoCE" for i, h in enumerate(hcas))
+        lines.append(f"{lead} NET/IB : Using {devs} [RO]; OOB {ifname}:{ip}<0>")
+    else:
+        lines.append(f"{lead} NET/Socket : Using [0]{ifname}:{ip}<0>")
+    ctx.runner.raw("\n".join(lines))
+
+
+def _rendezvous(ctx: Context) -> None:
+    a = ctx.args
+    timeout = ctx.st.rendezvous_timeout_s
+    if not ctx.headless and a.node_rank == 0 or (ctx.headless and a.node_rank == 0):
+        expected = list(range(1, a.nnodes))
+        head = Head(
+            ctx.st.bind_address or "0.0.0.0",
+            a.master_port,
+            expected,
+            ctx.fingerprint(),
+            ctx.st.heartbeat_timeout_s,
+            ctx.on_lost,
+        )
+        try:
+            head.listen()
+        except PortInUse as exc:
+            raise failures.store_port_in_use() from exc
+        ctx.head = head
+        try:
+            head.wait_all(timeout, lambda: ctx.stop.is_set())
+        except JoinTimeout as exc:
+            raise failures.clients_timeout(timeout, exc.joined, a.nnodes) from exc
+        ctx.check()
+        head.broadcast({"type": "start"})
+        return
+    member = Member(
+        a.master_addr,
+        a.master_port,
+        a.node_rank,
+        ctx.fingerprint(),
+        ctx.hostname,
+        ctx.st.bind_address,
+        ctx.st.heartbeat_timeout_s,
+        ctx.on_lost,
+    )
+    ctx.member = member
+    warned = {"n": 0}
+
+    def on_retry(attempt: int) -> None:
+        if attempt == 1 or attempt % 10 == 0:
+            warned["n"] += 1
+            ctx.bare.raw(failures.client_retry_warning(a.master_addr, a.master_port), stderr=True)
+
+    try:
+        member.join(timeout, on_retry, lambda: ctx.stop.is_set())
+    except JoinTimeout as exc:
+        ctx.check()
+        raise failures.client_timeout(timeout, a.master_addr, a.master_port) from exc
+    except Rejected as exc:
+        raise Failure(
+            f"RuntimeError: The head node at {a.master_addr}:{a.master_port} rejected rank "
+            f"{a.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
+            failures._WORKER_START[:1],
+            "engine",
+            log_source="multiproc_executor.py:761",
+        ) from exc
+    _wait_for(ctx, "start")
+
+
+def _wait_for(ctx: Context, kind: str) -> dict[str, Any]:
+    """Wait for a message from the head (rank side); aborts raise Interrupted."""
+    assert ctx.member is not None
+    while True:
+        ctx.check()
+        try:
+            msg = ctx.member.inbox.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if msg.get("type") == kind:
+            return msg
+        if msg.get("type") in ("abort", "shutdown"):
+            ctx.abort_reason = str(msg.get("type"))
+            ctx.abort.set()
+            raise Interrupted()
+
+
+def _gather(ctx: Context, kind: str) -> list[dict[str, Any]]:
+    """Wait for `kind` from every other rank (head side); a rank failure raises Interrupted."""
+    assert ctx.head is not None
+    got: dict[int, dict[str, Any]] = {}
+    while len(got) < len(ctx.head.expected):
+        ctx.check()
+        try:
+            msg = ctx.head.inbox.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if msg.get("type") == kind:
+            got[int(msg["_rank"])] = msg
+        elif msg.get("type") == "failed":
+            ctx.abort_reason = "failed"
+            ctx.abort_peer = f"rank {msg.get('_rank')}"
+            ctx.abort.set()
+            raise Interrupted()
+    return list(got.values())
+
+
+def _load_phase(
+    ctx: Context, spec: ModelSpec, lay: mem.Layout, node: mem.NodeView
+) -> mem.MemoryPlan:
+    """Memory check, weights loading with progress, as every rank does on its own node."""
+    a = ctx.args
+    runner = ctx.runner
+    plan = mem.plan_memory(spec, lay, node)
+    if node.free < plan.requested:
+        raise failures.free_memory(
+            mem.format_gib(node.free),
+            mem.format_gib(node.total),
+            lay.util,
+            mem.format_gib(plan.requested),
+        )
+    runner.info("gpu_model_runner.py:5087", f"Starting to load model {a.model}...")
+    backend = a.attention_backend or ("FLASHMLA" if spec.attention == "mla" else "FLASH_ATTN")
+    runner.info("cuda.py:318", f"Using AttentionBackendEnum.{backend.upper()} backend.")
+    if spec.is_moe:
+        moe = (a.moe_backend or "auto").upper()
+        moe = "FLASHINFER_CUTLASS" if moe == "AUTO" else moe
+        runner.info(
+            "fused_moe.py:304",
+            f"Using '{moe}' MoE backend out of potential backends: "
+            "['FLASHINFER_TRTLLM', 'FLASHINFER_CUTLASS', 'TRITON', 'MARLIN'].",
+        )
+    if spec.ple_bytes:
+        where = "on disk (VLLM_PLE_TABLE_MEMORY=disk)" if lay.ple_on_disk else "in GPU memory"
+        runner.info(
+            "ple.py:88",
+            f"Per-layer embedding table ({mem.format_gib(spec.ple_bytes)} GiB) is kept {where}.",
+        )
+    ckpt = mem.format_gib(spec.weight_bytes)
+    ram = f"{ctx.st.mem_available / GIB:.2f}"
+    runner.info(
+        "weight_utils.py:863",
+        f"Filesystem type for checkpoints: EXT4. Checkpoint size: "
+        f"{float(ckpt):.2f} GiB. Available RAM: {ram} GiB.",
+    )
+    shards = max(1, spec.num_shards)
+    load_s = 2.0 + 0.15 * plan.weights / GIB
+    desc = "Loading safetensors checkpoint shards"
+    start = time.monotonic()
+    runner.raw(tqdm_line(desc, 0, shards, 0.0), stderr=True)
+    for i in range(1, shards + 1):
+        ctx.pause(load_s / shards)
+        loaded = plan.weights * i / shards
+        if loaded + mem.CUDA_CONTEXT_BYTES > node.free:
+            free_mib = max(
+                0.0, (node.free - mem.CUDA_CONTEXT_BYTES - plan.weights * (i - 1) / shards) / 2**20
+            )
+            raise failures.cuda_oom(
+                plan.weights / shards / GIB,
+                node.total / GIB,
+                free_mib,
+                (node.total - free_mib * 2**20) / GIB,
+            )
+        runner.raw(tqdm_line(desc, i, shards, time.monotonic() - start), stderr=True)
+    runner.raw("", stderr=True)
+    took = time.monotonic() - start
+    runner.info("default_loader.py:430", f"Loading weights took {took:.2f} seconds")
+    runner.info(
+        "gpu_model_runner.py:5182",
+        f"Model loading took {mem.format_gib(plan.weights)} GiB "
+        f"memory and {took + 0.4 * ctx.st.pace:.6f} seconds",
+    )
+    return plan
+
+
+def _profile_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryPlan) -> None:
+    runner = ctx.runner
+    if not lay.enforce_eager:
+        digest = hashlib.sha1(f"{spec.model_id}{lay.tp}{lay.max_model_len}".encode()).hexdigest()[
+            :10
+        ]
+        runner.info(
+            "backends.py:1089",
+            f"Using cache directory: /root/.cache/vllm/torch_compile_"
+            f"cache/{digest}/rank_{ctx.rank}_0/backbone for vLLM's torch.compile",
+        )
+        t0 = time.monotonic()
+        ctx.pause(1.0)
+        runner.info(
+            "backends.py:1148", f"Dynamo bytecode transform time: {time.monotonic() - t0:.2f} s"
+        )
+        t1 = time.monotonic()
+        ctx.pause(2.0)
+        runner.info(
+            "backends.py:393",
+            f"Compiling a graph for compile range (1, "
+            f"{lay.max_num_batched_tokens}) takes {time.monotonic() - t1:.2f} s",
+        )
+        runner.info("monitor.py:53", f"torch.compile took {time.monotonic() - t0:.2f} s in total")
+    t2 = time.monotonic()
+    ctx.pause(1.0)
+    runner.info("monitor.py:81", f"Initial profiling/warmup run took {time.monotonic() - t2:.2f} s")
+    if not lay.enforce_eager:
+        runner.info(
+            "gpu_model_runner.py:6508",
+            f"Estimated CUDA graph memory: {plan.cudagraph / GIB:.2f} GiB total",
+        )
+    ctx.pause(0.5)
+    runner.info(
+        "gpu_worker.py:470", f"Available KV cache memory: {mem.format_gib(plan.kv_bytes)} GiB"
+    )
+    if plan.kv_bytes <= 0:
+        raise failures.no_cache_blocks()
+    if lay.kv_cache_memory_bytes is None:
+        runner.info(
+            "gpu_worker.py:485",
+            "CUDA graph memory profiling is enabled (default since "
+            f"v0.21.0). The current --gpu-memory-utilization={lay.util:.4f} is equivalent to "
+            f"--gpu-memory-utilization={max(0.0, lay.util - plan.cudagraph / plan.total):.4f} "
+            "without CUDA graph memory profiling. To maintain the same effective KV cache "
+            f"size as before, increase --gpu-memory-utilization to "
+            f"{min(1.0, lay.util + plan.cudagraph / plan.total):.4f}. To disable, set "
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0.",
+        )
+
+
+def _kv_check(ctx: Context, spec: ModelSpec, lay: mem.Layout, kv_bytes: int) -> mem.MemoryPlan:
+    """The engine core's KV check over the smallest rank's cache (head / single node)."""
+    node = mem.NodeView(total=0, free=0)
+    plan = mem.plan_memory(spec, lay, node)
+    plan.kv_bytes = kv_bytes
+    if plan.kv_per_token:
+        plan.kv_tokens = kv_bytes // plan.kv_per_token // lay.block * lay.block
+    plan.max_concurrency = kv_bytes / plan.request_bytes if plan.request_bytes else 0.0
+    if plan.request_bytes > kv_bytes:
+        est = mem.max_model_len_for(spec, lay.tp, lay.kv_dtype_bytes, kv_bytes, lay.block)
+        raise failures.max_seq_len(
+            lay.max_model_len, mem.format_gib(plan.request_bytes), mem.format_gib(kv_bytes), est
+        )
+    assert ctx.engine is not None
+    ctx.engine.info("kv_cache_utils.py:1755", f"GPU KV cache size: {plan.kv_tokens:,} tokens")
+    ctx.engine.info(
+        "kv_cache_utils.py:1756",
+        f"Maximum concurrency for {lay.max_model_len:,} "
+        f"tokens per request: {plan.max_concurrency:.2f}x",
+    )
+    return plan
+
+
+def _graphs_phase(ctx: Context, lay: mem.Layout, plan: mem.MemoryPlan) -> None:
+    runner = ctx.runner
+    if lay.enforce_eager:
+        return
+    start = time.monotonic()
+    for desc, total in (
+        ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 51),
+        ("Capturing CUDA graphs (decode, FULL)", 35),
+    ):
+        t0 = time.monotonic()
+        runner.raw(tqdm_bar(desc, 0, total, 0.0), stderr=True)
+        steps = 5
+        for k in range(1, steps + 1):
+            ctx.pause(1.0 / steps)
+            done = total * k // steps
+            runner.raw(tqdm_bar(desc, done, total, time.monotonic() - t0), stderr=True)
+    runner.info(
+        "gpu_model_runner.py:6576",
+        f"Graph capturing finished in "
+        f"{max(1, int(round(time.monotonic() - start)))} secs, took "
+        f"{plan.cudagraph / GIB:.2f} GiB",
+    )
+
+
+def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryPlan) -> None:
+    """Scheduler, metrics and the HTTP server; ready."""
+    a = ctx.args
+    assert ctx.api is not None and ctx.server is not None
+    names = _served_names(a)
+    metrics = EngineMetrics(
+        names[0],
+        "0",
+        lay.max_model_len,
+        {
+            "block_size": str(lay.block),
+            "cache_dtype": a.kv_cache_dtype,
+            "enable_prefix_caching": str(_prefix_caching(a)),
+            "gpu_memory_utilization": str(lay.util),
+            "num_gpu_blocks": str(max(1, plan.kv_tokens // lay.block)),
+        },
+    )
+    model = TimingModel(
+        weight_bytes_rank=float(plan.weights),
+        expert_fraction=spec.expert_fraction,
+        experts_total=spec.experts_total,
+        experts_active=spec.experts_active,
+        params_active_rank=spec.params_active / ctx.world,
+        kv_bytes_per_token=float(plan.kv_per_token),
+        hidden_size=spec.hidden_size,
+        layers=spec.num_hidden_layers,
+        tp=lay.tp,
+        num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
+        scale=ctx.st.token_scale,
+    )
+    capacity = plan.kv_tokens * max(1, lay.dp if not ctx.multi else 1)
+    sched = Scheduler(
+        model,
+        lay.max_num_seqs,
+        lay.max_num_batched_tokens,
+        capacity,
+        lay.block,
+        _prefix_caching(a),
+        metrics,
+    )
+    sched.start()
+    ctx.scheduler = sched
+    state = api.ApiState(spec, a, names, lay.max_model_len, sched, metrics, ctx.api)
+    ctx.state = state
+    api.bind_handler(state)
+    threading.Thread(
+        target=ctx.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    ).start()
+    ctx.api.info("api_server.py:577", "Supported tasks: ['generate']")
+    if a.enable_auto_tool_choice and a.tool_call_parser:
+        ctx.api.info("parser_manager.py:36", '"auto" tool choice has been enabled.')
+    ctx.pause(0.5)
+    ctx.api.warning(
+        "model.py:1769",
+        "Default vLLM sampling parameters have been overridden by "
+        "the model's `generation_config.json`: `{'temperature': 1.0, 'top_k': 20, "
+        "'top_p': 0.95}`. If this is not intended, please relaunch vLLM instance with "
+        "`--generation-config vllm`.",
+    )
+    host, port = ctx.server.server_address[:2]
+    url = f"http://{host}:{port}"
+    ctx.api.info("api_server.py:1919", f"Starting vLLM API server 0 on {url}")
+    ctx.api.info("launcher.py:37", "Available routes are:")
+    for route, methods in api.ROUTES:
+        ctx.api.info("launcher.py:46", f"Route: {route}, Methods: {methods}")
+    ctx.pause(0.5)
+    ctx.api.uvicorn(f"Started server process [{ctx.pid}]")
+    ctx.api.uvicorn("Waiting for application startup.")
+    ctx.api.uvicorn("Application startup complete.")
+    state.ready = True
+    ctx.ready = True
+    ctx.api.uvicorn(f"Uvicorn running on {url} (Press CTRL+C to quit)")
+
+
+# --- serving ----------------------------------------------------------------------------------
+def _stats_loop(ctx: Context) -> None:
+    """The periodic `Engine 000: Avg prompt throughput` line (only while there is activity)."""
+    sched = ctx.scheduler
+    assert sched is not None and ctx.api is not None
+    interval = ctx.st.stats_interval_s
+    was_active = False
+    last = time.monotonic()
+    while not ctx.stop.wait(interval):
+        if ctx.abort.is_set():
+            return
+        now = time.monotonic()
+        span = max(1e-6, now - last)
+        last = now
+        prompt, gen, drafted, accepted = sched.take_interval()
+        snap = sched.snapshot()
+        active = bool(prompt or gen or snap["running"] or snap["waiting"])
+        if not active and not was_active:
+            continue
+        was_active = active
+        m = sched.metrics
+        with m.lock:
+            hit = 100.0 * m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0
+        ctx.api.info(
+            "loggers.py:310",
+            f"Engine 000: Avg prompt throughput: {prompt / span:.1f} "
+            f"tokens/s, Avg generation throughput: {gen / span:.1f} tokens/s, Running: "
+            f"{int(snap['running'])} reqs, Waiting: {int(snap['waiting'])} reqs, GPU KV "
+            f"cache usage: {100 * snap['kv_usage']:.1f}%, Prefix cache hit rate: {hit:.1f}%",
+        )
+        if drafted:
+            k = sched.timing.num_speculative_tokens or 1
+            drafts = drafted / k
+            ctx.api.info(
+                "metrics.py:120",
+                f"SpecDecoding metrics: Mean acceptance length: "
+                f"{1 + accepted / max(1.0, drafts):.2f}, Accepted throughput: "
+                f"{accepted / span:.2f} tokens/s, Drafted throughput: {drafted / span:.2f} "
+                f"tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, Avg "
+                f"Draft acceptance rate: {100.0 * accepted / drafted:.1f}%",
+            )
+
+
+def _serve_until_done(ctx: Context) -> int:
+    """Run until a signal, a peer's loss, or the die-after-ready scenario. Returns the exit code."""
+    die_at = None
+    if ctx.st.die_after_ready_s is not None:
+        die_at = time.monotonic() + ctx.st.die_after_ready_s
+    if ctx.scheduler is not None:
+        threading.Thread(target=_stats_loop, args=(ctx,), daemon=True).start()
+    while True:
+        if ctx.stop.is_set():
+            return _shutdown(ctx)
+        if ctx.abort.is_set():
+            return _peer_failure(ctx)
+        if die_at is not None and time.monotonic() >= die_at:
+            ctx.log.write(
+                f"[spark-tui simulated node failure] rank {ctx.rank} exits now "
+                f"(SPARK_SIM_DIE_AFTER_READY_S={ctx.st.die_after_ready_s:g})\n",
+                stderr=True,
+            )
+            os._exit(137)
+        if ctx.member is not None:
+            try:
+                msg = ctx.member.inbox.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if msg.get("type") == "shutdown":
+                ctx.bare.info(
+                    "multiproc_executor.py:588",
+                    "Head node shut down the service; stopping this headless rank.",
+                )
+                ctx.member.close()
+                return 0
+            continue
+        time.sleep(0.05)
+
+
+def _shutdown(ctx: Context) -> int:
+    """Graceful stop on SIGTERM/SIGINT."""
+    if ctx.head is not None:
+        ctx.head.broadcast({"type": "shutdown"})
+    if ctx.state is not None:
+        ctx.state.ready = False
+    if ctx.api is not None and ctx.ready:
+        ctx.api.uvicorn("Shutting down")
+        ctx.api.uvicorn("Waiting for application shutdown.")
+        ctx.api.uvicorn("Application shutdown complete.")
+        ctx.api.uvicorn(f"Finished server process [{ctx.pid}]")
+    _close(ctx)
+    return 0
+
+
+def _close(ctx: Context) -> None:
+    if ctx.scheduler is not None:
+        ctx.scheduler.stop()
+    if ctx.server is not None:
+        try:
+            ctx.server.server_close()
+        except OSError:
+            pass
+    if ctx.head is not None:
+        ctx.head.close()
+    if ctx.member is not None:
+        ctx.member.close()
+
+
+def _peer_failure(ctx: Context) -> int:
+    """A peer disappeared, failed or aborted: log as vLLM/NCCL do and exit non-zero."""
+    runner = ctx.runner
+    if ctx.abort_reason == "lost" and ctx.abort_after_ready:
+        lines = failures.peer_lost_lines(ctx.rank, ctx.world, ctx.abort_peer, NCCL_VERSION_FULL)
+        runner.raw("\n".join(lines), stderr=True)
+    if ctx.headless:
+        if ctx.abort_reason == "abort":
+            runner.error(
+                "multiproc_executor.py:761",
+                "The head node aborted the startup; shutting down this headless rank.",
+            )
+        else:
+            exc = (
+                "RuntimeError: NCCL error: remote process exited or there was a network error, "
+                f"NCCL version {NCCL_VERSION_FULL}"
+            )
+            if not ctx.abort_after_ready:
+                runner.raw(
+                    f"[rank{ctx.rank}]:[E] ProcessGroupNCCL: connection to the head node "
+                    f"{ctx.abort_peer} closed during startup",
+                    stderr=True,
+                )
+            runner.raw(
+                "\n".join(
+                    failures.traceback_lines(
+                        failures._WORKER_START[:1]
+                        + [
+                            (
+                                f"{failures.SITE}/vllm/v1/executor/multiproc_executor.py",
+                                811,
+                                "worker_busy_loop",
+                                "output = func(*args, **kwargs)",
+                            ),
+                        ],
+                        exc,
+                    )
+                ),
+                stderr=True,
+            )
+        _close(ctx)
+        return 1
+    assert ctx.engine is not None and ctx.api is not None
+    who = ctx.abort_peer or "a worker"
+    if ctx.abort_after_ready:
+        ctx.engine.error(
+            "multiproc_executor.py:270",
+            f"Worker proc VllmWorker-{_peer_rank(who)} "
+            f"({who}) died unexpectedly, shutting down executor.",
+        )
+        ctx.engine.error("core.py:1161", "EngineCore encountered a fatal error.")
+        if ctx.state is not None:
+            ctx.state.dead_reason = (
+                "EngineCore encountered an issue. See stack trace (above) for the root cause."
+            )
+        ctx.api.error("async_llm.py:525", "AsyncLLM output_handler failed.")
+        ctx.api.raw(
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+            "See stack trace (above) for the root cause.",
+            stderr=True,
+        )
+        time.sleep(min(1.0, 0.5 + ctx.st.pace))
+        ctx.api.uvicorn("Shutting down")
+        ctx.api.uvicorn("Waiting for application shutdown.")
+        ctx.api.uvicorn("Application shutdown complete.")
+        ctx.api.uvicorn(f"Finished server process [{ctx.pid}]")
+    else:
+        ctx.engine.error(
+            "multiproc_executor.py:270",
+            f"Worker proc VllmWorker-{_peer_rank(who)} "
+            f"({who}) died unexpectedly, shutting down executor.",
+        )
+        failures.report_engine_failure(
+            Failure(
+                "Exception: WorkerProc initialization failed due to an exception in a "
+                "background process. See stack trace for root cause.",
+                [],
+                "engine",
+            ),
+            ctx.engine,
+            ctx.api,
+            None,
+        )
+    _close(ctx)
+    return 1
+
+
+def _peer_rank(who: str) -> str:
+    digits = "".join(ch for ch in who.split("<")[0] if ch.isdigit())
+    return digits[-1:] if who.startswith("rank") and digits else "1"
+
+
+def _fail(ctx: Context, failure: Failure) -> int:
+    """Print a failure where vLLM prints it, tell the other ranks, exit with its code."""
+    if failure.stage == "config":
+        failures.report_config_failure(failure, ctx.bare)
+    elif ctx.headless:
+        assert ctx.worker is not None
+        failures.report_engine_failure(failure, ctx.worker, None, ctx.worker)
+    else:
+        assert ctx.engine is not None
+        failures.report_engine_failure(
+            failure, ctx.engine, ctx.api, ctx.worker if ctx.multiproc else None
+        )
+    if ctx.member is not None:
+        ctx.member.send({"type": "failed", "error": failure.exc_line.split("\n")[0]})
+        time.sleep(0.05)
+    if ctx.head is not None:
+        ctx.head.broadcast({"type": "abort", "reason": failure.exc_line.split("\n")[0]})
+        time.sleep(0.05)
+    _close(ctx)
+    return failure.exit_code
+
+
+def _install_signals(ctx: Context) -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        ctx.stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start one simulated rank of `vllm serve` and run it; returns the exit code."""
+    ctx = Context(args, SimSettings.from_env())
+    _install_signals(ctx)
+    try:
+        spec = _config_phase(ctx)
+        lay = mem.layout_from_args(args, spec, ctx.env)
+        node = mem.NodeView.from_settings(ctx.st)
+        if ctx.engine is not None:
+            ctx.pause(0.5)
+            ctx.engine.info("core.py:123", _engine_config_line(ctx, spec, lay))
+        _distributed_phase(ctx)
+        plan = _load_phase(ctx, spec, lay, node)
+        _profile_phase(ctx, spec, lay, plan)
+        if ctx.member is not None:
+            ctx.member.send({"type": "loaded", "kv_bytes": plan.kv_bytes})
+            kv = int(_wait_for(ctx, "kv")["kv_bytes"])
+            _graphs_phase(ctx, lay, plan)
+            _wait_for(ctx, "ready")
+        else:
+            kv = plan.kv_bytes
+            if ctx.head is not None:
+                kv = min([kv] + [int(m["kv_bytes"]) for m in _gather(ctx, "loaded")])
+            if not ctx.headless:
+                plan = _kv_check(ctx, spec, lay, kv)
+            if ctx.head is not None:
+                ctx.head.broadcast({"type": "kv", "kv_bytes": kv})
+            _graphs_phase(ctx, lay, plan)
+            if ctx.engine is not None:
+                ctx.engine.info(
+                    "core.py:306",
+                    "init engine (profile, create kv cache, warmup "
+                    f"model) took {3.5 * ctx.st.pace:.2f} s",
+                )
+            if ctx.head is not None:
+                ctx.head.broadcast({"type": "ready"})
+            if not ctx.headless:
+                _api_phase(ctx, spec, lay, plan)
+        ctx.ready = True
+        return _serve_until_done(ctx)
+    except Failure as failure:
+        return _fail(ctx, failure)
+    except Interrupted:
+        if ctx.stop.is_set():
+            _close(ctx)
+            return 0
+        return _peer_failure(ctx)
+    except KeyboardInterrupt:
+        _close(ctx)
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m spark_tui.sim.engine ARGS`."""
+    from spark_tui.sim.engine import flags
+
+    args = flags.parse(sys.argv[1:] if argv is None else argv)
+    if args.subparser != "serve":
+        sys.stderr.write(
+            f"vllm {args.subparser}: not available in the spark-tui simulated "
+            "engine (only `vllm serve` is simulated)\n"
+        )
+        return 2
+    return run(args)

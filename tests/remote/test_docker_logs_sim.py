@@ -78,9 +78,7 @@ async def test_log_follow_resumes_after_drop_without_loss_or_repeat(sim_scenario
     expected = [f"line {i}" for i in range(1, 151)] + ["same", "same"]
     expected += [f"line {i}" for i in range(151, 401)]
     async with SimCluster(sim_scenario(1)) as sim:
-        async with ConnectionPool(
-            sim.inventory, ssh_config=None, backoff_initial=0.05
-        ) as pool:
+        async with ConnectionPool(sim.inventory, ssh_config=None, backoff_initial=0.05) as pool:
             conn = pool.connections[0]
             docker = await RemoteDocker.open(conn)
             try:
@@ -93,7 +91,7 @@ async def test_log_follow_resumes_after_drop_without_loss_or_repeat(sim_scenario
                 drops = 0
                 async for rec in follower.records():
                     got.append(rec.text)
-                    if len(got) in (60, 200) :
+                    if len(got) in (60, 200):
                         conn.connection.abort()  # the link drops mid-stream
                         drops += 1
                 assert drops == 2

@@ -66,9 +66,7 @@ async def test_probe_json_round_trips_through_facts_format(sim_scenario) -> None
 async def test_unknown_host_key_refused_unless_accepted(sim_scenario, tmp_path: Path) -> None:
     async with SimCluster(sim_scenario(2)) as sim:
         kh = tmp_path / "known_hosts"
-        nodes = [
-            type(n)(**{**n.__dict__, "known_hosts": str(kh)}) for n in sim.inventory
-        ]
+        nodes = [type(n)(**{**n.__dict__, "known_hosts": str(kh)}) for n in sim.inventory]
         with pytest.raises(HostKeyError) as err:
             await probe_nodes(nodes, **NO_CONFIG)
         assert "2 of 2 nodes" in err.value.message
@@ -109,9 +107,7 @@ async def test_cli_probe_exit_3_with_partial_facts(sim_scenario, capsys) -> None
 
 async def test_cli_probe_human(sim_scenario, capsys) -> None:
     async with SimCluster(sim_scenario(2)) as sim:
-        code = await asyncio.to_thread(
-            cli.main, ["probe", "--inventory", str(sim.inventory_path)]
-        )
+        code = await asyncio.to_thread(cli.main, ["probe", "--inventory", str(sim.inventory_path)])
     out, err = capsys.readouterr()
     assert code == 0
     assert "NVIDIA GB10" in out and "cx7" in out and "head" in out

@@ -157,23 +157,65 @@ class NodeFacts:
                 'a node entry needs at least "name" and "address"',
                 "regenerate the file with `spark-tui probe --json`",
             )
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["interfaces"] = [_pick(Interface, i) for i in data.get("interfaces") or []]
+        where = f"node {data.get('name')!r}"
+        known = _checked(cls, data, where)
+        for key in ("interfaces", "images", "models", "containers"):
+            if not isinstance(data.get(key) or [], list):
+                raise FactsError(
+                    f"{where}: {key!r} must be a list, not {type(data[key]).__name__}",
+                    "regenerate the file with `spark-tui probe --json`",
+                )
+        known["interfaces"] = [_pick(Interface, i, where) for i in data.get("interfaces") or []]
         known["images"] = [
-            _pick(ImageInfo, i) if isinstance(i, dict) else ImageInfo(ref=str(i))
+            _pick(ImageInfo, i, where) if isinstance(i, dict) else ImageInfo(ref=str(i))
             for i in data.get("images") or []
         ]
         known["models"] = [
-            _pick(CachedModel, m) if isinstance(m, dict) else CachedModel(repo_id=str(m))
+            _pick(CachedModel, m, where) if isinstance(m, dict) else CachedModel(repo_id=str(m))
             for m in data.get("models") or []
         ]
-        known["containers"] = [_pick(ContainerInfo, c) for c in data.get("containers") or []]
+        known["containers"] = [_pick(ContainerInfo, c, where) for c in data.get("containers") or []]
         return cls(**known)
 
 
-def _pick(cls: Any, data: dict[str, Any]) -> Any:
+_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list,),
+}
+
+
+def _checked(cls: Any, data: Any, where: str) -> dict[str, Any]:
+    """The entries of `data` that `cls` knows, each checked against the field's type."""
+    if not isinstance(data, dict):
+        raise FactsError(
+            f"{where}: expected an object, got {type(data).__name__}",
+            "regenerate the file with `spark-tui probe --json`",
+        )
+    known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+    for key, value in known.items():
+        if value is None:
+            continue
+        declared = str(cls.__dataclass_fields__[key].type)
+        kind = declared.split("[")[0].split("|")[0].strip()
+        allowed = _KINDS.get(kind)
+        wrong = allowed is not None and (
+            not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))
+        )
+        if wrong:
+            raise FactsError(
+                f"{where}: {key!r} must be {kind}, not {type(value).__name__} ({value!r:.40})",
+                "fix that value, or regenerate the file with `spark-tui probe --json`",
+            )
+    return known
+
+
+def _pick(cls: Any, data: Any, where: str = "facts") -> Any:
     """Build a dataclass from a dict, ignoring keys it does not know (extra keys are allowed)."""
-    return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+    return cls(**_checked(cls, data, f"{where}: {cls.__name__}"))
 
 
 def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:

@@ -46,8 +46,13 @@ def parse_inventory(text: str, source: str = "<inventory>") -> list[InventoryNod
         if not isinstance(entry, dict) or not entry.get("host"):
             raise FactsError(f"{source}: node {i + 1} has no host", "give every node a `host`")
         port = entry.get("port")
-        if port is not None and not isinstance(port, int):
-            raise FactsError(f"{source}: node {i + 1}: port must be an integer", "write port: 22")
+        if port is not None and (
+            not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536
+        ):
+            raise FactsError(
+                f"{source}: node {i + 1}: port must be an integer from 1 to 65535",
+                "write port: 22",
+            )
         nodes.append(
             InventoryNode(
                 name=str(entry.get("name") or entry["host"]),
@@ -66,12 +71,18 @@ def parse_inventory(text: str, source: str = "<inventory>") -> list[InventoryNod
 
 def hosts_to_inventory(hosts: str) -> list[InventoryNode]:
     """Turn `--hosts a,b` (each `[user@]host[:port]`) into inventory nodes."""
-    nodes = []
+    nodes: list[InventoryNode] = []
     for raw in [h.strip() for h in hosts.split(",") if h.strip()]:
         user, _, hostport = raw.rpartition("@")
         host, _, port = hostport.partition(":")
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise FactsError(
+                f"--hosts {raw!r}: the port must be a number from 1 to 65535",
+                "write host or host:port, e.g. --hosts spark-a,spark-b:2222",
+            )
+        name = hostport if any(n.host == host for n in nodes) else host
         nodes.append(
-            InventoryNode(name=host, host=host, user=user or None, port=int(port) if port else None)
+            InventoryNode(name=name, host=host, user=user or None, port=int(port) if port else None)
         )
     if not nodes:
         raise FactsError("--hosts is empty", "pass --hosts spark-a,spark-b (head first)")

@@ -162,7 +162,8 @@ async def find_api(
     dockers = await open_dockers(pool)
     try:
         cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
-        ranks = []
+        ranks: list[dict[str, Any]] = []
+        head_argv: list[str] = []
         for rs in cluster.ranks:
             argv = await rank_argv(dockers[rs.node], rs.container)
             ranks.append(
@@ -176,10 +177,11 @@ async def find_api(
                     "argv": argv,
                 }
             )
+            head_argv = head_argv or argv
     finally:
         await close_dockers(dockers)
     head = cluster.ranks[0]
-    port = await pool[head.node].forward_local_port(api_host, api_port_of(ranks[0]["argv"]))
+    port = await pool[head.node].forward_local_port(api_host, api_port_of(head_argv))
     return FoundCluster(
         cluster_id=cluster.cluster_id,
         recipe=cluster.recipe,

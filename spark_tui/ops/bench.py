@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import statistics
 import time
 from collections.abc import Callable
@@ -242,11 +243,12 @@ class BenchResult:
         )
 
 
-def synthetic_prompt(tokens: int, nonce: int, words_per_token: float = 1.0) -> str:
-    """About `tokens` tokens of text; the nonce comes first so no two prompts share a prefix."""
+def synthetic_prompt(tokens: int, nonce: int, words_per_token: float = 1.0, salt: str = "") -> str:
+    """About `tokens` tokens of text; salt and nonce come first so no two prompts (of this run
+    or of an earlier run on the same server) share a prefix the prefix cache could reuse."""
     n = max(1, round(tokens * words_per_token) - 3)
     body = " ".join(_WORDS[(nonce * 7 + i) % len(_WORDS)] for i in range(n))
-    return f"{nonce}: {body}"
+    return f"{salt}{nonce}: {body}"
 
 
 def _now() -> str:
@@ -311,6 +313,8 @@ class BenchRun:
         self.on_level = on_level
         self.result = BenchResult(self.base, model or "", self.config)
         self._words_per_token = 1.0
+        # Per run, so a repeated benchmark on the same server gets no prefix-cache hits.
+        self._salt = f"{secrets.token_hex(3)}-"
         self._extra: dict[str, Any] = {}
 
     # -- one request ----------------------------------------------------------------------
@@ -322,7 +326,9 @@ class BenchRun:
             "messages": [
                 {
                     "role": "user",
-                    "content": synthetic_prompt(cfg.prompt_tokens, nonce, self._words_per_token),
+                    "content": synthetic_prompt(
+                        cfg.prompt_tokens, nonce, self._words_per_token, self._salt
+                    ),
                 }
             ],
             "max_tokens": cfg.output_tokens,

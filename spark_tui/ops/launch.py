@@ -156,6 +156,8 @@ class ClusterWatch:
         self.ready = asyncio.Event()
         self._ended: asyncio.Queue[tuple[WatchedRank, str]] = asyncio.Queue()
         self._stopping = False
+        self._backlogs: set[int] = set()
+        self._backlogs_in = asyncio.Event()
 
     # --- per rank ---------------------------------------------------------------------
 
@@ -182,9 +184,16 @@ class ClusterWatch:
             self._set(r, RankState.READY, progress=1.0)
 
     async def _follow(self, r: WatchedRank) -> None:
-        r.follower = RankLogFollower(r.docker, r.name, tail=self.tail)
         why = "ended"
         try:
+            backlog = []
+            if self.tail != "all":
+                # A backlog first (attach): its lines come before any live line or ready.
+                backlog = await r.docker.logs(r.name, tail=self.tail)
+                for rec in backlog:
+                    self._line(r, rec.text, rec.stamp)
+            r.follower = RankLogFollower(r.docker, r.name, tail=self.tail, seen=backlog)
+            self._backlog_done(r)
             async for rec in r.follower.records():
                 self._line(r, rec.text, rec.stamp)
         except SparkError as exc:
@@ -193,7 +202,13 @@ class ClusterWatch:
             r.ended = True
             await self._ended.put((r, why))
 
+    def _backlog_done(self, r: WatchedRank) -> None:
+        self._backlogs.add(r.rank)
+        if len(self._backlogs) == len(self.ranks):
+            self._backlogs_in.set()
+
     async def _wait_health(self) -> None:
+        await self._backlogs_in.wait()
         head = min(self.ranks, key=lambda r: r.rank)
         port = await head.conn.forward_local_port(self.api_host, self.api_port)
         base = f"http://127.0.0.1:{port}"
@@ -221,10 +236,8 @@ class ClusterWatch:
     # --- failure --------------------------------------------------------------------------
 
     async def _explain(self, r: WatchedRank, why: str) -> tuple[str, tuple[str, ...]]:
+        """(reason, lines that explain it); no lines when the classifier recognises none."""
         lines = tuple(logclass.explain_failure(list(r.lines)))
-        if not lines:
-            # Nothing the classifier recognises: the last lines are the best evidence.
-            lines = tuple([t for t in r.lines if t.strip()][-3:])
         if why == "timeout":
             return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
         if why.startswith("unreachable"):
@@ -233,6 +246,11 @@ class ClusterWatch:
         if info is None:
             return ("its container disappeared (removed from outside spark-tui)", lines)
         return (exit_reason(info.get("State") or {}), lines)
+
+    @staticmethod
+    def _last_lines(r: WatchedRank) -> tuple[str, ...]:
+        """The rank's last lines: the best evidence when nothing is recognised as an error."""
+        return tuple([t for t in r.lines if t.strip()][-3:])
 
     async def _fail(
         self, first: WatchedRank, why: str, followers: list[asyncio.Task[None]]
@@ -254,7 +272,9 @@ class ClusterWatch:
         for r, w in failed:
             reasons[r.rank] = await self._explain(r, w)
             reason, lines = reasons[r.rank]
-            self._set(r, RankState.FAILED, reason=reason, explaining_lines=lines)
+            self._set(
+                r, RankState.FAILED, reason=reason, explaining_lines=lines or self._last_lines(r)
+            )
         self._stopping = True
         for t in followers:
             t.cancel()
@@ -272,10 +292,9 @@ class ClusterWatch:
             await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
             remedy = "read the lines above; fix the cause and launch again"
         if not lines:
-            for r, _ in failed[1:]:
-                lines = reasons[r.rank][1]
-                if lines:
-                    break
+            # A rank killed from outside says nothing; the ranks that lost it often do.
+            others = [reasons[r.rank][1] for r, _ in failed[1:] if reasons[r.rank][1]]
+            lines = others[0] if others else self._last_lines(first)
         return LaunchFailed(
             f"{where} {reason}", remedy, rank=first.rank, node=first.node, lines=lines
         )
@@ -302,7 +321,7 @@ class ClusterWatch:
                 done, _ = await asyncio.wait(
                     {ended, ready_wait}, return_when=asyncio.FIRST_COMPLETED
                 )
-                if ended in done:
+                if ended.done():  # (it may have finished just after the ready event)
                     r, why = ended.result()
                     raise await self._fail(r, why, followers)
                 ended.cancel()
@@ -476,6 +495,13 @@ async def launch(
     failures after ready (until the consumer stops); without either the generator ends
     once every rank has started. Raises LaunchFailed when a rank fails.
     """
+    if plan.runtime == "vllm-ray" or plan.serve_exec is not None:
+        # Ray needs its serve command run inside the formed Ray cluster: not done here.
+        raise OperationFailed(
+            f"{plan.recipe}: vllm-ray plans cannot be launched by spark-tui yet",
+            "use the vllm-distributed runtime (the playbook's way: drop "
+            "`distributed_executor_backend: ray`), or run `spark-tui plan --shell` by hand",
+        )
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
     emit = queue.put_nowait

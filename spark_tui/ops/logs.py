@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from spark_tui.core.errors import SparkError
-from spark_tui.remote.docker_remote import LogRecord, RemoteDocker
+from spark_tui.remote.docker_remote import LogRecord, LogStream, RemoteDocker
 
 # Lines this close to the newest one are remembered for deduplication (the resume asks
 # Docker for the log from 1 ms before the newest line: this must be wider).
@@ -69,6 +69,7 @@ class RankLogFollower:
         tail: int | str = "all",
         since_ns: int | None = None,
         resume_pause: float = 0.1,
+        seen: Sequence[LogRecord] = (),
     ) -> None:
         self.docker = docker
         self.container = container
@@ -77,8 +78,14 @@ class RankLogFollower:
         self.resume_pause = resume_pause
         self.dedupe = BoundaryDedupe()
         self.resumes = 0
-        self._stream = None
+        self._stream: LogStream | None = None
         self._closed = False
+        # Lines the caller already has (a backlog it fetched): continue right after them.
+        for rec in seen:
+            self.dedupe.accept(rec)
+        if self.dedupe.last_ns:
+            self.since_ns, self.tail = self.dedupe.last_ns, "all"
+            self.dedupe.resume()
 
     async def records(self) -> AsyncIterator[LogRecord]:
         first = True

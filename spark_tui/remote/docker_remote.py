@@ -418,7 +418,7 @@ class RemoteDocker:
     async def stream_logs(
         self, name: str, *, tail: int | str = "all", since_ns: int | None = None
     ) -> LogStream:
-        """Follow the container's log (with timestamps) from `since_ns`, or its last `tail` lines."""
+        """Follow the container's log (timestamped) from `since_ns`, or its last `tail` lines."""
         loop = asyncio.get_running_loop()
 
         def open_stream(c: docker.DockerClient) -> Any:

@@ -1,4 +1,4 @@
-"""Host key checking: known_hosts verified, unknown keys confirmed by the user, changed keys refused.
+"""Host keys: known_hosts verified, unknown keys confirmed by the user, changed keys refused.
 
 asyncssh checks the server's key against the known_hosts files it is given. When the key
 is not trusted there, `RecordingClient.validate_host_public_key` notes the presented key

@@ -23,7 +23,7 @@ import socket
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import asyncssh
 
@@ -97,6 +97,7 @@ class NodeConnection:
         reconnect_attempts: int = 5,
         backoff_initial: float = 0.2,
         backoff_max: float = 5.0,
+        max_sessions: int = 8,
     ) -> None:
         self.node = node
         self.name = node.name
@@ -114,6 +115,8 @@ class NodeConnection:
         self._client: RecordingClient | None = None
         self._tunnels: list[asyncssh.SSHClientConnection] = []
         self._lock = asyncio.Lock()
+        # OpenSSH refuses more than MaxSessions (10) sessions per connection: stay below.
+        self._sessions = asyncio.Semaphore(max_sessions)
         self._forwards: list[_Forward] = []
         self._forward_dir: str | None = None
         self._policy: HostKeyPolicy | None = None
@@ -164,13 +167,14 @@ class NodeConnection:
         )
         return self._policy
 
-    async def _options(self, host: str, own: bool = True) -> asyncssh.SSHClientConnectionOptions:
-        kw = self._kwargs(None if own else host)
-        kw.pop("known_hosts", None)
+    async def _options(self, host: str) -> asyncssh.SSHClientConnectionOptions:
+        """The node's connection options as asyncssh resolves them (config + inventory)."""
+        kw = self._kwargs()
         try:
-            return await asyncssh.SSHClientConnectionOptions.construct(None, host=host, **kw)
+            opts = await asyncssh.SSHClientConnectionOptions.construct(None, host=host, **kw)
         except (OSError, ValueError, asyncssh.Error) as exc:
             raise self._unreachable(exc) from exc
+        return cast(asyncssh.SSHClientConnectionOptions, opts)
 
     def _known_hosts_arg(self, policy: HostKeyPolicy) -> asyncssh.SSHKnownHosts:
         """The known_hosts content asyncssh checks against (never None: that would trust all)."""
@@ -193,7 +197,7 @@ class NodeConnection:
                 conn = await asyncssh.connect(
                     host,
                     known_hosts=self._known_hosts_arg(policy),
-                    client_factory=lambda c=client: c,  # type: ignore[misc]
+                    client_factory=lambda c=client: c,
                     **kw,
                 )
                 return conn, client
@@ -208,6 +212,11 @@ class NodeConnection:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _open(self) -> None:
+        if self._conn is not None:  # a dropped connection: release it before a new one
+            self._conn.abort()
+            self._conn = None
+        for t in self._tunnels:
+            t.abort()
         opts = await self._options(self.node.host)
         self.address = str(opts.host)
         self.port = int(opts.port)
@@ -241,7 +250,8 @@ class NodeConnection:
         """A connection failure as a message naming the node, with a remedy."""
         if isinstance(exc, SparkError):
             return exc
-        where = f"{self.name} ({self.username + '@' if self.username else ''}{self.address}:{self.port})"
+        user = f"{self.username}@" if self.username else ""
+        where = f"{self.name} ({user}{self.address}:{self.port})"
         if isinstance(exc, asyncssh.PermissionDenied):
             return UnreachableError(
                 f"{where}: authentication refused ({exc.reason})",
@@ -366,36 +376,46 @@ class NodeConnection:
     # --- commands ---------------------------------------------------------------------
 
     async def run(self, cmd: str, timeout: float | None = None, *, retry: bool = True) -> RunResult:
-        """Run a fixed command string; retried once after a reconnect when `retry`."""
+        """Run a fixed command string (at most `max_sessions` at once on this connection);
+        when the connection drops under it, reconnect and run it once more if `retry`."""
         limit = timeout if timeout is not None else self.command_timeout
         for attempt in range(2):
             await self.ensure_connected()
             conn = self.connection
-            try:
-                proc = await conn.create_process(cmd, encoding="utf-8", errors="replace")
-            except (
-                asyncssh.ChannelOpenError,
-                asyncssh.ConnectionLost,
-                asyncssh.DisconnectError,
-                OSError,
-            ) as exc:
+            async with self._sessions:
+                proc = None
+                try:
+                    proc = await conn.create_process(cmd, encoding="utf-8", errors="replace")
+                    result = await asyncio.wait_for(proc.wait(), limit)
+                except TimeoutError:
+                    if proc is not None:
+                        proc.close()
+                    raise CommandTimeout(
+                        f"{self.name}: `{_short(cmd)}` did not finish within {limit:g} s",
+                        "the node is slow or stuck: check its load, or try again",
+                    ) from None
+                except (
+                    asyncssh.ChannelOpenError,
+                    asyncssh.ConnectionLost,
+                    asyncssh.DisconnectError,
+                    OSError,
+                ) as exc:
+                    if retry and attempt == 0 and self._dropped(conn):
+                        continue
+                    if isinstance(exc, asyncssh.ChannelOpenError):
+                        raise UnreachableError(
+                            f"{self.name}: the node refused to run `{_short(cmd)}`: {exc.reason}",
+                            "check sshd's MaxSessions and the account's restrictions on the node",
+                        ) from exc
+                    raise self._unreachable(exc) from exc
+            if result.exit_status is None and self._dropped(conn):
+                # The command did not end: the connection under it did.
                 if retry and attempt == 0:
-                    self._mark_lost()
                     continue
-                raise self._unreachable(exc) from exc
-            try:
-                result = await asyncio.wait_for(proc.wait(), limit)
-            except TimeoutError:
-                proc.close()
-                raise CommandTimeout(
-                    f"{self.name}: `{_short(cmd)}` did not finish within {limit:g} s",
-                    "the node is slow or stuck: check its load, or try again",
-                ) from None
-            except (asyncssh.ConnectionLost, asyncssh.DisconnectError, BrokenPipeError) as exc:
-                if retry and attempt == 0:
-                    self._mark_lost()
-                    continue
-                raise self._unreachable(exc) from exc
+                raise UnreachableError(
+                    f"{self.name}: the connection dropped while `{_short(cmd)}` ran",
+                    "check the network path to the node; run the command again",
+                )
             return RunResult(
                 stdout=str(result.stdout or ""),
                 stderr=str(result.stderr or ""),
@@ -407,16 +427,18 @@ class NodeConnection:
         """Run a command given as argv: every element is shell-quoted."""
         return await self.run(shlex.join(list(argv)), timeout)
 
-    def _mark_lost(self) -> None:
-        if self._client is not None:
-            self._client.lost = True
+    def _dropped(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether `conn` is gone (then the next call reconnects)."""
+        if conn is not self._conn:
+            return True  # someone else already reconnected
+        return not self.connected
 
     # --- forwards ---------------------------------------------------------------------
 
     async def forward_local_port(
         self, dest_host: str, dest_port: int, listen_host: str = "127.0.0.1", listen_port: int = 0
     ) -> int:
-        """Forward a local TCP port to dest_host:dest_port as seen from the node; returns the port."""
+        """Forward a local TCP port to dest_host:dest_port (as the node sees it); returns it."""
         await self.ensure_connected()
         listener = await self.connection.forward_local_port(
             listen_host, listen_port, dest_host, dest_port
@@ -426,7 +448,7 @@ class NodeConnection:
         return port
 
     async def docker_socket_path(self) -> str:
-        """The node's Docker socket: its DOCKER_HOST when that is a unix socket, else the default."""
+        """The node's Docker socket: its DOCKER_HOST if that is a unix socket, else the default."""
         if self._docker_socket is not None:
             return self._docker_socket
         res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)

@@ -175,6 +175,26 @@ def test_check_without_nodes_is_a_usage_error(cli: Cli) -> None:
     _usage_error(res)
 
 
+def _node(**extra: Any) -> dict[str, Any]:
+    return {"name": "spark-a", "address": "10.0.0.10", **extra}
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        _node(memory_total_bytes="lots"),
+        _node(interfaces="enp1s0f1np1"),
+        _node(models=[{"repo_id": "nvidia/GLM-5.3-Flash-FP4-Local", "config": "not-a-dict"}]),
+    ],
+    ids=["memory-not-a-number", "interfaces-not-a-list", "model-config-not-an-object"],
+)
+def test_check_facts_with_wrong_types(cli: Cli, tmp_path: Path, node: dict[str, Any]) -> None:
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({"nodes": [node, dict(node, name="spark-b")]}))
+    res = cli.run("check", "glm-5.3-flash", "--facts", str(facts))
+    _usage_error(res)
+
+
 # --- plan ------------------------------------------------------------------------------------
 
 RANK_KEYS = (
@@ -366,6 +386,8 @@ def test_launch_wait(cli: Cli, sim: SimProcess) -> None:
     assert res.returncode == 0, _out(res) + f"\n--- sim\n{sim.output()[-2000:]}"
     assert SECRET not in res.stdout + res.stderr
     assert time.monotonic() - started < 90
+    # The ranks run as the simulated containers' engine processes (checked gone after stop).
+    assert len(_engines(sim)) >= 2, sim.output()[-2000:]
     State.launched = True
 
 
@@ -433,6 +455,20 @@ def test_smoke_with_nothing_listening(cli: Cli) -> None:
     assert re.search(r"remedy:\s*\S", res.stdout + res.stderr), _out(res)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("probe", "--hosts", "127.0.0.1:abc"),
+        ("smoke", "--base-url", "http://[::1"),
+        ("smoke", "--base-url", "ftp://127.0.0.1:1"),
+    ],
+    ids=["hosts-port-not-a-number", "base-url-unparsable", "base-url-not-http"],
+)
+def test_malformed_targets_are_usage_errors(cli: Cli, args: tuple[str, ...]) -> None:
+    res = cli.run(*args, timeout=60)
+    _usage_error(res)
+
+
 def test_bench_on_the_cluster(cli: Cli, sim: SimProcess) -> None:
     _need_launch()
     res = cli.run(
@@ -459,6 +495,31 @@ def test_bench_on_the_cluster(cli: Cli, sim: SimProcess) -> None:
         assert lv["errors"] == 0 and lv["requests"] >= 1, lv
         assert lv["figures"]["ttft_p50_s"] > 0
         assert lv["figures"]["total_output_tps"] > 0
+
+
+def test_relaunch_with_one_changed_setting(cli: Cli, sim: SimProcess) -> None:
+    """The tuning loop, headless: the same recipe with one setting changed replaces the
+    running cluster (--replace removes our own containers without asking)."""
+    _need_launch()
+    before = _clusters(_json(cli.run("status", "--inventory", str(sim.inventory), "--json")))
+    res = cli.run(
+        "launch",
+        "glm-5.3-flash",
+        "--inventory",
+        str(sim.inventory),
+        "--set",
+        "max_num_seqs=8",
+        "--replace",
+        "--wait",
+        timeout=120,
+    )
+    sim.snapshot()
+    _no_traceback(res)
+    assert res.returncode == 0, _out(res)
+    res = cli.run("status", "--inventory", str(sim.inventory), "--json")
+    after = _clusters(_json(res))
+    assert len(after) == 1, after
+    assert json.dumps(after) != json.dumps(before), "the settings hash changed"
 
 
 def test_stop_removes_the_cluster(cli: Cli, sim: SimProcess) -> None:

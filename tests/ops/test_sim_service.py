@@ -11,6 +11,7 @@ import asyncio
 import json
 import statistics
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,7 +81,8 @@ def _openai_timings(base_url: str, prompt_tokens: int, output_tokens: int, n: in
     ttfts, speeds, prompt_counts, tokens = [], [], [], 0
     wall = 0.0
     for i in range(n + 1):
-        prompt = f"req{i} " + " ".join(
+        # A fresh prefix per request: no prefix-cache hit from an earlier run.
+        prompt = f"{uuid.uuid4().hex[:8]} " + " ".join(
             ["alpha", "beta", "gamma", "delta"][j % 4] for j in range(words)
         )
         sent = time.perf_counter()

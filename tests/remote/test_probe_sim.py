@@ -132,3 +132,12 @@ async def test_inventory_yaml_with_hosts_only_uses_defaults(sim_scenario, tmp_pa
         from spark_tui.remote.discovery import nodes_from_inventory_file
 
         assert nodes_from_inventory_file(str(path)) == sim.inventory
+
+
+async def test_probe_nodes_sync_for_headless_commands(sim_scenario) -> None:
+    from spark_tui.remote.probe import probe_nodes_sync
+
+    async with SimCluster(sim_scenario(2)) as sim:
+        facts = await asyncio.to_thread(probe_nodes_sync, sim.inventory, ssh_config=None)
+    assert [f.name for f in facts] == [n.name for n in sim.inventory]
+    assert all(f.memory_total_bytes for f in facts)

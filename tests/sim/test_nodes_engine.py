@@ -97,7 +97,9 @@ async def test_an_engine_container_serves_through_ssh_forwards(
         lines = await asyncio.to_thread(launch)
         assert READY in lines[-1], "".join(lines[-20:])
         text = "".join(lines)
-        assert "Uvicorn running on" in text and "Starting vLLM API server" in text
+        assert (
+            "Starting vLLM API server" in text and "Loading safetensors checkpoint shards" in text
+        )
         # The API answers through a direct-tcpip forward to the node's own port.
         api_fwd = await conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", port)
         base = f"http://127.0.0.1:{api_fwd.get_port()}"
@@ -166,3 +168,58 @@ async def test_a_worker_that_dies_after_ready_takes_the_head_down(cluster: SimCl
     assert worker_state["StatusCode"] != 0, worker_log[-2000:]
     assert head_state["StatusCode"] != 0
     assert "NCCL" in head_log.split(READY, 1)[1]
+
+
+async def test_page_cache_fails_the_engine_until_caches_are_dropped() -> None:
+    scenario = Scenario(
+        nodes=1, ssh_port=0, base_address=random_loopback_base(1), pace=0.05, page_cache_gb=60
+    )
+    async with SimCluster(scenario) as cluster:
+        node = cluster.nodes[0]
+        argv = ["vllm", "serve", MODEL, "--port", str(_free_port(node.address))]
+
+        def run(name: str) -> tuple[int, str]:
+            client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+            try:
+                c = client.containers.run(IMAGE, argv, detach=True, name=name)
+                lines = _follow_until(c, READY)
+                c.reload()
+                code = -1 if c.status == "running" else int(c.attrs["State"]["ExitCode"])
+                c.remove(force=True)
+                return code, "".join(lines)
+            finally:
+                client.close()
+
+        code, log = await asyncio.to_thread(run, "cached")
+        assert code == 1, log[-1500:]
+        assert "Free memory on device" in log and "less than desired GPU memory" in log
+        async with _connect(cluster, node) as conn:
+            await conn.run("sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'", check=True)
+        code, log = await asyncio.to_thread(run, "dropped")
+        assert code == -1 and READY in log, log[-1500:]
+
+
+async def test_a_second_engine_on_a_busy_node_finds_no_free_memory(cluster: SimCluster) -> None:
+    node = cluster.nodes[0]
+
+    def run() -> str:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+        try:
+            first = client.containers.run(
+                IMAGE,
+                ["vllm", "serve", MODEL, "--port", str(_free_port(node.address))],
+                detach=True,
+            )
+            _follow_until(first, READY)
+            second = client.containers.run(
+                IMAGE,
+                ["vllm", "serve", MODEL, "--port", str(_free_port(node.address))],
+                detach=True,
+            )
+            second.wait(timeout=30)
+            return second.logs().decode()
+        finally:
+            client.close()
+
+    log = await asyncio.to_thread(run)
+    assert "Free memory on device" in log, log[-1500:]

@@ -125,7 +125,8 @@ class SimHTTPServer(ThreadingHTTPServer):
 
 
 def make_server(host: str, port: int) -> SimHTTPServer:
-    """Bind the API socket (raises OSError EADDRINUSE when the port is taken)."""
+    """Bind the API socket (raises OSError EADDRINUSE when the port is taken) and start
+    answering at once: 503 until the engine is ready."""
     server = SimHTTPServer((host, port), Handler, bind_and_activate=False)
     try:
         server.server_bind()
@@ -133,6 +134,9 @@ def make_server(host: str, port: int) -> SimHTTPServer:
     except OSError:
         server.server_close()
         raise
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    ).start()
     return server
 
 
@@ -201,10 +205,19 @@ class Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
         self.do_GET()
 
+    def _starting(self, path: str) -> None:
+        """Answer while the engine is still starting (no state yet): not ready."""
+        if path in ("/health", "/ping"):
+            self._send(503, b"")
+        else:
+            self._error(ApiError(503, "The server is starting up.", "ServiceUnavailableError"))
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         st = self.state
-        assert st is not None
         path = self.path.split("?", 1)[0]
+        if st is None:
+            self._starting(path)
+            return
         if not self._authorised():
             self._json(401, {"error": "Unauthorized"})
             return
@@ -235,12 +248,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         st = self.state
-        assert st is not None
         path = self.path.split("?", 1)[0]
         try:
             body = self._body()
         except ApiError as err:
             self._error(err)
+            return
+        if st is None:
+            self._starting(path)
             return
         if not self._authorised():
             self._json(401, {"error": "Unauthorized"})

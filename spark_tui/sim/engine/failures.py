@@ -75,6 +75,15 @@ _ENGINE_START = [
     _f("vllm/v1/engine/core.py", 934, "__init__", "super().__init__("),
 ]
 
+_DIST_FRAMES = [
+    _f(
+        "vllm/v1/worker/gpu_worker.py",
+        251,
+        "init_device",
+        "init_worker_distributed_environment(self.vllm_config, self.rank,",
+    ),
+]
+
 _WORKER_START = [
     _f(
         "vllm/v1/executor/multiproc_executor.py",
@@ -222,7 +231,7 @@ def store_port_in_use() -> Failure:
         "RuntimeError: The server socket has failed to listen on any local network address. "
         "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
     )
-    frames = _WORKER_START[:1] + [
+    frames = _DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,
@@ -240,7 +249,7 @@ def clients_timeout(seconds: float, joined: int, expected: int) -> Failure:
         f"torch.distributed.DistStoreError: Timed out after {int(seconds) + 1} seconds waiting "
         f"for clients. {joined}/{expected} clients joined."
     )
-    frames = _WORKER_START[:1] + [
+    frames = _DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,
@@ -258,7 +267,7 @@ def client_timeout(seconds: float, host: str, port: int) -> Failure:
         f"torch.distributed.DistNetworkError: The client socket has timed out after "
         f"{int(seconds * 1000)}ms while trying to connect to ({host}, {port})."
     )
-    frames = _WORKER_START[:1] + [
+    frames = _DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,

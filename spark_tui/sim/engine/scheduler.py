@@ -232,7 +232,9 @@ class Scheduler(threading.Thread):
                 prefill_tokens = sum(c for _r, c in chunks)
                 step = self.timing.step_time(len(decoding), kv_tokens, prefill_tokens)
             now = time.monotonic()
-            deadline = max(deadline + step, now - step)
+            if deadline < now - step:
+                deadline = now  # idle or far behind: start afresh rather than burst
+            deadline += step
             delay = deadline - now
             if delay > 0:
                 time.sleep(delay)

@@ -455,7 +455,7 @@ def _rendezvous(ctx: Context) -> None:
         raise Failure(
             f"RuntimeError: The head node at {a.master_addr}:{a.master_port} rejected rank "
             f"{a.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
-            failures._WORKER_START[:1],
+            failures._DIST_FRAMES,
             "engine",
             log_source="multiproc_executor.py:761",
         ) from exc
@@ -710,9 +710,6 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     state = api.ApiState(spec, a, names, lay.max_model_len, sched, metrics, ctx.api)
     ctx.state = state
     api.bind_handler(state)
-    threading.Thread(
-        target=ctx.server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-    ).start()
     ctx.api.info("api_server.py:577", "Supported tasks: ['generate']")
     if a.enable_auto_tool_choice and a.tool_call_parser:
         ctx.api.info("parser_manager.py:36", '"auto" tool choice has been enabled.')
@@ -837,6 +834,7 @@ def _close(ctx: Context) -> None:
         ctx.scheduler.stop()
     if ctx.server is not None:
         try:
+            ctx.server.shutdown()
             ctx.server.server_close()
         except OSError:
             pass

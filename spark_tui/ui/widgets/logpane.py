@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from rich.highlighter import RegexHighlighter
+from rich.highlighter import Highlighter
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Log, Static
@@ -21,56 +23,139 @@ SHOWN_LINES = 5_000
 PENDING_LIMIT = 10_000
 FLUSH_SECONDS = 0.1
 
+# vLLM's prefixes: "(APIServer pid=74) INFO 09-09 15:19:36 [file.py:12] message", uvicorn's
+# "INFO:     127.0.0.1 ...". The compact view drops them (the filter still sees them).
+_PROC_PREFIX = re.compile(r"^\((?:[\w.-]+ pid=\d+(?:, ip=[\d.]+)?)\)\s?")
+_VLLM_PREFIX = re.compile(
+    r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w./-]+\.py:\d+\]\s?"
+)
+_UVICORN_PREFIX = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 
-class VllmLogHighlighter(RegexHighlighter):
-    """Colours vLLM levels and the phrases that explain a failure."""
+_ERROR = re.compile(
+    r"^(?:ERROR|CRITICAL)\b|Traceback \(most recent call last\)|^\s*File \".*\", line \d+"
+    r"|\b\w+(?:Error|Exception):|\bNCCL WARN\b|Free memory on device|KV cache is needed"
+    r"|No available memory for the cache blocks|Address already in use|must be divisible by"
+    r"|\] ERROR |\) ERROR "
+)
+_WARNING = re.compile(r"\bWARN(?:ING)?\b")
+_READY = re.compile(r"Application startup complete\.|Uvicorn running on \S+|Starting vLLM API")
+_PROGRESS = re.compile(r"\d+% Completed \| \d+/\d+|\d+%\|[^|]*\|")
 
-    base_style = "log."
-    highlights = [  # noqa: RUF012 - Rich reads this class attribute
-        r"(?P<error>\bERROR\b|Traceback.*|\w+Error:.*|NCCL WARN.*|Free memory on device.*"
-        r"|KV cache is needed.*|No available memory for the cache blocks.*"
-        r"|Address already in use.*|must be divisible by.*)",
-        r"(?P<warning>\bWARNING\b)",
-        r"(?P<ready>Application startup complete\.|Uvicorn running on \S+)",
-        r"(?P<progress>\d+% Completed \| \d+/\d+)",
-    ]
+
+def compact_line(line: str) -> str:
+    """The line without vLLM's process, time and source prefixes; WARNING/ERROR kept."""
+    m = _PROC_PREFIX.match(line)
+    if m:
+        line = line[m.end() :]
+    m = _VLLM_PREFIX.match(line) or _UVICORN_PREFIX.match(line)
+    if m is None:
+        return line
+    level = m.group(1)
+    rest = line[m.end() :]
+    return rest if level in ("INFO", "DEBUG") else f"{level} {rest}"
+
+
+def _rich(colour: str | None, fallback: str) -> Style:
+    try:
+        return Style(color=Color.parse(colour or fallback).rich_color)
+    except Exception:  # an unparseable theme colour: fall back, never fail a render
+        return Style(color=Color.parse(fallback).rich_color)
+
+
+class VllmLogHighlighter(Highlighter):
+    """Colours errors (the whole line), warnings, readiness and progress from the theme."""
+
+    def __init__(self) -> None:
+        self.set_colours(None, None, None, None)
+
+    def set_colours(
+        self, error: str | None, warning: str | None, success: str | None, accent: str | None
+    ) -> None:
+        self.error = _rich(error, "red") + Style(bold=True)
+        self.warning = _rich(warning, "yellow") + Style(bold=True)
+        self.ready = _rich(success, "green") + Style(bold=True)
+        self.progress = _rich(accent, "cyan")
+
+    def highlight(self, text: Text) -> None:
+        plain = text.plain
+        if _ERROR.search(plain):
+            text.stylize(self.error)
+            return
+        for m in _WARNING.finditer(plain):
+            text.stylize(self.warning, m.start(), m.end())
+        for m in _READY.finditer(plain):
+            text.stylize(self.ready, m.start(), m.end())
+        for m in _PROGRESS.finditer(plain):
+            text.stylize(self.progress, m.start(), m.end())
 
 
 class RankLog(Log):
-    """A `Log` that highlights at render time only, so ingest stays cheap."""
+    """A `Log` that highlights at render time only (ingest stays cheap) and keeps following
+    the tail (also across resizes) until the user scrolls up."""
 
     DEFAULT_CSS = """
-    RankLog { height: 1fr; border: none; padding: 0 0; scrollbar-size: 1 1; }
+    RankLog { height: 1fr; border: none; padding: 0 0; scrollbar-size-vertical: 1;
+              scrollbar-size-horizontal: 0; }
     """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(highlight=True, max_lines=SHOWN_LINES, **kwargs)  # type: ignore[arg-type]
-        self.highlighter = VllmLogHighlighter()
+        self.highlighter: VllmLogHighlighter = VllmLogHighlighter()
+        self.follow = True
+
+    def on_mount(self) -> None:
+        self._theme_colours()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._theme_colours())
+
+    def _theme_colours(self) -> None:
+        theme = self.app.current_theme
+        self.highlighter.set_colours(theme.error, theme.warning, theme.success, theme.accent)
+        self._render_line_cache.clear()
+        self.refresh()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        # Scrolled to the end (by us or by the user): follow; scrolled up: stay put.
+        self.follow = new_value >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def add_lines(self, lines: list[str]) -> None:
+        self.write_lines(lines, scroll_end=self.follow)
 
 
 class LogPane(Vertical):
     """Header (rank, node, state, progress), the failure's explaining lines, and the log."""
 
     DEFAULT_CSS = """
-    LogPane { border: round $panel-lighten-2; height: 1fr; min-height: 5; }
+    LogPane { border: round $panel-lighten-2; height: 1fr; min-height: 4; }
     LogPane:focus-within { border: round $primary; }
     LogPane > .pane-head { height: 1; padding: 0 1; background: $panel; }
-    LogPane > .pane-why { height: auto; max-height: 4; padding: 0 1; color: $error; display: none; }
+    LogPane > .pane-why { height: auto; max-height: 8; padding: 0 1; color: $error;
+                          display: none; border-bottom: solid $error 50%; }
     LogPane.failed > .pane-why { display: block; }
     """
 
     state: reactive[str] = reactive("idle")
     progress: reactive[float | None] = reactive(None)
     filter_text: reactive[str] = reactive("")
+    compact: reactive[bool] = reactive(True)
 
-    def __init__(self, rank: int, node: str, *, id: str | None = None) -> None:
+    def __init__(
+        self, rank: int, node: str, *, role: str | None = None, id: str | None = None
+    ) -> None:
         super().__init__(id=id or f"rank-{rank}")
         self.rank = rank
         self.node = node
+        self.role = role
         self._all: deque[str] = deque(maxlen=KEEP_LINES)
         self._pending: deque[str] = deque(maxlen=PENDING_LIMIT)
         self.received = 0
         self.dropped = 0
+        self.reason: str | None = None
+        self.explaining: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static(self._head_text(), classes="pane-head", id=f"head-{self.rank}")
@@ -79,6 +164,9 @@ class LogPane(Vertical):
 
     def on_mount(self) -> None:
         self.set_interval(FLUSH_SECONDS, self.flush)
+
+    def on_resize(self) -> None:
+        self._refresh_head()
 
     # ingest: called for every line; must stay O(1) and never touch the screen
     def push(self, line: str) -> None:
@@ -93,32 +181,44 @@ class LogPane(Vertical):
 
     def flush(self) -> None:
         """Move pending lines into the log in one write (the timer calls this)."""
-        if not self._pending:
+        if not self._pending or not self.is_mounted:
             return
         batch = list(self._pending)
         self._pending.clear()
         self._all.extend(batch)
-        shown = self._matching(batch)
+        shown = self._shown(batch)
         if shown:
-            self.query_one(RankLog).write_lines(shown)
+            self.query_one(RankLog).add_lines(shown)
 
-    def _matching(self, lines: list[str]) -> list[str]:
-        if not self.filter_text:
-            return lines
-        try:
-            pattern = re.compile(self.filter_text, re.IGNORECASE)
-        except re.error:
-            needle = self.filter_text.lower()
-            return [line for line in lines if needle in line.lower()]
-        return [line for line in lines if pattern.search(line)]
+    @property
+    def lines(self) -> list[str]:
+        """Every line kept (raw, unfiltered), oldest first."""
+        return list(self._all) + list(self._pending)
 
-    def watch_filter_text(self, _old: str, _new: str) -> None:
+    def _shown(self, lines: list[str]) -> list[str]:
+        if self.filter_text:
+            try:
+                pattern = re.compile(self.filter_text, re.IGNORECASE)
+                lines = [line for line in lines if pattern.search(line)]
+            except re.error:
+                needle = self.filter_text.lower()
+                lines = [line for line in lines if needle in line.lower()]
+        return [compact_line(line) for line in lines] if self.compact else lines
+
+    def _rewrite(self) -> None:
         if not self.is_mounted:
             return
         log = self.query_one(RankLog)
         log.clear()
-        log.write_lines(self._matching(list(self._all)))
+        log.follow = True
+        log.add_lines(self._shown(list(self._all)))
         self._refresh_head()
+
+    def watch_filter_text(self) -> None:
+        self._rewrite()
+
+    def watch_compact(self) -> None:
+        self._rewrite()
 
     def set_state(self, state: str, progress: float | None = None) -> None:
         self.state = state
@@ -126,24 +226,15 @@ class LogPane(Vertical):
             self.progress = progress
 
     def show_failure(self, reason: str, lines: list[str]) -> None:
-        """Show why this rank failed above its log."""
+        """Show why this rank failed above its log (the lines that explain it)."""
+        self.reason, self.explaining = reason, list(lines)
         self.add_class("failed")
-        why = Text(f"failed: {reason}\n", style="bold")
-        for line in lines[-3:]:
-            why.append(line.strip()[:400] + "\n")
+        why = Text(f"failed: {reason}", style="bold")
+        for line in lines[-5:]:
+            why.append("\n" + compact_line(line.strip())[:400])
+        if not lines:
+            why.append("\nno log line explains it: scroll the log below", style="italic")
         self.query_one(f"#why-{self.rank}", Static).update(why)
-
-    def reset(self, node: str | None = None) -> None:
-        """Empty the pane for a new launch."""
-        self.node = node or self.node
-        self._all.clear()
-        self._pending.clear()
-        self.received = self.dropped = 0
-        self.remove_class("failed")
-        self.state, self.progress = "idle", None
-        if self.is_mounted:
-            self.query_one(RankLog).clear()
-            self.query_one(f"#why-{self.rank}", Static).update("")
 
     def watch_state(self) -> None:
         self._refresh_head()
@@ -159,17 +250,25 @@ class LogPane(Vertical):
         style = {
             "ready": "bold green",
             "failed": "bold red",
-            "loading": "yellow",
+            "loading": "bold yellow",
             "starting": "yellow",
+            "created": "yellow",
             "stopped": "dim",
-        }.get(self.state, "")
-        text = Text(f"rank {self.rank}  {self.node}  ")
+        }.get(self.state, "dim")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"rank {self.rank} ", style="bold")
+        text.append(self.node)
+        if self.role:
+            text.append(f" {self.role}", style="dim")
+        text.append("  ")
         text.append(self.state, style=style)
         if self.state == "loading" and self.progress is not None:
-            filled = int(self.progress * 20)
             text.append(f" {self.progress:4.0%} ")
+            room = (self.size.width or 60) - 2 - text.cell_len
+            width = max(0, min(20, room))
+            filled = int(self.progress * width)
             text.append("━" * filled, style="green")
-            text.append("─" * (20 - filled), style="dim")
+            text.append("─" * (width - filled), style="dim")
         if self.filter_text:
-            text.append(f"  filter: /{self.filter_text}", style="italic")
+            text.append(f"  /{self.filter_text}", style="italic")
         return text

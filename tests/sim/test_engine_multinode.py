@@ -1,0 +1,100 @@
+"""Two simulated ranks of the glm-5.3-flash recipe, rendered by the foundation's render_argv,
+meet over TCP, reach ready, and fail as a real cluster does when one node dies."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from engine_harness import Engine, free_port, recipe_argv
+
+
+class Pair:
+    """A head and a headless worker of one TP=2 service."""
+
+    def __init__(
+        self, env_head: dict[str, str] | None = None, env_worker: dict[str, str] | None = None
+    ) -> None:
+        self.api_port = free_port()
+        self.master_port = free_port()
+        argv, env = recipe_argv("glm-5.3-flash", host="127.0.0.1", port=self.api_port)
+        rdv = [
+            "--nnodes",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(self.master_port),
+        ]
+        self.head = Engine(argv + rdv + ["--node-rank", "0"], {**env, **(env_head or {})})
+        self.worker = Engine(
+            argv + rdv + ["--node-rank", "1", "--headless"], {**env, **(env_worker or {})}
+        )
+
+    def stop(self) -> None:
+        self.head.stop()
+        self.worker.stop()
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    p = Pair()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def test_two_ranks_reach_ready_and_worker_death_kills_head(pair: Pair) -> None:
+    pair.head.wait_healthy(pair.api_port)
+    models = httpx.get(f"http://127.0.0.1:{pair.api_port}/v1/models").json()
+    assert models["data"][0]["max_model_len"] == 500000
+    head_log, worker_log = pair.head.output, pair.worker.output
+    # both ranks joined the same rendezvous and split the model
+    assert f"distributed_init_method=tcp://127.0.0.1:{pair.master_port} backend=nccl" in head_log
+    assert "world_size=2 rank=1 local_rank=0" in worker_log
+    assert "headless multiproc executor, with head node address" in worker_log
+    assert "(Worker_TP1 pid=" in worker_log and "(Worker_TP0 pid=" in head_log
+    assert "Model loading took 58.1 GiB memory" in worker_log
+    assert "Loading safetensors checkpoint shards: 100% Completed | 24/24" in worker_log
+    assert "Maximum concurrency for 500,000 tokens per request: 2.8" in head_log
+    assert "APIServer" not in worker_log and "Starting vLLM API server" not in worker_log
+
+    pair.worker.proc.send_signal(signal.SIGKILL)
+    rc = pair.head.wait_exit(15)
+    assert rc != 0
+    out = pair.head.output
+    assert "NCCL error: remote process exited or there was a network error" in out
+    assert "EngineDeadError" in out
+    assert "died unexpectedly" in out
+
+
+def test_head_death_fails_the_worker_and_graceful_stop_does_not(pair: Pair) -> None:
+    pair.head.wait_healthy(pair.api_port)
+    pair.head.proc.send_signal(signal.SIGKILL)
+    assert pair.worker.wait_exit(15) == 1
+    assert "NCCL error: remote process exited" in pair.worker.output
+
+    graceful = Pair()
+    try:
+        graceful.head.wait_healthy(graceful.api_port)
+        graceful.head.proc.send_signal(signal.SIGTERM)
+        assert graceful.head.wait_exit(10) == 0
+        assert graceful.worker.wait_exit(10) == 0
+        assert "Finished server process" in graceful.head.output
+    finally:
+        graceful.stop()
+
+
+def test_worker_dies_after_ready_scenario() -> None:
+    p = Pair(env_worker={"SPARK_SIM_DIE_AFTER_READY_S": "0.3"})
+    try:
+        p.head.wait_healthy(p.api_port)
+        assert p.worker.wait_exit(10) == 137
+        assert "simulated node failure" in p.worker.output
+        assert p.head.wait_exit(10) == 1
+        assert "ncclRemoteError" in p.head.output
+    finally:
+        p.stop()

@@ -1,4 +1,4 @@
-"""The results bar: smoke checks, benchmark sweep (with a small chart), comparisons."""
+"""The results bar: status, smoke checks, benchmark sweep (with a small chart), comparison."""
 
 from __future__ import annotations
 
@@ -7,86 +7,141 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-BARS = " ▁▂▃▄▅▆▇█"
+BLOCKS = " ▏▎▍▌▋▊▉█"
+SPARK = "▁▂▃▄▅▆▇█"
+SHORT_NAMES = {"tool_call": "tools", "streaming": "stream"}
+# Below this width the bar says each thing on one line.
+WIDE = 110
 
 
-def smoke_line(results: list[dict[str, Any]]) -> Text:
-    """`health ok 4 ms | chat ok 1.2 s | ...`, failures in red with their cause."""
-    text = Text()
-    for i, res in enumerate(results):
-        if i:
-            text.append(" | ", style="dim")
-        ok = res.get("ok")
-        text.append(f"{res['name']} ")
-        text.append("ok" if ok else "FAIL", style="green" if ok else "bold red")
-        latency = res.get("latency_s")
-        if latency is not None:
-            text.append(
-                f" {latency * 1000:.0f} ms" if latency < 1 else f" {latency:.1f} s", style="dim"
-            )
-        if ok and res.get("detail"):
-            text.append(f" {res['detail']}", style="dim")
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def smoke_line(results: list[dict[str, Any]], wide: bool = True) -> Text:
+    """`smoke ✓ health 4 ms ✓ chat 1.2 s ...`; a failure in red with its cause and remedy."""
+    ok_all = all(r.get("ok") for r in results)
+    text = Text(no_wrap=not wide, overflow="ellipsis")
+    text.append("smoke ", style="bold green" if ok_all else "bold red")
+    for res in results:
+        ok = bool(res.get("ok"))
+        name = res["name"] if wide else SHORT_NAMES.get(res["name"], res["name"])
+        text.append("✓ " if ok else "✗ ", style="green" if ok else "bold red")
+        text.append(name, style="" if ok else "bold red")
+        latency = _duration(res.get("latency_s"))
+        if latency:
+            text.append(f" {latency}", style="dim")
+        if wide and ok and res["name"] == "tool_call":
+            data = res.get("data") or {}
+            if data.get("function"):
+                args = str(data.get("arguments") or "")
+                args = args if len(args) <= 30 else args[:29] + "…"
+                text.append(f" {data['function']}({args})", style="dim")
+        text.append("  ")
+    text.rstrip()
     failed = [r for r in results if not r.get("ok")]
     if failed:
         first = failed[0]
-        text.append(
-            f"\n{first['name']}: {first.get('cause') or first.get('detail') or ''}", style="red"
-        )
+        cause = first.get("cause") or first.get("detail") or "failed"
+        text.append(f"\n{first['name']}: {cause}", style="red")
         if first.get("remedy"):
             text.append(f"  → {first['remedy']}", style="dim")
     return text
 
 
-def sweep_chart(levels: list[dict[str, Any]]) -> Text:
-    """One bar per concurrency level of total output tokens/s, with the figures."""
-    text = Text()
+def _figure(level: dict[str, Any], name: str) -> float | None:
+    value = (level.get("figures") or {}).get(name)
+    return None if value is None else float(value)
 
-    def figure(lv: dict[str, Any], name: str) -> float | None:
-        value = (lv.get("figures") or {}).get(name)
-        return None if value is None else float(value)
 
-    peak = max((figure(lv, "total_output_tps") or 0.0 for lv in levels), default=0.0) or 1.0
-    for lv in levels:
-        tps = figure(lv, "total_output_tps") or 0.0
-        bar = BARS[min(8, int(tps / peak * 8))]
-        text.append(f"c{lv['concurrency']} ", style="dim")
-        text.append(bar * 3, style="green")
-        ttft = figure(lv, "ttft_p50_s")
-        ttft_s = f" ttft {ttft * 1000:.0f}ms" if ttft is not None else ""
-        text.append(f" {tps:.0f} tok/s{ttft_s}  ", style="")
+def sweep_chart(levels: list[dict[str, Any]], wide: bool = True, width: int = 24) -> Text:
+    """Total output tokens/s per concurrency level: one bar each (wide) or one line."""
+    peak = max((_figure(lv, "total_output_tps") or 0.0 for lv in levels), default=0.0) or 1.0
+    text = Text(no_wrap=not wide, overflow="ellipsis")
+    if not wide:
+        text.append("bench ", style="bold")
+        for lv in levels:
+            tps = _figure(lv, "total_output_tps") or 0.0
+            text.append(f"c{lv['concurrency']}", style="dim")
+            text.append(SPARK[min(7, int(tps / peak * 7.999))], style="green")
+            text.append(f"{tps:.0f} ")
+        text.append("tok/s", style="dim")
+        return text
+    for i, lv in enumerate(levels):
+        if i:
+            text.append("\n")
+        tps = _figure(lv, "total_output_tps") or 0.0
+        text.append("bench " if i == 0 else "      ", style="bold")
+        text.append(f"c{lv['concurrency']:<3}", style="dim")
+        eighths = int(round(tps / peak * width * 8))
+        full, part = divmod(eighths, 8)
+        bar = "█" * full + (BLOCKS[part] if part else "")
+        text.append(f"{bar:<{width}}", style="green")
+        text.append(f" {tps:6.0f} tok/s")
+        ttft, itl = _figure(lv, "ttft_p50_s"), _figure(lv, "itl_mean_s")
+        if ttft is not None:
+            text.append(f"  TTFT p50 {_duration(ttft)}", style="dim")
+        if itl is not None:
+            text.append(f"  ITL {itl * 1000:.1f} ms", style="dim")
+        errors = lv.get("errors") or 0
+        if errors:
+            text.append(f"  {errors} errors", style="bold red")
     return text
 
 
 class ResultsBar(Static):
-    """Two to four lines under the logs."""
+    """Status, then smoke, benchmark and comparison lines under the logs."""
 
     DEFAULT_CSS = """
-    ResultsBar { height: auto; min-height: 1; max-height: 6; border-top: solid $panel-lighten-2; padding: 0 1; }
+    ResultsBar { height: auto; min-height: 1; max-height: 10; padding: 0 1;
+                 border-top: solid $panel-lighten-2; }
+    .-short ResultsBar { max-height: 5; }
     """
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.status = Text("no cluster running: pick a recipe and press l", style="dim")
-        self.smoke: Text | None = None
-        self.bench: Text | None = None
+        self.smoke: list[dict[str, Any]] | None = None
+        self.levels: list[dict[str, Any]] | None = None
         self.compare: Text | None = None
 
+    @property
+    def wide(self) -> bool:
+        return (self.size.width or self.app.size.width) >= WIDE
+
     def _redraw(self) -> None:
-        parts = [p for p in (self.status, self.smoke, self.bench, self.compare) if p is not None]
+        wide = self.wide
+        parts: list[Text] = [self.status]
+        if self.smoke:
+            parts.append(smoke_line(self.smoke, wide))
+        if self.levels:
+            parts.append(sweep_chart(self.levels, wide))
+        if self.compare is not None:
+            parts.append(self.compare)
         self.update(Text("\n").join(parts))
+
+    def on_resize(self) -> None:
+        self._redraw()
 
     def set_status(self, text: Text | str) -> None:
         self.status = text if isinstance(text, Text) else Text(text)
+        self.status.no_wrap, self.status.overflow = True, "ellipsis"
         self._redraw()
 
     def set_smoke(self, results: list[dict[str, Any]] | None) -> None:
-        self.smoke = smoke_line(results) if results else None
+        self.smoke = results or None
         self._redraw()
 
-    def set_bench(self, levels: list[dict[str, Any]] | None, note: str = "") -> None:
-        self.bench = sweep_chart(levels) + Text(note, style="dim") if levels else None
+    def set_bench(self, levels: list[dict[str, Any]] | None) -> None:
+        self.levels = levels or None
         self._redraw()
 
     def set_compare(self, text: Text | None) -> None:
         self.compare = text
+        self._redraw()
+
+    def clear_results(self) -> None:
+        self.smoke, self.levels, self.compare = None, None, None
         self._redraw()

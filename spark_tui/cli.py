@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-tokens", type=int, default=256)
     p.add_argument("--output-tokens", type=int, default=128)
     p.add_argument("--requests-per-level", type=int, default=0, help="default: 2 x concurrency")
+    p.add_argument(
+        "--repeats", type=int, default=1, help="run each level N times (their spread is the noise)"
+    )
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("history", help="list runs, or compare two")

@@ -79,7 +79,10 @@ async def _run(args: argparse.Namespace, history: History, holder: list[BenchRun
         prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens,
         requests_per_level=args.requests_per_level,
+        repeats=getattr(args, "repeats", 1),
     )
+    if config.repeats < 1 or config.requests_per_level < 0:
+        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
     if config.prompt_tokens < 1 or config.output_tokens < 1:
         raise InputError(
             "--prompt-tokens and --output-tokens must be at least 1", "pass positive lengths"

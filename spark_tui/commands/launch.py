@@ -56,14 +56,14 @@ def show_event(ev: Event) -> None:
         _err(f"cluster {ev.cluster_id} is ready")
 
 
-def _record(plan: Any, settings: dict[str, Any], digests: dict[str, str], ok: bool | None) -> None:
-    """The run in the history (H8's ops.history), when that module is present."""
+def _record(plan: Any, overrides: dict[str, Any], digests: dict[str, str], ok: bool | None) -> None:
+    """The run in the history (ops.history), with the user's --set values as overrides."""
     try:
         from spark_tui.ops.history import History
     except ImportError:
         return
     try:
-        History().record_launch(plan, overrides=settings, digests=digests, ok=ok)
+        History().record_launch(plan, overrides=overrides, digests=digests, ok=ok)
     except (OSError, ValueError, TypeError) as exc:
         _err(f"warning: the launch was not recorded in the history: {exc}")
 
@@ -71,7 +71,7 @@ def _record(plan: Any, settings: dict[str, Any], digests: dict[str, str], ok: bo
 async def _launch(args: argparse.Namespace) -> int:
     from spark_tui.core.fit import check_fit
     from spark_tui.core.model_facts import resolve_model_facts
-    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.overrides import apply_overrides, parse_set
     from spark_tui.core.plan import build_plan
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.core.render import render_argv, render_env
@@ -83,6 +83,7 @@ async def _launch(args: argparse.Namespace) -> int:
     recipe = find_recipe(args.recipe)
     sets = list(getattr(args, "sets", None) or [])
     settings = apply_overrides(recipe, sets)
+    overrides = {key: settings.get(key) for key, _ in map(parse_set, sets)}
     pool = pool_from_args(args)
     _err(f"connecting to {len(pool)} node(s)...")
     await pool.open()
@@ -130,7 +131,7 @@ async def _launch(args: argparse.Namespace) -> int:
             if isinstance(ev, ClusterReady):
                 ready_url = ev.base_url
             show_event(ev)
-        _record(plan, settings, digests, True if args.wait else None)
+        _record(plan, overrides, digests, True if args.wait else None)
         head = plan.head
         api = plan.endpoint
         if ready_url:
@@ -145,7 +146,7 @@ async def _launch(args: argparse.Namespace) -> int:
         return EXIT_OK
     except LaunchFailed as exc:
         if plan is not None:
-            _record(plan, settings, digests, False)
+            _record(plan, overrides, digests, False)
         _err(f"spark-tui: {exc.message}")
         for line in exc.lines:
             _err(f"    | {line}")

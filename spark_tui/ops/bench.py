@@ -531,6 +531,17 @@ def _has_text(chunk: dict[str, Any]) -> bool:
     return False
 
 
+GAP_SAMPLE = 2000
+
+
+def _gap_sample(gaps: list[float]) -> list[float]:
+    """At most GAP_SAMPLE gaps (evenly spaced, in microseconds' precision) to keep records small."""
+    if len(gaps) > GAP_SAMPLE:
+        step = len(gaps) / GAP_SAMPLE
+        gaps = [gaps[int(i * step)] for i in range(GAP_SAMPLE)]
+    return [round(g, 6) for g in gaps]
+
+
 def _combine_level(
     concurrency: int, runs: list[tuple[list[RequestSample], float, _MetricsSampler]]
 ) -> LevelResult:
@@ -558,6 +569,7 @@ def _combine_level(
             "latency_s": [s.latency_s for s in ok if s.latency_s is not None],
             "tokens_per_s": [t for s in ok if (t := s.tokens_per_s) is not None],
             "itl_mean_s": [statistics.fmean(s.gaps_s) for s in ok if s.gaps_s],
+            "itl_gaps_s": _gap_sample([g for s in ok for g in s.gaps_s]),
         },
         repeats=[level_figures(samples, d) for samples, d, _ in runs] if len(runs) > 1 else [],
         metrics={k: {"max": max(v), "mean": statistics.fmean(v)} for k, v in merged.items() if v},

@@ -2,20 +2,23 @@
 
 The noise rule (per figure, per concurrency level), as a fraction of the baseline value:
 
-    noise = max(FLOOR,
-                2 x sqrt(se_a^2 + se_b^2),     # sampling noise of the per-request values
-                spread of repeats)              # what repeating the same run showed
+    noise = max(FLOOR, sampling noise, spread of repeats)
 
-- `se` is the relative standard error of the mean of the per-request values behind the
-  figure in one run (stdev / mean / sqrt(n)): TTFT figures use the requests' TTFTs, ITL
-  figures the requests' mean gaps, per-request tokens/s the requests' decode speeds, and
-  total tokens/s, requests/s and latency the requests' end-to-end times (a level's
-  throughput moves inversely with them). p95 figures rest on the few slowest requests, so
-  their term is doubled.
+- Sampling noise comes from the per-request values behind the figure, kept in each level
+  (`per_request`: TTFTs, end-to-end latencies, decode speeds, per-request mean gaps and a
+  sample of the inter-token gaps), combined over both runs as sqrt(a^2 + b^2):
+  - a mean (ITL mean, tokens/s per request mean, and total tokens/s and requests/s, which
+    move inversely with the requests' end-to-end times): 2 x the relative standard error of
+    the mean (stdev / mean / sqrt(n)), about a 95 % interval;
+  - a percentile q (p50, p95): half the width of its 95 % distribution-free confidence
+    interval from order statistics (ranks n*q +- 2*sqrt(n*q*(1-q))), relative to the value.
+    With few requests a p95 rests on the slowest two or three, and its noise is large.
 - The spread of repeats is (max - min) / mean of the figure over the repeats of a level
   (`BenchConfig.repeats` > 1) and over earlier benchmark runs with the same recipe, cluster,
   settings and benchmark config (passed in as `repeat_runs`), whichever is larger.
-- FLOOR (3 %) covers client-side timer and scheduling jitter on a shared machine.
+- FLOOR (5 %) covers what within-run samples cannot see: client timer and scheduling
+  jitter on a shared machine and relaunch-to-relaunch drift (measured on the simulator:
+  unchanged settings moved TTFT by up to 3.4 % between launches). Repeats widen it.
 - `errors` has no noise: any change is reported.
 A delta is "beyond noise" when |delta| / baseline > noise.
 """
@@ -31,7 +34,7 @@ from typing import Any
 from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import Run, changed_settings
 
-NOISE_FLOOR = 0.03
+NOISE_FLOOR = 0.05
 # Figure -> (label, display unit); seconds are shown as milliseconds.
 FIGURE_LABELS = {
     "ttft_p50_s": ("TTFT p50", "ms"),
@@ -46,21 +49,23 @@ FIGURE_LABELS = {
     "latency_p50_s": ("latency p50", "ms"),
     "errors": ("errors", ""),
 }
-_SOURCE = {
-    "ttft_p50_s": "ttft_s",
-    "ttft_p95_s": "ttft_s",
-    "itl_mean_s": "itl_mean_s",
-    "itl_p50_s": "itl_mean_s",
-    "itl_p95_s": "itl_mean_s",
-    "tps_per_request_mean": "tokens_per_s",
-    "tps_per_request_p50": "tokens_per_s",
-    "total_output_tps": "latency_s",
-    "requests_per_s": "latency_s",
-    "latency_p50_s": "latency_s",
+# Figure -> (per-request values behind it, "mean" or the percentile it is).
+_SOURCE: dict[str, tuple[str, str | float]] = {
+    "ttft_p50_s": ("ttft_s", 0.50),
+    "ttft_p95_s": ("ttft_s", 0.95),
+    "itl_mean_s": ("itl_mean_s", "mean"),
+    "itl_p50_s": ("itl_gaps_s", 0.50),
+    "itl_p95_s": ("itl_gaps_s", 0.95),
+    "tps_per_request_mean": ("tokens_per_s", "mean"),
+    "tps_per_request_p50": ("tokens_per_s", 0.50),
+    "total_output_tps": ("latency_s", "mean"),
+    "requests_per_s": ("latency_s", "mean"),
+    "latency_p50_s": ("latency_s", 0.50),
 }
 RULE = (
-    "beyond noise when |delta| > max(3 %, 2 x combined standard error of the per-request "
-    "values (doubled for p95), spread of repeated runs)"
+    "beyond noise when |delta| > max(5 %, 95 % sampling interval of the per-request values "
+    "(standard error for means, order-statistic interval for percentiles), spread of "
+    "repeated runs)"
 )
 
 
@@ -163,6 +168,20 @@ def _spread(values: Sequence[float | None]) -> float | None:
     return (max(xs) - min(xs)) / abs(mean) if mean else None
 
 
+def _quantile_halfwidth(values: Sequence[float], q: float) -> float | None:
+    """Half the 95 % order-statistic confidence interval of the q-quantile, relative."""
+    xs = sorted(v for v in values if v is not None and math.isfinite(v))
+    n = len(xs)
+    if n < 2:
+        return None
+    k = q * (n - 1)
+    h = 2 * math.sqrt(n * q * (1 - q))
+    lo, hi = xs[max(0, math.floor(k - h))], xs[min(n - 1, math.ceil(k + h))]
+    pos = k - math.floor(k)
+    value = xs[math.floor(k)] + (xs[min(n - 1, math.floor(k) + 1)] - xs[math.floor(k)]) * pos
+    return (hi - lo) / 2 / abs(value) if value else None
+
+
 def _levels(run: Run) -> dict[int, dict[str, Any]]:
     bench = run.results.get("bench") or {}
     return {int(lv["concurrency"]): lv for lv in bench.get("levels") or []}
@@ -176,13 +195,19 @@ def noise_for(
 ) -> float:
     """The noise threshold (a fraction) for one figure of two levels; see the module doc."""
     terms = [NOISE_FLOOR]
-    source = _SOURCE.get(figure)
-    if source:
-        ses = [_rel_se((lv.get("per_request") or {}).get(source) or []) for lv in (a, b)]
-        known = [s for s in ses if s is not None]
+    if figure in _SOURCE:
+        source, kind = _SOURCE[figure]
+        parts = []
+        for lv in (a, b):
+            values = (lv.get("per_request") or {}).get(source) or []
+            if kind == "mean":
+                se = _rel_se(values)
+                parts.append(None if se is None else 2 * se)
+            else:
+                parts.append(_quantile_halfwidth(values, float(kind)))
+        known = [p for p in parts if p is not None]
         if known:
-            combined = 2 * math.sqrt(sum(s * s for s in known))
-            terms.append(combined * (2 if figure.endswith("p95_s") else 1))
+            terms.append(math.sqrt(sum(p * p for p in known)))
     for lv in (a, b):
         spread = _spread([rep.get(figure) for rep in lv.get("repeats") or []])
         if spread is not None:

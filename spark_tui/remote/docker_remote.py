@@ -205,6 +205,8 @@ class RemoteDocker:
         self.socket_path = socket_path
         self.timeout = timeout
         self._client: docker.DockerClient | None = None
+        self._api_version: str | None = None
+        self.server_version: dict[str, Any] = {}
         self._stream_client: docker.DockerClient | None = None
 
     @classmethod
@@ -225,15 +227,22 @@ class RemoteDocker:
         return remote
 
     def _new_client(self, timeout: float | None) -> docker.DockerClient:
-        # "auto": the lab's dockerd 20.10 speaks API 1.41, older than the SDK's default.
-        return docker.DockerClient(
-            base_url=f"unix://{self.socket_path}", version="auto", timeout=timeout
-        )
+        base = f"unix://{self.socket_path}"
+        if self._api_version is None:
+            # Ask once which API the engine speaks (the lab's dockerd 20.10 speaks 1.41,
+            # Docker 29 on a Spark refuses anything older than 1.44): /version is unversioned.
+            first = docker.DockerClient(base_url=base, version="1.24", timeout=timeout or 60)
+            try:
+                self.server_version = dict(first.api.version(api_version=False))
+            finally:
+                first.close()
+            self._api_version = str(self.server_version.get("ApiVersion") or "1.41")
+        return docker.DockerClient(base_url=base, version=self._api_version, timeout=timeout)
 
     async def _connect(self) -> None:
         try:
             self._client = await asyncio.to_thread(self._new_client, self.timeout)
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as exc:
             raise OperationFailed(
                 f"{self.node}: Docker does not answer through the forwarded socket: {_reason(exc)}",
                 "check that dockerd runs on the node and your user may use its socket "
@@ -289,8 +298,10 @@ class RemoteDocker:
     # --- facts ------------------------------------------------------------------------
 
     async def version(self) -> str:
-        data = await self.call(lambda c: c.version(), "version")
-        return str(data.get("Version") or "unknown")
+        """The engine's version (as `docker version` prints it for the server)."""
+        if not self.server_version:
+            self.server_version = dict(await self.call(lambda c: c.version(), "version"))
+        return str(self.server_version.get("Version") or "unknown")
 
     async def images(self) -> list[ImageInfo]:
         raw = await self.call(lambda c: c.api.images(), "image list")

@@ -279,7 +279,8 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
     assert plan.cluster_id in status.stdout
 
     script = (
-        "import asyncio, sys\n"
+        "import asyncio, faulthandler, sys\n"
+        "faulthandler.dump_traceback_later(40)\n"
         "from spark_tui.core.inventory import parse_inventory\n"
         "from spark_tui.remote.ssh import ConnectionPool\n"
         "from spark_tui.ops.attach import attach\n"
@@ -301,13 +302,16 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
         "    print('RANKS', sorted(ranks))\n"
         "asyncio.run(main())\n"
     )
-    attached = subprocess.run(
-        [sys.executable, "-c", script, str(inventory)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-    )
+    try:
+        attached = subprocess.run(
+            [sys.executable, "-c", script, str(inventory)],
+            capture_output=True,
+            text=True,
+            timeout=45,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"attach did not finish: {exc.stdout!r} {exc.stderr!r}")
     assert attached.returncode == 0, attached.stderr
     assert f"READY {plan.cluster_id}" in attached.stdout
     assert "RANKS [0, 1]" in attached.stdout

@@ -193,6 +193,8 @@ def test_cli_smoke_and_bench(
             "32",
             "--output-tokens",
             "8",
+            "--repeats",
+            "2",
             "--json",
         ]
     )
@@ -200,7 +202,9 @@ def test_cli_smoke_and_bench(
     assert code == 0
     bench = json.loads(captured.out)
     assert [lv["concurrency"] for lv in bench["levels"]] == [1, 2]
-    assert "level 2/2 (concurrency 2" in captured.err  # progress on stderr
+    assert [lv["requests"] for lv in bench["levels"]] == [4, 8]  # 2 x concurrency, twice
+    assert all(len(lv["repeats"]) == 2 for lv in bench["levels"])
+    assert "level 2/2 (concurrency 2, repeat 2)" in captured.err  # progress on stderr
     kinds = [r.kind for r in History().list_runs()]
     assert kinds == ["smoke", "bench"]
     assert cli.main(["bench", "--base-url", glm.base_url, "--concurrency", "0"]) == 2

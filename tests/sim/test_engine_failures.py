@@ -131,7 +131,7 @@ def test_rendezvous_timeouts_on_both_sides() -> None:
 def test_mismatched_rank_is_rejected() -> None:
     master = free_port()
     rdv = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(master)]
-    env = {"SPARK_SIM_RENDEZVOUS_TIMEOUT_S": "3"}
+    env = {"SPARK_SIM_RENDEZVOUS_TIMEOUT_S": "1.5"}
     head = Engine(serve_argv("openai/gpt-oss-120b", free_port(), "-tp", "2", *rdv), env)
     worker = Engine(
         serve_argv(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from engine_harness import Engine, free_port, recipe_argv
+from engine_harness import Engine, free_port, recipe_argv, serve_argv
 
 
 class Pair:
@@ -98,3 +98,33 @@ def test_worker_dies_after_ready_scenario() -> None:
         assert "ncclRemoteError" in p.head.output
     finally:
         p.stop()
+
+
+def test_data_parallel_ranks_meet_and_fail_together() -> None:
+    rpc = free_port()
+    ports = [free_port(), free_port()]
+    dp = [
+        "--data-parallel-size",
+        "2",
+        "--data-parallel-address",
+        "127.0.0.1",
+        "--data-parallel-rpc-port",
+        str(rpc),
+        "--max-model-len",
+        "4096",
+    ]
+    ranks = [
+        Engine(serve_argv("Qwen/Qwen3-8B", ports[r], *dp, "--data-parallel-rank", str(r)))
+        for r in (0, 1)
+    ]
+    try:
+        for engine, port in zip(ranks, ports, strict=True):
+            engine.wait_healthy(port)
+        assert "All 2 data parallel engines are connected." in ranks[0].output
+        assert "(EngineCore_DP1 pid=" in ranks[1].output
+        ranks[1].proc.send_signal(signal.SIGKILL)
+        assert ranks[0].wait_exit(15) == 1
+        assert "EngineDeadError" in ranks[0].output
+    finally:
+        for engine in ranks:
+            engine.stop()

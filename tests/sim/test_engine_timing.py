@@ -63,7 +63,7 @@ def _ttft(sched: Scheduler, prompt: list[int], out: int = 2) -> float:
     start = time.monotonic()
     sched.submit(req)
     kind, _ = req.events.get(timeout=10)
-    assert kind == "token"
+    assert kind == "tokens"
     ttft = time.monotonic() - start
     while req.events.get(timeout=10)[0] != "done":
         pass
@@ -110,7 +110,7 @@ def _throughput(max_num_seqs: int) -> float:
         serve_argv(
             "Qwen/Qwen3-8B", port, "--max-num-seqs", str(max_num_seqs), "--max-model-len", "4096"
         ),
-        {"SPARK_SIM_TOKEN_SCALE": "0.05"},
+        {"SPARK_SIM_TOKEN_SCALE": "0.08"},
     )
     try:
         engine.wait_healthy(port)

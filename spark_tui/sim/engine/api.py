@@ -73,6 +73,34 @@ class ApiError(Exception):
         }
 
 
+class Group:
+    """Consecutive generated tokens of one channel, streamed as one delta."""
+
+    def __init__(self, channel: str, tool_index: int, text: str, count: int) -> None:
+        self.channel = channel
+        self.tool_index = tool_index
+        self.text = text
+        self.count = count
+
+
+def group_pieces(pieces: list[generate.Piece]) -> list[Group]:
+    """One step's tokens as deltas: same-channel runs joined, each tool header on its own."""
+    out: list[Group] = []
+    for p in pieces:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and p.channel != "tool_header"
+            and last.channel == p.channel
+            and last.tool_index == p.tool_index
+        ):
+            last.text += p.text
+            last.count += 1
+        else:
+            out.append(Group(p.channel, p.tool_index, p.text, 1))
+    return out
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON as pydantic's model_dump_json writes it."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -148,8 +176,8 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     state: ApiState | None = None
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the stdlib's access log: uvicorn-style lines are written by `_access`."""
 
     def version_string(self) -> str:
         return "uvicorn"
@@ -159,7 +187,10 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         if st is None or not st.access_log:
             return
-        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
         host, port = self.client_address[:2]
         st.channel.uvicorn(
             f'{host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}'
@@ -454,8 +485,8 @@ class Handler(BaseHTTPRequestHandler):
         got: list[generate.Piece] = []
         while True:
             kind, value = req.events.get()
-            if kind == "token":
-                got.append(value)
+            if kind == "tokens":
+                got.extend(value)
             elif kind == "done":
                 return got, value[0], value[1]
             elif kind == "error":
@@ -628,41 +659,41 @@ class Handler(BaseHTTPRequestHandler):
                             }
                         )
                     break
-                piece: generate.Piece = value
-                count += 1
-                if piece.channel == "reasoning":
-                    delta: dict[str, Any] = {"reasoning": piece.text}
-                elif piece.channel == "tool_header":
-                    call = reply.tool_calls[piece.tool_index]
-                    delta = {
-                        "tool_calls": [
-                            {
-                                "id": call.call_id,
-                                "type": "function",
-                                "index": piece.tool_index,
-                                "function": {"name": call.name},
-                            }
-                        ]
-                    }
-                elif piece.channel == "tool_args":
-                    delta = {
-                        "tool_calls": [
-                            {"index": piece.tool_index, "function": {"arguments": piece.text}}
-                        ]
-                    }
-                else:
-                    delta = {"content": piece.text}
-                self._event(
-                    chunk(
-                        {
-                            "index": 0,
-                            "delta": delta,
-                            "logprobs": None,
-                            "finish_reason": None,
-                            "token_ids": None,
+                for piece in group_pieces(value):
+                    count += piece.count
+                    if piece.channel == "reasoning":
+                        delta: dict[str, Any] = {"reasoning": piece.text}
+                    elif piece.channel == "tool_header":
+                        call = reply.tool_calls[piece.tool_index]
+                        delta = {
+                            "tool_calls": [
+                                {
+                                    "id": call.call_id,
+                                    "type": "function",
+                                    "index": piece.tool_index,
+                                    "function": {"name": call.name},
+                                }
+                            ]
                         }
+                    elif piece.channel == "tool_args":
+                        delta = {
+                            "tool_calls": [
+                                {"index": piece.tool_index, "function": {"arguments": piece.text}}
+                            ]
+                        }
+                    else:
+                        delta = {"content": piece.text}
+                    self._event(
+                        chunk(
+                            {
+                                "index": 0,
+                                "delta": delta,
+                                "logprobs": None,
+                                "finish_reason": None,
+                                "token_ids": None,
+                            }
+                        )
                     )
-                )
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):
             st.scheduler.abort(req)
@@ -784,8 +815,8 @@ class Handler(BaseHTTPRequestHandler):
                             }
                         )
                     break
-                if kind == "token":
-                    count += 1
+                if kind == "tokens":
+                    count += len(value)
                     self._event(
                         {
                             "id": req.request_id,
@@ -795,7 +826,7 @@ class Handler(BaseHTTPRequestHandler):
                             "choices": [
                                 {
                                     "index": 0,
-                                    "text": value.text,
+                                    "text": "".join(p.text for p in value),
                                     "logprobs": None,
                                     "finish_reason": None,
                                     "stop_reason": None,

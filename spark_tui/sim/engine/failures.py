@@ -50,7 +50,7 @@ def traceback_lines(frames: list[Frame], exc_line: str) -> list[str]:
     return out
 
 
-_CLI_FRAMES = [
+CLI_FRAMES = [
     ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
     _f("vllm/entrypoints/cli/main.py", 73, "main", "args.dispatch_function(args)"),
     _f("vllm/entrypoints/cli/serve.py", 60, "cmd", "uvloop.run(run_server(args))"),
@@ -65,7 +65,7 @@ _CLI_FRAMES = [
     _f("uvloop/__init__.py", 48, "wrapper", "return await main"),
 ]
 
-_ENGINE_START = [
+ENGINE_START = [
     _f(
         "vllm/v1/engine/core.py",
         1168,
@@ -75,7 +75,7 @@ _ENGINE_START = [
     _f("vllm/v1/engine/core.py", 934, "__init__", "super().__init__("),
 ]
 
-_DIST_FRAMES = [
+DIST_FRAMES = [
     _f(
         "vllm/v1/worker/gpu_worker.py",
         251,
@@ -84,7 +84,7 @@ _DIST_FRAMES = [
     ),
 ]
 
-_WORKER_START = [
+WORKER_START = [
     _f(
         "vllm/v1/executor/multiproc_executor.py",
         734,
@@ -93,6 +93,28 @@ _WORKER_START = [
     ),
     _f("vllm/v1/executor/multiproc_executor.py", 560, "__init__", "self.worker.init_device()"),
     _f("vllm/v1/worker/worker_base.py", 317, "init_device", "self.worker.init_device()"),
+]
+
+
+KV_FRAMES = [
+    _f(
+        "vllm/v1/engine/core.py",
+        132,
+        "__init__",
+        "kv_cache_config = self._initialize_kv_caches(vllm_config)",
+    ),
+    _f(
+        "vllm/v1/engine/core.py",
+        268,
+        "_initialize_kv_caches",
+        "kv_cache_configs = get_kv_cache_configs(",
+    ),
+    _f(
+        "vllm/v1/core/kv_cache_utils.py",
+        2098,
+        "get_kv_cache_configs",
+        "_check_enough_kv_cache_memory(",
+    ),
 ]
 
 
@@ -105,7 +127,7 @@ def heads_not_divisible(heads: int, tp: int) -> Failure:
         "input_type=ArgsKwargs]\n"
         "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"
     )
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f(
             "vllm/entrypoints/openai/api_server.py",
             1944,
@@ -132,7 +154,7 @@ def max_len_too_long(user: int, derived: int) -> Failure:
         "input_type=ArgsKwargs]\n"
         "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"
     )
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f("vllm/engine/arg_utils.py", 1402, "create_model_config", "return ModelConfig("),
     ]
     return Failure(exc, frames, "config", exit_code=1)
@@ -146,7 +168,7 @@ def world_exceeds_gpus(world: int, gpus: int) -> Failure:
         "- ray, set '--distributed-executor-backend ray'.\n"
         "- multiprocessing, set '--nnodes' appropriately."
     )
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f(
             "vllm/engine/arg_utils.py",
             1731,
@@ -168,7 +190,7 @@ def unknown_model(model: str) -> Failure:
         "   - For Hugging Face models: ensure the presence of a 'config.json'.\n"
         "   - For Mistral models: ensure the presence of a 'params.json'."
     )
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f("vllm/engine/arg_utils.py", 1402, "create_model_config", "return ModelConfig("),
         _f(
             "vllm/transformers_utils/config.py",
@@ -191,7 +213,7 @@ def gated_repo(model: str) -> Failure:
         f"Access to model {model} is restricted. You must have access to it and be "
         "authenticated to access it. Please log in."
     )
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f(
             "transformers/configuration_utils.py",
             721,
@@ -205,7 +227,7 @@ def gated_repo(model: str) -> Failure:
 
 def port_in_use() -> Failure:
     """The API port is taken (vllm_fail_port_in_use.txt)."""
-    frames = _CLI_FRAMES + [
+    frames = CLI_FRAMES + [
         _f(
             "vllm/entrypoints/openai/api_server.py",
             1921,
@@ -231,7 +253,7 @@ def store_port_in_use() -> Failure:
         "RuntimeError: The server socket has failed to listen on any local network address. "
         "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
     )
-    frames = _DIST_FRAMES + [
+    frames = DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,
@@ -249,7 +271,7 @@ def clients_timeout(seconds: float, joined: int, expected: int) -> Failure:
         f"torch.distributed.DistStoreError: Timed out after {int(seconds) + 1} seconds waiting "
         f"for clients. {joined}/{expected} clients joined."
     )
-    frames = _DIST_FRAMES + [
+    frames = DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,
@@ -267,7 +289,7 @@ def client_timeout(seconds: float, host: str, port: int) -> Failure:
         f"torch.distributed.DistNetworkError: The client socket has timed out after "
         f"{int(seconds * 1000)}ms while trying to connect to ({host}, {port})."
     )
-    frames = _DIST_FRAMES + [
+    frames = DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
             1215,
@@ -350,7 +372,7 @@ def no_cache_blocks() -> Failure:
         "memory reservation on the CPU backend, despite its name). See "
         f"{DOCS_MEMORY} for more details."
     )
-    frames = _KV_FRAMES + [
+    frames = KV_FRAMES + [
         _f(
             "vllm/v1/core/kv_cache_utils.py",
             721,
@@ -359,28 +381,6 @@ def no_cache_blocks() -> Failure:
         ),
     ]
     return Failure(exc, frames, "engine", exit_code=1)
-
-
-_KV_FRAMES = [
-    _f(
-        "vllm/v1/engine/core.py",
-        132,
-        "__init__",
-        "kv_cache_config = self._initialize_kv_caches(vllm_config)",
-    ),
-    _f(
-        "vllm/v1/engine/core.py",
-        268,
-        "_initialize_kv_caches",
-        "kv_cache_configs = get_kv_cache_configs(",
-    ),
-    _f(
-        "vllm/v1/core/kv_cache_utils.py",
-        2098,
-        "get_kv_cache_configs",
-        "_check_enough_kv_cache_memory(",
-    ),
-]
 
 
 def max_seq_len(max_len: int, needed_gib: str, available_gib: str, estimated: int) -> Failure:
@@ -392,7 +392,7 @@ def max_seq_len(max_len: int, needed_gib: str, available_gib: str, estimated: in
         f"model length is {estimated}. Try increasing `gpu_memory_utilization` or decreasing "
         f"`max_model_len` when initializing the engine. See {DOCS_MEMORY} for more details."
     )
-    frames = _KV_FRAMES + [
+    frames = KV_FRAMES + [
         _f(
             "vllm/v1/core/kv_cache_utils.py",
             716,
@@ -434,7 +434,7 @@ def report_engine_failure(
         worker.error_block(
             "multiproc_executor.py:761",
             ["WorkerProc failed to start."]
-            + traceback_lines(_WORKER_START + failure.frames, failure.exc_line),
+            + traceback_lines(WORKER_START + failure.frames, failure.exc_line),
         )
         if api is None:
             return
@@ -443,7 +443,7 @@ def report_engine_failure(
             ["EngineCore failed to start.", "Traceback (most recent call last):"]
             + [
                 line
-                for path, no, func, code in _ENGINE_START
+                for path, no, func, code in ENGINE_START
                 for line in (f'  File "{path}", line {no}, in {func}', f"    {code}")
             ]
             + [
@@ -455,13 +455,13 @@ def report_engine_failure(
         engine.error_block(
             failure.log_source,
             ["EngineCore failed to start."]
-            + traceback_lines(_ENGINE_START + failure.frames, failure.exc_line),
+            + traceback_lines(ENGINE_START + failure.frames, failure.exc_line),
         )
     if api is not None:
         api.raw(
             "\n".join(
                 traceback_lines(
-                    _CLI_FRAMES
+                    CLI_FRAMES
                     + [
                         _f(
                             "vllm/v1/engine/utils.py",

@@ -38,7 +38,9 @@ class Request:
         self.pieces = pieces
         self.finish_reason = finish_reason
         self.stop_reason = stop_reason
-        self.events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.events: queue.Queue[tuple[str, Any]] = (
+            queue.Queue()
+        )  # ("tokens", [Piece]) / ("done", ..)
         self.arrival = time.monotonic()
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None
@@ -251,8 +253,9 @@ class Scheduler(threading.Thread):
     def _emit(self, req: Request, count: int, now: float) -> None:
         start = req.generated
         end = min(len(req.pieces), start + count)
-        for i in range(start, end):
-            req.events.put(("token", req.pieces[i]))
+        if end > start:
+            # One event per step, as the engine hands a step's tokens to the API server at once.
+            req.events.put(("tokens", req.pieces[start:end]))
         emitted = end - start
         req.generated = end
         req.computed = min(req.computed + emitted, req.context)

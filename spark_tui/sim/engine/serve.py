@@ -69,19 +69,33 @@ class Context:
         self.pp_rank = self.rank // self.tp
         self.ep = bool(args.enable_expert_parallel)
         self.multiproc = self.world > 1
+        # Data parallelism: --data-parallel-rank means one API server per rank (external load
+        # balancing); --data-parallel-start-rank a headless node of the leader's replicas.
+        self.dp = max(1, args.data_parallel_size)
+        self.external_lb = args.data_parallel_rank is not None
+        self.dp_rank = (
+            args.data_parallel_rank if self.external_lb else (args.data_parallel_start_rank or 0)
+        )
+        local = args.data_parallel_size_local
+        if local is None:
+            local = 1 if (self.external_lb or args.data_parallel_address) else self.dp
+        self.dp_local = max(1, local)
+        self.dp_multi = self.dp > self.dp_local
         pid = self.pid
+        dp_tag = f"_DP{self.dp_rank}" if self.dp > 1 else ""
         if self.headless:
             self.api: Channel | None = None
             self.engine: Channel | None = None
             self.bare = self.log.channel(None)
         else:
             self.api = self.log.channel(f"APIServer pid={pid}")
-            dp = args.data_parallel_size
-            self.engine = self.log.channel(f"EngineCore{'_DP0' if dp > 1 else ''} pid={pid}")
+            self.engine = self.log.channel(f"EngineCore{dp_tag} pid={pid}")
             self.bare = self.api
-        self.worker: Channel | None = (
-            self.log.channel(f"Worker pid={pid}") if self.multiproc else None
-        )
+        self.worker: Channel | None = None
+        if self.multiproc:
+            self.worker = self.log.channel(f"Worker pid={pid}")
+        elif self.headless:
+            self.worker = self.log.channel(f"EngineCore{dp_tag} pid={pid}")
         self.stop = threading.Event()
         self.abort = threading.Event()
         self.abort_reason = ""
@@ -90,6 +104,8 @@ class Context:
         self.ready = False
         self.head: Head | None = None
         self.member: Member | None = None
+        self.dp_head: Head | None = None
+        self.dp_member: Member | None = None
         self.server: api.SimHTTPServer | None = None
         self.state: api.ApiState | None = None
         self.scheduler: Scheduler | None = None
@@ -218,7 +234,7 @@ def _config_phase(ctx: Context) -> ModelSpec:
     if a.enable_auto_tool_choice and not a.tool_call_parser:
         raise Failure(
             "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser",
-            failures._CLI_FRAMES,
+            failures.CLI_FRAMES,
             "config",
         )
     if not ctx.headless:
@@ -270,9 +286,9 @@ def _config_phase(ctx: Context) -> ModelSpec:
         out.info("arg_utils.py:2237", f"Inferred data_parallel_rank 0 from node_rank {a.node_rank}")
     spec_cfg = a.speculative_config or {}
     if spec_cfg.get("method") == "mtp":
+        draft_arch = spec.architecture.replace("ForConditionalGeneration", "MTP")
         out.info(
-            "model.py:691",
-            f"Resolved architecture: {spec.architecture.replace('ForConditionalGeneration', 'MTP').replace('ForCausalLM', 'MTP')}",
+            "model.py:691", f"Resolved architecture: {draft_arch.replace('ForCausalLM', 'MTP')}"
         )
         if int(spec_cfg.get("num_speculative_tokens") or 0) > 1:
             out.warning(
@@ -406,7 +422,7 @@ def _nccl_debug(ctx: Context) -> None:
 def _rendezvous(ctx: Context) -> None:
     a = ctx.args
     timeout = ctx.st.rendezvous_timeout_s
-    if not ctx.headless and a.node_rank == 0 or (ctx.headless and a.node_rank == 0):
+    if a.node_rank == 0:
         expected = list(range(1, a.nnodes))
         head = Head(
             ctx.st.bind_address or "0.0.0.0",
@@ -439,11 +455,10 @@ def _rendezvous(ctx: Context) -> None:
         ctx.on_lost,
     )
     ctx.member = member
-    warned = {"n": 0}
 
     def on_retry(attempt: int) -> None:
+        # c10d warns on the first refused connect and then now and again while retrying.
         if attempt == 1 or attempt % 10 == 0:
-            warned["n"] += 1
             ctx.bare.raw(failures.client_retry_warning(a.master_addr, a.master_port), stderr=True)
 
     try:
@@ -455,20 +470,89 @@ def _rendezvous(ctx: Context) -> None:
         raise Failure(
             f"RuntimeError: The head node at {a.master_addr}:{a.master_port} rejected rank "
             f"{a.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
-            failures._DIST_FRAMES,
+            failures.DIST_FRAMES,
             "engine",
             log_source="multiproc_executor.py:761",
         ) from exc
     _wait_for(ctx, "start")
 
 
-def _wait_for(ctx: Context, kind: str) -> dict[str, Any]:
+def _dp_rendezvous(ctx: Context) -> None:
+    """Data-parallel ranks on several nodes meet at --data-parallel-address:rpc-port."""
+    a = ctx.args
+    addr = a.data_parallel_address or a.master_addr
+    port = a.data_parallel_rpc_port or 29550
+    timeout = ctx.st.rendezvous_timeout_s
+    who = ctx.engine or ctx.runner
+    fingerprint = {
+        "model": canonical_id(a.model),
+        "tensor_parallel_size": ctx.tp,
+        "pipeline_parallel_size": ctx.pp,
+        "data_parallel_size": ctx.dp,
+    }
+    if ctx.dp_rank == 0:
+        expected = list(range(ctx.dp_local, ctx.dp, ctx.dp_local))
+        who.info(
+            "coordinator.py:98",
+            f"Waiting for {len(expected)} remote data parallel engine node(s) at "
+            f"tcp://{addr}:{port}",
+        )
+        head = Head(
+            ctx.st.bind_address or "0.0.0.0",
+            port,
+            expected,
+            fingerprint,
+            ctx.st.heartbeat_timeout_s,
+            ctx.on_lost,
+        )
+        try:
+            head.listen()
+        except PortInUse as exc:
+            raise failures.store_port_in_use() from exc
+        ctx.dp_head = head
+        try:
+            head.wait_all(timeout, lambda: ctx.stop.is_set())
+        except JoinTimeout as exc:
+            raise failures.clients_timeout(timeout, exc.joined, len(expected) + 1) from exc
+        ctx.check()
+        head.broadcast({"type": "start"})
+        who.info("coordinator.py:121", f"All {ctx.dp} data parallel engines are connected.")
+        return
+    member = Member(
+        addr,
+        port,
+        ctx.dp_rank,
+        fingerprint,
+        ctx.hostname,
+        ctx.st.bind_address,
+        ctx.st.heartbeat_timeout_s,
+        ctx.on_lost,
+    )
+    ctx.dp_member = member
+    try:
+        member.join(timeout, lambda attempt: None, lambda: ctx.stop.is_set())
+    except JoinTimeout as exc:
+        ctx.check()
+        raise failures.client_timeout(timeout, addr, port) from exc
+    except Rejected as exc:
+        raise Failure(
+            f"RuntimeError: The data parallel coordinator at {addr}:{port} rejected DP rank "
+            f"{ctx.dp_rank}: {exc}.",
+            failures.DIST_FRAMES,
+            "engine",
+            log_source="multiproc_executor.py:761",
+        ) from exc
+    _wait_for(ctx, "start", member)
+
+
+def _wait_for(ctx: Context, kind: str, member: Member | None = None) -> dict[str, Any]:
     """Wait for a message from the head (rank side); aborts raise Interrupted."""
-    assert ctx.member is not None
+    member = member or ctx.member
+    assert member is not None
     while True:
         ctx.check()
         try:
-            msg = ctx.member.inbox.get(timeout=0.05)
+            msg = member.inbox.get(timeout=0.05)
         except queue.Empty:
             continue
         if msg.get("type") == kind:
@@ -672,7 +756,7 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     names = _served_names(a)
     metrics = EngineMetrics(
         names[0],
-        "0",
+        str(ctx.dp_rank if ctx.external_lb else 0),
         lay.max_model_len,
         {
             "block_size": str(lay.block),
@@ -695,10 +779,12 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
         num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
         scale=ctx.st.token_scale,
     )
-    capacity = plan.kv_tokens * max(1, lay.dp if not ctx.multi else 1)
+    # An internally load-balanced DP leader schedules every replica's requests.
+    replicas = 1 if ctx.external_lb else ctx.dp
+    capacity = plan.kv_tokens * replicas
     sched = Scheduler(
         model,
-        lay.max_num_seqs,
+        lay.max_num_seqs * replicas,
         lay.max_num_batched_tokens,
         capacity,
         lay.block,
@@ -761,7 +847,8 @@ def _stats_loop(ctx: Context) -> None:
             hit = 100.0 * m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0
         ctx.api.info(
             "loggers.py:310",
-            f"Engine 000: Avg prompt throughput: {prompt / span:.1f} "
+            f"Engine {ctx.dp_rank if ctx.external_lb else 0:03d}: Avg prompt throughput: "
+            f"{prompt / span:.1f} "
             f"tokens/s, Avg generation throughput: {gen / span:.1f} tokens/s, Running: "
             f"{int(snap['running'])} reqs, Waiting: {int(snap['waiting'])} reqs, GPU KV "
             f"cache usage: {100 * snap['kv_usage']:.1f}%, Prefix cache hit rate: {hit:.1f}%",
@@ -798,26 +885,31 @@ def _serve_until_done(ctx: Context) -> int:
                 stderr=True,
             )
             os._exit(137)
-        if ctx.member is not None:
-            try:
-                msg = ctx.member.inbox.get(timeout=0.05)
-            except queue.Empty:
+        got_shutdown = False
+        for member in (ctx.member, ctx.dp_member):
+            if member is None:
                 continue
-            if msg.get("type") == "shutdown":
-                ctx.bare.info(
-                    "multiproc_executor.py:588",
-                    "Head node shut down the service; stopping this headless rank.",
-                )
-                ctx.member.close()
-                return 0
-            continue
+            try:
+                while True:
+                    if member.inbox.get_nowait().get("type") == "shutdown":
+                        got_shutdown = True
+            except queue.Empty:
+                pass
+        if got_shutdown:
+            ctx.runner.info(
+                "multiproc_executor.py:588",
+                "The head node shut down the service; stopping this rank.",
+            )
+            _close(ctx)
+            return 0
         time.sleep(0.05)
 
 
 def _shutdown(ctx: Context) -> int:
     """Graceful stop on SIGTERM/SIGINT."""
-    if ctx.head is not None:
-        ctx.head.broadcast({"type": "shutdown"})
+    for head in (ctx.head, ctx.dp_head):
+        if head is not None:
+            head.broadcast({"type": "shutdown"})
     if ctx.state is not None:
         ctx.state.ready = False
     if ctx.api is not None and ctx.ready:
@@ -838,10 +930,12 @@ def _close(ctx: Context) -> None:
             ctx.server.server_close()
         except OSError:
             pass
-    if ctx.head is not None:
-        ctx.head.close()
-    if ctx.member is not None:
-        ctx.member.close()
+    for head in (ctx.head, ctx.dp_head):
+        if head is not None:
+            head.close()
+    for member in (ctx.member, ctx.dp_member):
+        if member is not None:
+            member.close()
 
 
 def _peer_failure(ctx: Context) -> int:
@@ -870,7 +964,7 @@ def _peer_failure(ctx: Context) -> int:
             runner.raw(
                 "\n".join(
                     failures.traceback_lines(
-                        failures._WORKER_START[:1]
+                        failures.WORKER_START[:1]
                         + [
                             (
                                 f"{failures.SITE}/vllm/v1/executor/multiproc_executor.py",
@@ -951,8 +1045,9 @@ def _fail(ctx: Context, failure: Failure) -> int:
     if ctx.member is not None:
         ctx.member.send({"type": "failed", "error": failure.exc_line.split("\n")[0]})
         time.sleep(0.05)
-    if ctx.head is not None:
-        ctx.head.broadcast({"type": "abort", "reason": failure.exc_line.split("\n")[0]})
+    for head in (ctx.head, ctx.dp_head):
+        if head is not None:
+            head.broadcast({"type": "abort", "reason": failure.exc_line.split("\n")[0]})
         time.sleep(0.05)
     _close(ctx)
     return failure.exit_code
@@ -973,6 +1068,9 @@ def run(args: argparse.Namespace) -> int:
     """Start one simulated rank of `vllm serve` and run it; returns the exit code."""
     ctx = Context(args, SimSettings.from_env())
     _install_signals(ctx)
+    ctx.log.write(
+        f"INFO {time.strftime('%m-%d %H:%M:%S')} [__init__.py:216] Automatically detected platform cuda.\n"
+    )
     try:
         spec = _config_phase(ctx)
         lay = mem.layout_from_args(args, spec, ctx.env)
@@ -1005,6 +1103,8 @@ def run(args: argparse.Namespace) -> int:
                 )
             if ctx.head is not None:
                 ctx.head.broadcast({"type": "ready"})
+            if ctx.dp_multi:
+                _dp_rendezvous(ctx)
             if not ctx.headless:
                 _api_phase(ctx, spec, lay, plan)
         ctx.ready = True

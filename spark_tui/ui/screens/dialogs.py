@@ -11,16 +11,17 @@ from textual.widgets import Button, Static
 
 DIALOG_CSS = """
 Dialog, HostKeyDialog, QuitDialog { align: center middle; }
-.dialog { width: 72; max-width: 95%; height: auto; max-height: 90%; border: thick $primary;
-          background: $surface; padding: 1 2; }
-.dialog .title { text-style: bold; margin-bottom: 1; }
+.dialog { width: 76; max-width: 96%; height: auto; max-height: 96%; border: round $primary;
+          background: $surface; padding: 0 1; }
+.dialog .title { text-style: bold; color: $primary; margin-bottom: 1; }
+.dialog .body { height: auto; max-height: 16; overflow-y: auto; }
 .dialog Horizontal { height: auto; margin-top: 1; align-horizontal: right; }
-.dialog Button { margin-left: 1; min-width: 10; }
+.dialog Button { margin-left: 2; min-width: 8; }
 """
 
 
 class Dialog(ModalScreen[bool]):
-    """Yes/no question; `y`/Enter answers yes, `n`/Esc no."""
+    """Yes/no question; `y` answers yes, `n`/Esc no; Enter presses the focused button (No)."""
 
     DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [  # noqa: RUF012
@@ -34,11 +35,11 @@ class Dialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.title_text, classes="title")
-            yield Static(self.body)
+            yield Static(self.title_text, classes="title", markup=False)
+            yield Static(self.body, classes="body", markup=False)
             with Horizontal():
-                yield Button(f"{self.no} [n]", id="no")
-                yield Button(f"{self.yes} [y]", id="yes", variant="primary")
+                yield Button(f"{self.no} \\[n]", id="no", compact=True)
+                yield Button(f"{self.yes} \\[y]", id="yes", variant="primary", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -54,13 +55,14 @@ class HostKeyDialog(Dialog):
     """An unknown host key: show its fingerprint and ask before trusting it."""
 
     def __init__(self, host: str, fingerprint: str, known_hosts: str | None = None) -> None:
+        self.host, self.fingerprint = host, fingerprint
         body = Text()
         body.append(f"The host key of {host} is not in known_hosts.\n\n")
         body.append("Fingerprint: ", style="dim")
         body.append(fingerprint + "\n\n", style="bold")
         body.append(
             "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on that node.\n"
-            f"Yes adds it to {known_hosts or '~/.ssh/known_hosts'}; no leaves the node unreachable."
+            f"Yes adds it to {known_hosts or 'known_hosts'}; no leaves the node unreachable."
         )
         super().__init__(f"Trust {host}?", body, yes="Trust", no="Refuse")
 
@@ -81,15 +83,19 @@ class QuitDialog(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(f"Cluster {self.cluster_id} is still running", classes="title")
+            yield Static(
+                f"Cluster {self.cluster_id} is still running", classes="title", markup=False
+            )
             yield Static(
                 "Stop it (every rank's container is removed), or leave it running.\n"
-                f"To come back to it later: {self.hint}"
+                f"To come back to it later: {self.hint}",
+                classes="body",
+                markup=False,
             )
             with Horizontal():
-                yield Button("Cancel [c]", id="cancel")
-                yield Button("Leave running [l]", id="leave")
-                yield Button("Stop and quit [s]", id="stop", variant="error")
+                yield Button("Cancel \\[c]", id="cancel", compact=True)
+                yield Button("Leave running \\[l]", id="leave", compact=True)
+                yield Button("Stop and quit \\[s]", id="stop", variant="error", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -14,8 +15,9 @@ from textual.widgets import DataTable, Static
 
 INFO_CSS = """
 HelpScreen, HistoryScreen { align: center middle; }
-.info { width: 96; max-width: 98%; height: 90%; border: thick $primary; background: $surface;
-        padding: 0 1; }
+.info { width: 96; max-width: 98%; height: auto; max-height: 96%; border: round $primary;
+        background: $surface; padding: 0 1; }
+.info .title { text-style: bold; color: $primary; }
 """
 
 
@@ -30,13 +32,13 @@ class HelpScreen(ModalScreen[None]):
         self.rows, self.notes = rows, notes
 
     def compose(self) -> ComposeResult:
-        table = Table(box=None, show_header=False, padding=(0, 2))
-        table.add_column(style="bold")
+        table = Table(box=None, show_header=False, padding=(0, 1), expand=False)
+        table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for key, what in self.rows:
             table.add_row(key, what)
         with VerticalScroll(classes="info"):
-            yield Static(Text("spark-tui keys", style="bold"))
+            yield Static("spark-tui keys (Esc closes)", classes="title", markup=False)
             yield Static(table)
             yield Static(Text(self.notes, style="dim"))
 
@@ -47,19 +49,24 @@ class HistoryScreen(ModalScreen[None]):
     DEFAULT_CSS = (
         INFO_CSS
         + """
-    HistoryScreen DataTable { height: 1fr; }
+    HistoryScreen .info { width: 98%; height: 96%; }
+    HistoryScreen DataTable { height: 1fr; min-height: 4; }
     HistoryScreen #history-detail { height: auto; max-height: 50%; }
     """
     )
     BINDINGS = [Binding("escape,h,q", "dismiss", "close")]  # noqa: RUF012
 
-    def __init__(self, runs: list[dict[str, Any]], describe: Any) -> None:
+    def __init__(self, runs: list[dict[str, Any]], describe: Callable[[str], Text]) -> None:
         super().__init__()
         self.runs, self.describe = runs, describe
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="info"):
-            yield Static(Text("History (Enter: compare with baseline, Esc: close)", style="bold"))
+            yield Static(
+                "History (↑↓: a run's details and its comparison with the baseline, Esc: close)",
+                classes="title",
+                markup=False,
+            )
             yield DataTable(id="history-table", cursor_type="row")
             yield Static("", id="history-detail")
 
@@ -69,7 +76,7 @@ class HistoryScreen(ModalScreen[None]):
         for run in self.runs:
             table.add_row(
                 run.get("id", "?"),
-                str(run.get("time", ""))[:19],
+                str(run.get("time", ""))[:19].replace("T", " "),
                 run.get("kind", ""),
                 run.get("recipe", ""),
                 run.get("change", ""),
@@ -84,6 +91,12 @@ class HistoryScreen(ModalScreen[None]):
             )
         table.focus()
 
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._describe(event.row_key.value)
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        key = event.row_key.value
-        self.query_one("#history-detail", Static).update(self.describe(key))
+        self._describe(event.row_key.value)
+
+    def _describe(self, key: str | None) -> None:
+        if key is not None:
+            self.query_one("#history-detail", Static).update(self.describe(key))

@@ -38,10 +38,13 @@ def render_fit(
         tp = par.get("tensor_parallel", 1)
         pp = par.get("pipeline_parallel", 1)
         dp = par.get("data_parallel", 1)
-        layout = f"TP{tp} x PP{pp} x DP{dp} = {tp * pp * dp} of {par.get('nodes', '?')} nodes"
-    grid.add_row(
-        Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim")
-    )
+        ranks, nodes_n = tp * pp * dp, par.get("nodes", "?")
+        layout = (
+            f"TP{tp} x PP{pp} x DP{dp} = {ranks} of {nodes_n} nodes"
+            if wide
+            else f"TP{tp}·PP{pp}·DP{dp} {ranks}/{nodes_n} nodes"
+        )
+    grid.add_row(Text(label, style=style) + Text("  ") + Text(layout, style="dim"))
     if report.get("missing"):
         grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
@@ -70,15 +73,16 @@ def render_fit(
         else:
             grid.add_row(
                 Text(f"{node['name']}: ", style="bold")
-                + Text(
-                    f"budget {cells[0]} GiB\n weights {cells[1]}  KV {cells[2]}\n"
-                    f" 1 req {cells[3]}  conc {cells[4]}"
-                )
+                + Text(f"budget {cells[0]} GiB\n")
+                + Text(f"weights {cells[1]}  KV {cells[2]} GiB\n1 req {cells[3]}  ")
+                + Text(f"conc {cells[4]}", style="bold")
             )
     if report.get("nodes") and wide:
         grid.add_row(table)
     sev_style = {"error": "red", "warning": "yellow", "info": "dim"}
-    for finding in report.get("findings", []):
+    order = {"error": 0, "warning": 1}
+    findings = sorted(report.get("findings", []), key=lambda f: order.get(f["severity"], 2))
+    for finding in findings:
         line = Text(f"{finding['severity']}: ", style=sev_style.get(finding["severity"], ""))
         line.append(finding["message"])
         if finding.get("remedy"):

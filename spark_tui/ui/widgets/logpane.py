@@ -229,7 +229,7 @@ class LogPane(Vertical):
         """Show why this rank failed above its log (the lines that explain it)."""
         self.reason, self.explaining = reason, list(lines)
         self.add_class("failed")
-        why = Text(f"failed: {reason}", style="bold")
+        why = Text(f"rank {self.rank} on {self.node} failed: {reason}", style="bold")
         for line in lines[-5:]:
             why.append("\n" + compact_line(line.strip())[:400])
         if not lines:
@@ -247,7 +247,9 @@ class LogPane(Vertical):
             self.query_one(f"#head-{self.rank}", Static).update(self._head_text())
 
     def _head_text(self) -> Text:
-        style = {
+        """`rank 0 spark-a head  loading 63% ━━━━──`, shortened to fit the pane."""
+        width = (self.size.width or 80) - 4  # border and padding
+        state_style = {
             "ready": "bold green",
             "failed": "bold red",
             "loading": "bold yellow",
@@ -255,20 +257,28 @@ class LogPane(Vertical):
             "created": "yellow",
             "stopped": "dim",
         }.get(self.state, "dim")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"rank {self.rank} ", style="bold")
-        text.append(self.node)
-        if self.role:
-            text.append(f" {self.role}", style="dim")
-        text.append("  ")
-        text.append(self.state, style=style)
-        if self.state == "loading" and self.progress is not None:
-            text.append(f" {self.progress:4.0%} ")
-            room = (self.size.width or 60) - 2 - text.cell_len
-            width = max(0, min(20, room))
-            filled = int(self.progress * width)
-            text.append("━" * filled, style="green")
-            text.append("─" * (width - filled), style="dim")
+        tail = Text(self.state, style=state_style)
+        loading = self.state == "loading" and self.progress is not None
+        if loading:
+            tail.append(f" {self.progress:.0%}")
         if self.filter_text:
-            text.append(f"  /{self.filter_text}", style="italic")
-        return text
+            tail.append(f"  /{self.filter_text}", style="italic")
+        # Drop the role, then shorten "rank 0" to "#0", before anything else gets cut.
+        for label, role in ((f"rank {self.rank}", self.role), (f"#{self.rank}", None)):
+            head = Text(no_wrap=True, overflow="ellipsis")
+            head.append(label, style="bold")
+            head.append(f" {self.node}")
+            if role:
+                head.append(f" {role}", style="dim")
+            head.append("  ")
+            if head.cell_len + tail.cell_len <= width:
+                break
+        head.append_text(tail)
+        if loading:
+            room = min(20, width - head.cell_len - 1)
+            if room >= 4:
+                filled = int((self.progress or 0.0) * room)
+                head.append(" ")
+                head.append("━" * filled, style="green")
+                head.append("─" * (room - filled), style="dim")
+        return head

@@ -87,13 +87,21 @@ class NodePanel(Static, can_focus=True):
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.border_title = "Nodes"
         self.views: list[NodeView] = []
+        self.message: str | None = None
 
     def show(self, views: list[NodeView]) -> None:
         self.views = views
+        self.message = None
         self._render_views()
 
+    def show_message(self, message: str) -> None:
+        """Before the first probe returns (or when discovery failed): say so."""
+        self.message = message
+        self.update(Text(message, style="dim"))
+
     def on_resize(self) -> None:
-        self._render_views()
+        if self.message is None:
+            self._render_views()
 
     def _render_views(self) -> None:
         wide = self.size.width >= 44 or self.size.width == 0

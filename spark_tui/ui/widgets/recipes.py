@@ -50,7 +50,11 @@ def option_text(row: RecipeRow) -> Text:
 
 
 def details_text(recipe: Recipe, settings: dict[str, object]) -> Text:
-    text = Text(recipe.model, style="bold", no_wrap=True, overflow="ellipsis")
+    """Nodes needed and model, image, then the settings a user tunes."""
+    needed = nodes_needed(recipe).rstrip("x")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{needed} node{'s' if needed != '1' else ''} ", style="cyan")
+    text.append(recipe.model, style="bold")
     text.append(f"\n{recipe.container or '(no image)'}", style="dim")
     shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
     if shown:
@@ -68,7 +72,7 @@ class RecipePanel(Vertical):
         height: 1fr; border: none; padding: 0; scrollbar-size-vertical: 1;
         text-wrap: nowrap; text-overflow: ellipsis; }
     RecipePanel > #recipe-details { height: auto; max-height: 3; padding: 0 1;
-        text-wrap: nowrap; text-overflow: ellipsis; }
+        text-wrap: nowrap; text-overflow: ellipsis; border-top: dashed $panel-lighten-2; }
     """
 
     def __init__(self, **kwargs: object) -> None:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -28,18 +32,21 @@ def smoke_line(results: list[dict[str, Any]], wide: bool = True) -> Text:
     for res in results:
         ok = bool(res.get("ok"))
         name = res["name"] if wide else SHORT_NAMES.get(res["name"], res["name"])
-        text.append("✓ " if ok else "✗ ", style="green" if ok else "bold red")
+        text.append(
+            ("✓ " if ok else "✗ ") if wide else ("✓" if ok else "✗"),
+            style="green" if ok else "bold red",
+        )
         text.append(name, style="" if ok else "bold red")
         latency = _duration(res.get("latency_s"))
         if latency:
-            text.append(f" {latency}", style="dim")
+            text.append(" " + (latency if wide else latency.replace(" ", "")), style="dim")
         if wide and ok and res["name"] == "tool_call":
             data = res.get("data") or {}
             if data.get("function"):
                 args = str(data.get("arguments") or "")
                 args = args if len(args) <= 30 else args[:29] + "…"
                 text.append(f" {data['function']}({args})", style="dim")
-        text.append("  ")
+        text.append("  " if wide else " ")
     text.rstrip()
     failed = [r for r in results if not r.get("ok")]
     if failed:
@@ -91,43 +98,67 @@ def sweep_chart(levels: list[dict[str, Any]], wide: bool = True, width: int = 24
     return text
 
 
-class ResultsBar(Static):
-    """Status, then smoke, benchmark and comparison lines under the logs."""
+class ResultsBar(VerticalScroll, can_focus=True):
+    """Status, then smoke, benchmark and comparison lines under the logs (scrolls when long)."""
 
     DEFAULT_CSS = """
-    ResultsBar { height: auto; min-height: 1; max-height: 10; padding: 0 1;
-                 border-top: solid $panel-lighten-2; }
-    .-short ResultsBar { max-height: 5; }
+    ResultsBar { height: auto; min-height: 1; max-height: 12; padding: 0 1;
+                 border-top: solid $panel-lighten-2; scrollbar-size-vertical: 1; }
+    ResultsBar:focus { border-top: solid $primary; }
+    ResultsBar > Static { height: auto; }
     """
 
     def __init__(self, **kwargs: object) -> None:
-        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.status = Text("no cluster running: pick a recipe and press l", style="dim")
         self.smoke: list[dict[str, Any]] | None = None
         self.levels: list[dict[str, Any]] | None = None
         self.compare: Text | None = None
 
+    def compose(self) -> ComposeResult:
+        yield Static(self.status, id="results-body")
+
     @property
     def wide(self) -> bool:
         return (self.size.width or self.app.size.width) >= WIDE
 
-    def _redraw(self) -> None:
+    def render_body(self) -> RenderableType:
+        """What the bar shows: one line each when narrow; chart and comparison side by side
+        when wide."""
         wide = self.wide
-        parts: list[Text] = [self.status]
+        lines: list[Text] = [self.status.copy()]
         if self.smoke:
-            parts.append(smoke_line(self.smoke, wide))
-        if self.levels:
-            parts.append(sweep_chart(self.levels, wide))
-        if self.compare is not None:
-            parts.append(self.compare)
-        self.update(Text("\n").join(parts))
+            lines.append(smoke_line(self.smoke, wide))
+        chart = sweep_chart(self.levels, wide) if self.levels else None
+        if not wide:
+            if chart is not None:
+                lines.append(chart)
+            if self.compare is not None:
+                lines.append(self.compare)
+            text = Text("\n").join(lines)
+            text.no_wrap, text.overflow = True, "ellipsis"
+            return text
+        head = Text("\n").join(lines)
+        if chart is None and self.compare is None:
+            return head
+        grid = Table.grid(padding=(0, 3))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        grid.add_row(chart or Text(), self.compare or Text())
+        return Group(head, grid)
+
+    def _redraw(self) -> None:
+        if self.is_mounted:
+            self.query_one("#results-body", Static).update(self.render_body())
+
+    def on_mount(self) -> None:
+        self._redraw()
 
     def on_resize(self) -> None:
         self._redraw()
 
     def set_status(self, text: Text | str) -> None:
         self.status = text if isinstance(text, Text) else Text(text)
-        self.status.no_wrap, self.status.overflow = True, "ellipsis"
         self._redraw()
 
     def set_smoke(self, results: list[dict[str, Any]] | None) -> None:

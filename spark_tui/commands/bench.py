@@ -35,11 +35,16 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 
 def _progress(p: BenchProgress) -> None:
+    # A terminal gets one line rewritten in place; a pipe or log file one line per level.
+    tty = sys.stderr.isatty()
+    if not tty and p.done < p.total:
+        return
     end = "\n" if p.done == p.total else ""
     sys.stderr.write(
-        f"\r  level {p.level_index + 1}/{p.levels} (concurrency {p.concurrency}, repeat "
+        ("\r" if tty else "")
+        + f"  level {p.level_index + 1}/{p.levels} (concurrency {p.concurrency}, repeat "
         f"{p.repeat + 1}): {p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.1f} s"
-        + end
+        f"{end}"
     )
     sys.stderr.flush()
 

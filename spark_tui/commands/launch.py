@@ -75,7 +75,7 @@ async def _launch(args: argparse.Namespace) -> int:
     from spark_tui.core.plan import build_plan
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.core.render import render_argv, render_env
-    from spark_tui.ops.cluster import stop
+    from spark_tui.ops.cluster import status, stop
     from spark_tui.ops.launch import LaunchFailed, launch
     from spark_tui.remote.discovery import pool_from_args
     from spark_tui.remote.probe import probe_pool
@@ -91,6 +91,19 @@ async def _launch(args: argparse.Namespace) -> int:
     started = False
     digests: dict[str, str] = {}
     try:
+        # A cluster of ours already running holds memory the new launch needs: replace it
+        # (with --replace) before the fit check, or refuse naming it.
+        running = [c for c in await status(pool) if c.ranks]
+        if running:
+            names = ", ".join(f"{c.cluster_id} ({c.recipe})" for c in running)
+            if not args.replace:
+                raise OperationFailed(
+                    f"spark-tui cluster {names} is already on these nodes",
+                    "stop it first (`spark-tui stop` with the same --inventory/--hosts), "
+                    "or pass --replace to stop it and launch this one",
+                )
+            _err(f"replacing {names}: stopping every rank first...")
+            await stop(pool)
         facts = await probe_pool(pool)
         report = check_fit(
             recipe,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ops_helpers import FAKE_API_KEY, FAKE_HF_TOKEN, files_containing, glm_plan
 
 from spark_tui.core.errors import InputError
 from spark_tui.ops.export import export_runs, launch_script
@@ -19,7 +20,6 @@ from spark_tui.ops.history import (
     mask_secrets,
     mask_text,
 )
-from tests.ops.conftest import FAKE_API_KEY, FAKE_HF_TOKEN, files_containing, glm_plan
 
 
 def test_secret_names() -> None:

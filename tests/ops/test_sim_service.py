@@ -17,13 +17,13 @@ from pathlib import Path
 
 import openai
 import pytest
+from ops_helpers import glm_plan
+from ops_simengine import SimService, free_port, loopback_ranks
 
 from spark_tui import cli
 from spark_tui.ops.bench import BenchConfig, BenchRun, run_bench
 from spark_tui.ops.history import History
 from spark_tui.ops.smoke import UNREACHABLE_CAUSE, all_passed, run_smoke, server_unreachable
-from tests.ops.conftest import glm_plan
-from tests.ops.simengine import SimService, free_port, loopback_ranks
 
 GLM = "nvidia/GLM-5.3-Flash-FP4-Local"
 

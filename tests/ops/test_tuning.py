@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ops_helpers import FAKE_API_KEY, FAKE_HF_TOKEN, files_containing, glm_plan
+from ops_simengine import SimCluster
 
 from spark_tui import cli
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.ops.history import History
 from spark_tui.ops.tuning import measure, ranks_carry, relaunch_with_change
-from tests.ops.conftest import FAKE_API_KEY, FAKE_HF_TOKEN, files_containing, glm_plan
-from tests.ops.simengine import SimCluster
 
 
 async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(

@@ -14,7 +14,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 from spark_tui.sim.engine import VERSION
 
@@ -331,7 +331,7 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--disable-log-requests",), "disable_log_requests", "bool", True, None),
 ]
 
-_TYPES = {
+_TYPES: dict[str, Callable[[str], Any]] = {
     "str": str,
     "ostr": optional_str,
     "int": int,

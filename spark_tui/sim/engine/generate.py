@@ -275,7 +275,7 @@ def choose_tool(
         )
         return (10 if name in low else 0) + sum(1 for w in words if w in low)
 
-    best = max(funcs, key=score)
+    best: dict[str, Any] = max(funcs, key=score)
     if tool_choice == "required" or score(best) > 0:
         return best
     return None

@@ -206,7 +206,7 @@ def _engine_config_line(ctx: Context, spec: ModelSpec, lay: mem.Layout) -> str:
 def _dtype(args: argparse.Namespace, spec: ModelSpec) -> str:
     if args.dtype in ("auto", None):
         return spec.dtype
-    return {"half": "float16", "float": "float32"}.get(args.dtype, args.dtype)
+    return {"half": "float16", "float": "float32"}.get(str(args.dtype), str(args.dtype))
 
 
 def _prefix_caching(args: argparse.Namespace) -> bool:
@@ -808,7 +808,7 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
         "`--generation-config vllm`.",
     )
     host, port = ctx.server.server_address[:2]
-    url = f"http://{host}:{port}"
+    url = f"http://{host!s}:{port}"
     ctx.api.info("api_server.py:1919", f"Starting vLLM API server 0 on {url}")
     ctx.api.info("launcher.py:37", "Available routes are:")
     for route, methods in api.ROUTES:

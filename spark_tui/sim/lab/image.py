@@ -20,6 +20,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -354,6 +355,25 @@ def _api(socket: Path) -> Any:
     return docker.APIClient(base_url=f"unix://{socket}", timeout=120)
 
 
+def _load(socket: Path, saved: Path) -> None:
+    with open(saved, "rb") as f:
+        for _ in _api(socket).load_image(f):
+            pass
+
+
+def _tag(socket: Path, image_id: str, tags: list[str]) -> None:
+    api = _api(socket)
+    for ref in tags[1:]:
+        r, t = split_ref(ref)
+        api.tag(image_id, r, t)
+    got = api.inspect_image(LAB_IMAGE)["Id"]
+    if got != image_id:
+        raise OperationFailed(
+            f"the lab image differs on {socket}: {got} vs {image_id}",
+            "run `spark-tui lab down` and try again",
+        )
+
+
 def build_and_load(
     cache_dir: Path, work_dir: Path, sockets: list[Path], env: dict[str, str]
 ) -> ImageResult:
@@ -381,23 +401,12 @@ def build_and_load(
             for chunk in first.get_image(LAB_IMAGE):
                 f.write(chunk)
         try:
-            for socket in sockets[1:]:
-                with open(saved, "rb") as f:
-                    for _ in _api(socket).load_image(f):
-                        pass
+            with ThreadPoolExecutor(max_workers=min(4, len(sockets) - 1)) as pool:
+                list(pool.map(lambda s: _load(s, saved), sockets[1:]))
         finally:
             saved.unlink(missing_ok=True)
     for socket in sockets:
-        api = _api(socket)
-        for ref in tags[1:]:
-            r, t = split_ref(ref)
-            api.tag(image_id, r, t)
-        got = api.inspect_image(LAB_IMAGE)["Id"]
-        if got != image_id:
-            raise OperationFailed(
-                f"the lab image differs on {socket}: {got} vs {image_id}",
-                "run `spark-tui lab down` and try again",
-            )
+        _tag(socket, image_id, tags)
     return ImageResult(
         image_id=image_id,
         tags=tags,

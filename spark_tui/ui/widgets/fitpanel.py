@@ -42,9 +42,11 @@ def render_fit(
         layout = (
             f"TP{tp} x PP{pp} x DP{dp} = {ranks} of {nodes_n} nodes"
             if wide
-            else f"TP{tp}·PP{pp}·DP{dp} {ranks}/{nodes_n} nodes"
+            else f"TP{tp}·PP{pp}·DP{dp} on {ranks}/{nodes_n} nodes"
         )
-    grid.add_row(Text(label, style=style) + Text("  ") + Text(layout, style="dim"))
+    grid.add_row(
+        Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim")
+    )
     if report.get("missing"):
         grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
@@ -58,7 +60,7 @@ def render_fit(
     ]
     if len(nodes) > 1 and all(f == figures[0] for f in figures):
         # Same memory on every node (the usual case): one row says it for all of them.
-        nodes = [{**nodes[0], "name": f"each of {len(nodes)}"}]
+        nodes = [{**nodes[0], "name": f"each of {len(nodes)}" if wide else f"x{len(nodes)}"}]
     for node in nodes:
         conc = node.get("max_concurrency")
         cells = (
@@ -72,9 +74,9 @@ def render_fit(
             table.add_row(str(node["name"]), *cells)
         else:
             grid.add_row(
-                Text(f"{node['name']}: ", style="bold")
+                Text(f"{node['name']} ", style="bold")
                 + Text(f"budget {cells[0]} GiB\n")
-                + Text(f"weights {cells[1]}  KV {cells[2]} GiB\n1 req {cells[3]}  ")
+                + Text(f"weights {cells[1]} KV {cells[2]}\n1 req {cells[3]} ")
                 + Text(f"conc {cells[4]}", style="bold")
             )
     if report.get("nodes") and wide:

@@ -217,3 +217,86 @@ def test_cli_lab_up_without_inventory_is_a_usage_error(
     assert main(["lab", "up", "--nodes", "2"]) == 2
     err = capsys.readouterr().err
     assert "--inventory" in err and "remedy:" in err
+
+
+def test_lab_guard_skips_with_the_reason_or_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import labkit
+
+    monkeypatch.setattr(labkit, "unavailable_reason", lambda: "the lab needs root")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="the lab needs root"):
+        labkit.lab_guard()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="required under CI=true"):
+        labkit.lab_guard()
+    monkeypatch.setattr(labkit, "unavailable_reason", lambda: None)
+    labkit.lab_guard()  # nothing to say: the module runs
+
+
+_CAP_NAMES = (
+    "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP "
+    "LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER "
+    "SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE "
+    "SYS_RESOURCE SYS_TIME"
+).split()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux /proc")
+def test_runc_wrapper_fits_limits_and_capabilities_to_what_the_host_can_grant(
+    tmp_path: Path,
+) -> None:
+    import json
+    import resource
+
+    status = Path("/proc/self/status").read_text()
+    eff = int(status.split("CapEff:")[1].split()[0], 16)
+    bnd = int(status.split("CapBnd:")[1].split()[0], 16)
+    caps = [f"CAP_{n}" for n in _CAP_NAMES]
+    unlimited = 2**64 - 1
+    config = {
+        "process": {
+            "rlimits": [
+                {"type": "RLIMIT_NOFILE", "hard": 1048576, "soft": 1048576},
+                {"type": "RLIMIT_MEMLOCK", "hard": unlimited, "soft": unlimited},
+                {"type": "RLIMIT_CORE", "hard": 7, "soft": 7},
+            ],
+            "capabilities": {"bounding": caps, "effective": list(caps)},
+        }
+    }
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    # Go writes the spec compactly, as runc's callers do.
+    (bundle / "config.json").write_text(json.dumps(config, separators=(",", ":")))
+    log = tmp_path / "limits.log"
+    wrapper = tmp_path / "runc"
+    wrapper.write_text(shims.runc_wrapper("/bin/echo", str(log)))
+    wrapper.chmod(0o755)
+    out = subprocess.run(
+        [str(wrapper), "--root", "/x", "create", "--bundle", str(bundle), "cid"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["--root", "/x", "create", "--bundle", str(bundle), "cid"]
+    got = json.loads((bundle / "config.json").read_text())["process"]
+    limits = {r["type"]: (r["hard"], r["soft"]) for r in got["rlimits"]}
+    can_raise = bool(eff >> 24 & 1)
+    nofile_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if can_raise or nofile_hard in (resource.RLIM_INFINITY,) or nofile_hard >= 1048576:
+        assert limits["RLIMIT_NOFILE"] == (1048576, 1048576)
+    else:
+        assert limits["RLIMIT_NOFILE"] == (nofile_hard, nofile_hard)
+    memlock_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    if can_raise or memlock_hard == resource.RLIM_INFINITY:
+        assert limits["RLIMIT_MEMLOCK"] == (unlimited, unlimited)
+    else:
+        assert limits["RLIMIT_MEMLOCK"] == (memlock_hard, memlock_hard)
+    assert limits["RLIMIT_CORE"] == (7, 7)  # not one the lab touches
+    grantable = [c for i, c in enumerate(caps) if bnd >> i & 1]
+    assert got["capabilities"]["bounding"] == grantable
+    assert got["capabilities"]["effective"] == grantable
+    changed = limits["RLIMIT_NOFILE"][0] != 1048576 or grantable != caps
+    assert log.exists() == changed

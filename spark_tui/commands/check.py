@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.facts import GIB
@@ -111,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     env = render_env(recipe)
     nodes = target_nodes(args)
     facts = resolve_model_facts(recipe, nodes)
-    report = check_fit(recipe, argv, env, nodes, facts)
+    report = check_fit(
+        recipe, argv, env, nodes, facts, hf_token_set=bool(os.environ.get("HF_TOKEN"))
+    )
     if getattr(args, "json", False):
         print(json.dumps(report.to_dict(), indent=2))
     else:

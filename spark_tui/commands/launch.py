@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -111,6 +112,7 @@ async def _launch(args: argparse.Namespace) -> int:
             render_env(recipe),
             facts,
             resolve_model_facts(recipe, facts),
+            hf_token_set=bool(os.environ.get("HF_TOKEN")),
         )
         _err(f"fit: {report.verdict}")
         for f in report.findings:

@@ -480,10 +480,28 @@ def check_fit(
     env: Mapping[str, str],
     nodes: list[NodeFacts],
     facts: ModelFacts,
+    *,
+    hf_token_set: bool | None = None,
 ) -> FitReport:
-    """Check a rendered serve command against the nodes (rank order) and the model facts."""
+    """Check a rendered serve command against the nodes (rank order) and the model facts.
+
+    `hf_token_set` says whether HF_TOKEN will reach the containers (None: not known, as
+    in an offline check); a gated model without it fails vLLM's download with a 401.
+    """
     args = parse_serve_args(argv)
     findings = _parallel_findings(recipe, args, nodes, facts)
+    offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
+    if recipe.metadata.get("gated") and hf_token_set is False and not offline:
+        findings.append(
+            Finding(
+                "warning",
+                "gated_model",
+                f"{recipe.model} is a gated model and HF_TOKEN is not set: vLLM's download "
+                'will fail with 401 "Cannot access gated repo"',
+                "accept the licence on huggingface.co, then `export HF_TOKEN=...` before the "
+                "launch (it is passed to the containers by reference, never printed)",
+            )
+        )
     missing = missing_for_fit(facts, args)
     for node in nodes:
         for key in ("memory_total_bytes", "memory_available_bytes"):

@@ -407,7 +407,10 @@ class BenchRun:
             self._extra = {}
             sample = await self._one(client, self._body(10**6))
         if not sample.ok:
-            raise BenchError(f"the warm-up request failed: {sample.error}")
+            raise BenchError(
+                f"the warm-up request failed: {sample.error}",
+                unreachable=(sample.error or "").startswith(("ConnectError", "ConnectTimeout")),
+            )
         self.result.forced_length = bool(self._extra)
         # Scale the word count so the measured prompts have the requested token count; one
         # extra cheap request (max_tokens 1) refines it, since the chat template adds tokens.

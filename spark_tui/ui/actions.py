@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,8 @@ def evaluate(recipe: Recipe, sets: dict[str, str], nodes: list[NodeFacts]) -> Ev
         if not nodes:
             return out
         facts = resolve_model_facts(recipe, nodes)
-        report = check_fit(recipe, argv, env, nodes, facts)
+        token = bool(os.environ.get("HF_TOKEN"))
+        report = check_fit(recipe, argv, env, nodes, facts, hf_token_set=token)
         out.report = report.to_dict()
         out.verdict = out.report["verdict"]
         out.plan = build_plan(recipe, settings, nodes)

@@ -583,3 +583,25 @@ def test_json_shape_is_the_check_contract() -> None:
         assert required <= set(n)
         assert all(isinstance(n[k], int) for k in required - {"name", "max_concurrency"})
         assert isinstance(n["max_concurrency"], float)
+
+
+def test_gated_model_without_token_is_a_warning_with_the_remedy() -> None:
+    from spark_tui.core.fit import check_fit
+    from spark_tui.core.model_facts import resolve_model_facts
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.recipe_loader import find_recipe
+    from spark_tui.core.render import render_argv, render_env
+
+    recipe = find_recipe("llama-3.3-70b-instruct-tp2")
+    assert recipe.metadata.get("gated")
+    argv = render_argv(recipe, apply_overrides(recipe, []))
+    nodes = [node(f"spark-{i}") for i in range(2)]
+    facts = resolve_model_facts(recipe, nodes)
+    codes = lambda r: {f.code for f in r.findings}  # noqa: E731
+    without = check_fit(recipe, argv, render_env(recipe), nodes, facts, hf_token_set=False)
+    assert "gated_model" in codes(without)
+    assert without.verdict in ("fits_with_warnings", "does_not_fit")
+    withtoken = check_fit(recipe, argv, render_env(recipe), nodes, facts, hf_token_set=True)
+    assert "gated_model" not in codes(withtoken)
+    unknown = check_fit(recipe, argv, render_env(recipe), nodes, facts)
+    assert "gated_model" not in codes(unknown)

@@ -24,10 +24,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SIM_ENV = {"SPARK_SIM_PACE": "0.02", "SPARK_SIM_TOKEN_SCALE": "0.25"}
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct free loopback ports (all held open together, so none repeats)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def set_flag(argv: Sequence[str], flag: str, value: str | None) -> list[str]:
@@ -59,7 +69,7 @@ def drop_flags(argv: Sequence[str], *flags: str) -> list[str]:
 
 def loopback_ranks(plan: Mapping[str, Any]) -> tuple[list[list[str]], int]:
     """The plan's per-rank argv moved onto loopback: API and rendezvous on 127.0.0.1."""
-    api_port, rdv_port = free_port(), free_port()
+    api_port, rdv_port = free_ports(2)
     out = []
     for rank in sorted(plan["ranks"], key=lambda r: r["rank"]):
         argv = set_flag(rank["argv"], "--host", "127.0.0.1")

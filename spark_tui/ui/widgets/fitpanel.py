@@ -26,10 +26,8 @@ def render_fit(
     report: dict[str, Any] | None, problem: str | None = None, wide: bool = True
 ) -> Table | Text:
     """Verdict, layout, per-node memory table, then findings with remedies."""
-    if problem:
-        return Text(problem, style="red")
-    if report is None:
-        return Text("select a recipe", style="dim")
+    if not report:
+        return Text(problem, style="red") if problem else Text("select a recipe", style="dim")
     grid = Table.grid(padding=(0, 1))
     label, style = VERDICT_STYLE.get(report["verdict"], (report["verdict"], ""))
     par = report.get("parallel") or {}
@@ -47,6 +45,8 @@ def render_fit(
     grid.add_row(
         Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim")
     )
+    if problem:
+        grid.add_row(Text(problem, style="red"))
     if report.get("missing"):
         grid.add_row(Text("missing facts: " + ", ".join(report["missing"]), style="magenta"))
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
@@ -110,7 +110,7 @@ class FitPanel(VerticalScroll, can_focus=True):
 
     def show(self, report: dict[str, Any] | None, problem: str | None = None) -> None:
         self._shown = (report, problem)
-        wide = self.size.width >= 52 or self.size.width == 0
+        wide = self.size.width >= 44 or self.size.width == 0
         self.query_one("#fit-body", Static).update(render_fit(report, problem, wide))
 
     def on_resize(self) -> None:

@@ -1,0 +1,60 @@
+"""Helpers for the cockpit's Pilot tests: wait for a state, read what the screen shows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from spark_tui.ui.app import SparkApp
+from spark_tui.ui.widgets.logpane import LogPane
+
+
+async def wait_until(
+    pilot: Pilot[int], condition: Callable[[], object], timeout: float, what: str
+) -> None:
+    """Let the app run until `condition()` holds; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def settle(pilot: Pilot[int]) -> None:
+    """Flush every log pane's pending lines and let the screen catch up."""
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await pilot.pause(0.15)
+    for pane in app.query(LogPane):
+        pane.flush()
+    await pilot.pause(0.1)
+    await pilot.wait_for_scheduled_animations()
+    for box in app.screen.query(Input):
+        box.cursor_blink = False  # a blinking cursor would make snapshots flaky
+
+
+def static_text(app: SparkApp, selector: str) -> str:
+    """The plain text a Static shows."""
+    widget = app.screen.query_one(selector, Static)
+    return plain(widget.content)
+
+
+def plain(renderable: object) -> str:
+    """Any renderable as plain text (wide enough not to wrap)."""
+    console = Console(width=400, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(renderable)
+    return console.export_text()
+
+
+def results_text(app: SparkApp) -> str:
+    from spark_tui.ui.widgets.results import ResultsBar
+
+    return plain(app.query_one(ResultsBar).render_body())
+
+
+def head_text(app: SparkApp, rank: int) -> str:
+    return plain(app.panes[rank]._head_text())

@@ -1,0 +1,499 @@
+"""The cockpit on a recorded demo launch (ReplayBackend): every screen and key, fast."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cockpit_helpers import head_text, plain, results_text, settle, static_text, wait_until
+from cockpit_replay import ReplayBackend
+from textual.widgets import Button, Input, OptionList
+
+from spark_tui.core.errors import SparkError
+from spark_tui.ops.events import RankState, RankStateChanged
+from spark_tui.ui.app import SparkApp
+from spark_tui.ui.config import CockpitConfig
+from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, QuitDialog
+from spark_tui.ui.screens.edit import EditSettingDialog
+from spark_tui.ui.screens.info import HelpScreen, HistoryScreen
+from spark_tui.ui.widgets.logpane import LogPane, RankLog
+
+SIZE = (160, 48)
+
+
+def make_app(backend: ReplayBackend | None = None, **kw: object) -> SparkApp:
+    return SparkApp(
+        backend or ReplayBackend(),
+        recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
+        auto_refresh=False,
+        handle_signals=False,
+        bench_levels=[1, 4, 8],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def discovered(pilot) -> None:  # type: ignore[no-untyped-def]
+    await wait_until(pilot, lambda: pilot.app.discovered.is_set(), 10, "discovery")
+    await pilot.pause(0.05)
+
+
+async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
+    await discovered(pilot)
+    await pilot.press("l")
+    app = pilot.app
+    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
+    await settle(pilot)
+
+
+async def test_nodes_recipes_badges_and_fit_after_discovery() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        nodes = static_text(app, "#nodes")
+        assert "sim-spark-1" in nodes and "sim-spark-2" in nodes
+        assert "GB10" in nodes and "200G" in nodes and "cached models" in nodes
+        olist = app.query_one("#recipe-list", OptionList)
+        rows = [plain(olist.get_option_at_index(i).prompt) for i in range(olist.option_count)]
+        assert any(r.startswith("fits") and "glm-5.3-flash" in r for r in rows)
+        assert any(r.startswith("no fit") and "gpt-oss-120b" in r for r in rows)
+        assert app.selected is not None and app.selected.name == "glm-5.3-flash"
+        fit = static_text(app, "#fit-body")
+        assert fit.lstrip().startswith("fits") and "TP2 x PP1 x DP1" in fit
+        details = static_text(app, "#recipe-details")
+        assert "2 nodes" in details and "GLM-5.3" in details
+        # picking another recipe updates details and fit
+        await pilot.press("down")
+        await pilot.pause(0.05)
+        assert app.selected.name == "gpt-oss-120b"
+        assert "does not fit" in static_text(app, "#fit-body")
+
+
+async def test_slash_filters_the_recipe_list_and_escape_clears() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("slash")
+        assert app.focused is app.query_one("#filter", Input)
+        await pilot.press(*"qwen")
+        await pilot.pause(0.05)
+        olist = app.query_one("#recipe-list", OptionList)
+        names = [olist.get_option_at_index(i).id for i in range(olist.option_count)]
+        assert names and all("qwen" in n for n in names)
+        await pilot.press("enter")
+        assert app.focused is olist and app.selected.name.startswith("qwen")
+        await pilot.press("slash", "escape")
+        await pilot.pause(0.05)
+        assert olist.option_count == len(app.recipes)
+
+
+async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> None:
+    backend = ReplayBackend()
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        app.sets["glm-5.3-flash"] = {"gpu_memory_utilization": "0.4"}
+        app._refresh_recipes(keep="glm-5.3-flash")
+        assert "does not fit" in static_text(app, "#fit-body")
+        await pilot.press("l")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, Dialog)
+        body = plain(app.screen.body)
+        assert "does not fit" in body and "weights need" in body and "→" in body
+        await pilot.press("n")
+        await pilot.pause(0.05)
+        assert not any(c.startswith("launch") for c in backend.calls)
+        assert "refused by the fit check" in results_text(app)
+        await pilot.press("l")
+        await pilot.pause(0.05)
+        await pilot.press("y")
+        await wait_until(pilot, lambda: any(c.startswith("launch") for c in backend.calls), 5, "launch")
+
+
+async def test_launch_shows_loading_progress_then_ready_smoke_and_bench() -> None:
+    seen: list[str] = []
+
+    def freeze(event: object) -> bool:
+        return (
+            isinstance(event, RankStateChanged)
+            and event.state is RankState.LOADING
+            and (event.progress or 0) >= 0.5
+            and not seen
+        )
+
+    backend = ReplayBackend(freeze_when=freeze)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("l")
+        await wait_until(pilot, lambda: app.panes and any(
+            p.state == "loading" and (p.progress or 0) >= 0.5 for p in app.panes.values()
+        ), 10, "loading past 50%")
+        await settle(pilot)
+        head = head_text(app, 0) + head_text(app, 1)
+        assert "loading" in head and "%" in head and "━" in head
+        assert "launching glm-5.3-flash" in results_text(app) or "started" in results_text(app)
+        # let the replay go on to ready
+        seen.append("go")
+        app.workers.cancel_group(app, "follow")
+        await pilot.pause(0.05)
+        app.cluster = None
+        backend.freeze_when = None
+        app.run_launch(app.selected, {})
+        await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
+        await settle(pilot)
+        assert "ready" in head_text(app, 0) and "ready" in head_text(app, 1)
+        assert "Application startup complete" in "\n".join(app.panes[0].lines)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.last_smoke is not None, 5, "smoke")
+        await settle(pilot)
+        text = results_text(app)
+        assert "smoke checks passed (5/5)" in text
+        for name in ("health", "models", "chat", "tool_call", "streaming"):
+            assert f"✓ {name}" in text
+        await pilot.press("b")
+        await wait_until(pilot, lambda: app.last_bench is not None, 5, "bench")
+        await settle(pilot)
+        text = results_text(app)
+        assert "bench c1" in text and "c8" in text and "tok/s" in text and "█" in text
+
+
+async def test_a_failed_rank_shows_why_and_the_other_rank_is_not_left_running() -> None:
+    app = make_app(ReplayBackend(scenario="failed_launch"))
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("l")
+        await wait_until(pilot, lambda: app.cluster and app.cluster.failed, 10, "failure")
+        await wait_until(pilot, lambda: app.cluster.settled.is_set(), 10, "settled")
+        await settle(pilot)
+        failed = app.panes[1]
+        assert failed.has_class("failed") and failed.state == "failed"
+        why = static_text(app, "#why-1")
+        assert "rank 1 on sim-spark-2 failed" in why and "code 137" in why
+        assert failed.explaining  # the lines that explain it are shown
+        assert app.panes[0].state in ("failed", "stopped")
+        assert "NCCL" in static_text(app, "#why-0") or "died" in static_text(app, "#why-0")
+        assert "rank 1 on sim-spark-2" in results_text(app)
+        # the failed cluster holds nothing: quitting does not ask
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+
+
+async def test_log_filter_fullscreen_compact_and_escape() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        log0 = app.panes[0].query_one(RankLog)
+        app.panes[0].query_one(RankLog).focus()
+        await pilot.press("slash", *"warning")
+        await settle(pilot)
+        assert log0.line_count > 0
+        assert all("WARNING" in line for line in log0.lines)
+        assert "/warning" in head_text(app, 0)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.panes[0].filter_text == "" and log0.line_count > 5
+        # compact by default: no "(APIServer pid=...)" prefixes; `c` shows them
+        assert not any(line.startswith("(APIServer pid=") for line in log0.lines)
+        await pilot.press("c")
+        await settle(pilot)
+        assert any(line.startswith("(APIServer pid=") for line in log0.lines)
+        await pilot.press("f")
+        await pilot.pause(0.05)
+        assert app.screen.maximized is app.panes[0]
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        assert app.screen.maximized is None
+
+
+async def test_stop_asks_first_then_removes_every_rank() -> None:
+    backend = ReplayBackend()
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("s")
+        assert isinstance(app.screen, Dialog)
+        await pilot.press("n")
+        await pilot.pause(0.05)
+        assert backend.stopped == [] and app.cluster is not None
+        await pilot.press("s")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.cluster is None, 5, "stopped")
+        assert backend.stopped == [app.panes and next(iter(backend.stopped))]
+        assert all(p.state == "stopped" for p in app.panes.values())
+        assert "no container left" in results_text(app)
+
+
+async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
+    backend = ReplayBackend(simulated=False)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("q")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, QuitDialog)
+        assert "re-attaches" in plain(app.screen.query(".body").first().content)
+        await pilot.press("c")
+        await pilot.pause(0.05)
+        assert app.is_running and not isinstance(app.screen, QuitDialog)
+        await pilot.press("q")
+        await pilot.press("l")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+    assert backend.stopped == [] and backend.closed
+    assert app.return_value == 0
+
+
+async def test_quit_with_a_real_cluster_can_stop_it() -> None:
+    backend = ReplayBackend(simulated=False)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("q", "s")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+    assert len(backend.stopped) == 1 and backend.closed
+
+
+async def test_quitting_the_demo_stops_its_cluster() -> None:
+    backend = ReplayBackend(simulated=True)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("q")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, Dialog) and "simulated Sparks" in plain(app.screen.body)
+        await pilot.press("y")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+    assert len(backend.stopped) == 1 and backend.closed
+
+
+async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
+    backend = ReplayBackend(simulated=True)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        app.terminal_gone("SIGHUP")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+    assert len(backend.stopped) == 1 and backend.closed
+
+
+async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
+    backend = ReplayBackend(simulated=False)
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        app.terminal_gone("stdin closed")
+        await wait_until(pilot, lambda: not app.is_running, 5, "exit")
+    assert backend.stopped == [] and backend.closed
+
+
+async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
+    backend = ReplayBackend(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFyYmF6cXV4"))
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
+        body = plain(app.screen.body)
+        assert "SHA256:Zm9vYmFyYmF6cXV4" in body and "[127.0.0.11]:2222" in body
+        assert app.focused is app.screen.query_one("#no", Button)  # Enter does not trust
+        await pilot.press("y")
+        await discovered(pilot)
+        assert backend.host_key_answer is True and len(app.nodes) == 2
+
+
+async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason() -> None:
+    backend = ReplayBackend(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFy"))
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
+        await pilot.press("escape")
+        await discovered(pilot)
+        assert backend.host_key_answer is False and len(app.nodes) == 1
+        assert "host key refused" in static_text(app, "#nodes")
+
+
+async def test_keys_remapped_from_the_config_file() -> None:
+    backend = ReplayBackend()
+    app = make_app(backend, config=CockpitConfig(keys={"launch": "f5", "nonsense": "x"}))
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("l")
+        await pilot.pause(0.1)
+        assert not any(c.startswith("launch") for c in backend.calls)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: any(c.startswith("launch") for c in backend.calls), 5, "f5")
+        await pilot.press("question_mark")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, HelpScreen)
+        rows = dict(app.screen.rows)
+        assert rows.get("f5") == "launch" and rows.get("/") == "filter" and rows.get("?") == "help"
+        assert any("nonsense" in str(n.message) for n in app._notifications)
+
+
+def write_user_theme(name: str) -> Path:
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "themes"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(f"name: {name}\ndark: true\nprimary: '#FF00FF'\n")
+    return path
+
+
+async def test_themes_bundled_user_flag_and_palette() -> None:
+    write_user_theme("my-magenta")
+    app = make_app(theme="spark-light")
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        assert app.theme == "spark-light"
+        for name in ("spark-dark", "spark-light", "spark-ansi", "my-magenta"):
+            assert name in app.available_themes
+        # the command palette switches themes and runs every action
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"Theme: spark-ansi")
+        await pilot.pause(0.4)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.theme == "spark-ansi", 5, "palette theme switch")
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"Show the run history")
+        await pilot.pause(0.4)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "palette action")
+
+
+async def test_no_color_uses_the_ansi_theme_and_unknown_theme_warns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        assert app.theme == "spark-ansi"
+    monkeypatch.delenv("NO_COLOR")
+    app = make_app(theme="no-such-theme")
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        assert app.theme == "spark-dark"
+        assert any("no-such-theme" in str(n.message) for n in app._notifications)
+
+
+async def test_edit_modal_validates_and_previews_the_fit() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("e")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, EditSettingDialog)
+        await pilot.press(*"max_num_se", "enter")  # Enter takes the completion
+        assert app.screen.query_one("#edit-key", Input).value == "max_num_seqs"
+        await pilot.press(*"abc")
+        await pilot.pause(0.05)
+        assert app.screen.query_one("#apply", Button).disabled
+        assert "max_num_seqs" in plain(app.screen.query_one("#edit-preview").content)
+        await pilot.press("backspace", "backspace", "backspace", "8")
+        await pilot.pause(0.05)
+        preview = plain(app.screen.query_one("#edit-preview").content)
+        assert "4 → 8" in preview.replace("'", "") or "4 → '8'" in preview
+        assert "fit: fits" in preview
+        assert not app.screen.query_one("#apply", Button).disabled
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.sets.get("glm-5.3-flash"), 5, "setting stored")
+        assert app.sets["glm-5.3-flash"] == {"max_num_seqs": "8"}
+        assert "press l to launch" in results_text(app)
+
+
+async def test_edit_one_setting_relaunches_and_compares_with_the_baseline() -> None:
+    backend = ReplayBackend()
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("e", *"max_num_seqs", "enter", "8", "enter")
+        await wait_until(pilot, lambda: app.last_compare is not None, 15, "comparison")
+        assert [c.split()[0] for c in backend.calls if c.split()[0] in ("launch", "stop")] == [
+            "launch",
+            "stop",
+            "launch",
+        ]
+        assert backend.calls.count("bench") == 2 and "smoke" in backend.calls
+        compare = plain(app.last_compare)
+        assert "max_num_seqs" in compare and "vs baseline" in compare
+        assert app.cluster is not None and app.cluster.sets == {"max_num_seqs": "8"}
+        await pilot.press("h")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HistoryScreen)
+        assert len(app.screen.runs) >= 5  # two launches, a smoke run, two benchmarks
+
+
+async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_TUI_CRASH_LOG", str(tmp_path / "crash.log"))
+    backend = ReplayBackend()
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+
+        async def broken_smoke(*_a: object) -> list[dict[str, object]]:
+            raise SparkError("the API did not answer", "check the head node's container")
+
+        backend.smoke = broken_smoke  # type: ignore[method-assign]
+        await pilot.press("t")
+        await wait_until(pilot, lambda: "did not answer" in results_text(app), 5, "error shown")
+        assert "check the head node's container" in results_text(app)
+
+        async def buggy_bench(*_a: object) -> dict[str, object]:
+            raise RuntimeError("boom")
+
+        backend.bench = buggy_bench  # type: ignore[method-assign]
+        await pilot.press("b")
+        await wait_until(pilot, lambda: "unexpected error" in results_text(app), 5, "bug shown")
+        assert "RuntimeError: boom" in results_text(app) and "crash.log" in results_text(app)
+        assert "Traceback" in (tmp_path / "crash.log").read_text()
+        assert app.is_running and app.busy is None
+
+
+async def test_a_failing_smoke_check_names_its_cause_and_remedy() -> None:
+    app = make_app(ReplayBackend(smoke_fails=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.last_smoke is not None, 5, "smoke")
+        text = results_text(app)
+        assert "smoke checks failed: tool_call" in text
+        assert "✗ tool_call" in text and "plain text" in text and "tool_call_parser" in text
+
+
+async def test_help_and_history_open_and_close_with_escape() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, HelpScreen)
+        rows = dict(app.screen.rows)
+        for key in ("l", "s", "t", "b", "e", "h", "/", "?", "q", "f", "esc"):
+            assert key in rows, key
+        await pilot.press("escape")
+        await pilot.press("h")
+        await pilot.pause(0.05)
+        assert isinstance(app.screen, HistoryScreen) and app.screen.runs == []
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        assert not isinstance(app.screen, HistoryScreen | HelpScreen)
+
+
+async def test_small_terminal_keeps_every_panel_visible() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.last_smoke is not None, 5, "smoke")
+        await pilot.press("b")
+        await wait_until(pilot, lambda: app.last_bench is not None, 5, "bench")
+        await settle(pilot)
+        assert app.has_class("-short") and app.has_class("-narrow")
+        for selector in ("#nodes", "#recipes", "#fit", "#results", LogPane):
+            for widget in app.query(selector):
+                assert widget.region.height >= 1 and widget.region.bottom <= 23, selector
+        for pane in app.panes.values():
+            assert pane.query_one(RankLog).region.height >= 5
+        assert len(app.panes) == 2
+        assert app.panes[0].region.right <= app.panes[1].region.x  # side by side

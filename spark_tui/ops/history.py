@@ -382,6 +382,11 @@ class History:
             results=dict(results or {}),
             notes=list(notes or []) + [str(n) for n in plan.get("notes") or []],
         )
+        if changed is None and run.cluster_id:
+            # A relaunch of the same recipe on the same cluster: name what changed since.
+            previous = self.launch_of(run.cluster_id, run.recipe)
+            if previous is not None and previous.cluster_key == run.cluster_key:
+                run.changed = changed_settings(run, previous)
         return self.save(run)
 
     def launch_of(self, cluster_id: str, recipe: str | None = None) -> Run | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from spark_tui.core.errors import InputError
 from spark_tui.ops.events import ResultEvent
 
 CHECKS = ("health", "models", "chat", "tool_call", "streaming")
@@ -129,6 +130,13 @@ def normalize_base_url(base_url: str) -> str:
         url = url[: -len("/v1")]
     if "://" not in url:
         url = "http://" + url
+    remedy = "pass the server's address, e.g. --base-url http://127.0.0.1:8000"
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise InputError(f"not a URL: {base_url!r} ({exc})", remedy) from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InputError(f"not an http(s) server address: {base_url!r}", remedy)
     return url
 
 

@@ -112,6 +112,10 @@ def test_baseline_and_changed_settings() -> None:
     assert history.baseline_for("glm-5.3-flash", "elsewhere", "launch") is None
     assert changed_settings(second, first) == [{"name": "max_num_seqs", "before": 4, "after": 8}]
     assert changed_settings(other, second) == [{"name": "max_num_seqs", "before": 8, "after": 2}]
+    # A relaunch on the same cluster records, by itself, the one setting that changed.
+    assert first.changed == []
+    assert second.changed == [{"name": "max_num_seqs", "before": 4, "after": 8}]
+    assert other.changed == [{"name": "max_num_seqs", "before": 8, "after": 2}]
     assert [r.id for r in history.list_runs("launch")] == [first.id, second.id, other.id]
 
 

@@ -129,6 +129,7 @@ class RankLog(Log):
 class LogPane(Vertical):
     """Header (rank, node, state, progress), the failure's explaining lines, and the log."""
 
+    ALLOW_MAXIMIZE = True
     DEFAULT_CSS = """
     LogPane { border: round $panel-lighten-2; height: 1fr; min-height: 4; }
     LogPane:focus-within { border: round $primary; }

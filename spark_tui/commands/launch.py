@@ -57,19 +57,28 @@ def show_event(ev: Event) -> None:
         _err(f"cluster {ev.cluster_id} is ready")
 
 
-def _record(plan: Any, overrides: dict[str, Any], digests: dict[str, str], ok: bool | None) -> None:
+def _record(
+    plan: Any,
+    overrides: dict[str, Any],
+    digests: dict[str, str],
+    ok: bool | None,
+    revision: str | None = None,
+) -> None:
     """The run in the history (ops.history), with the user's --set values as overrides."""
     try:
         from spark_tui.ops.history import History
     except ImportError:
         return
     try:
-        History().record_launch(plan, overrides=overrides, digests=digests, ok=ok)
+        History().record_launch(
+            plan, overrides=overrides, digests=digests, revision=revision, ok=ok
+        )
     except (OSError, ValueError, TypeError) as exc:
         _err(f"warning: the launch was not recorded in the history: {exc}")
 
 
 async def _launch(args: argparse.Namespace) -> int:
+    from spark_tui.core.facts import cached_revision
     from spark_tui.core.fit import check_fit
     from spark_tui.core.model_facts import resolve_model_facts
     from spark_tui.core.overrides import apply_overrides, parse_set
@@ -146,7 +155,8 @@ async def _launch(args: argparse.Namespace) -> int:
             if isinstance(ev, ClusterReady):
                 ready_url = ev.base_url
             show_event(ev)
-        _record(plan, overrides, digests, True if args.wait else None)
+        revision = cached_revision(facts, recipe.model)
+        _record(plan, overrides, digests, True if args.wait else None, revision)
         head = plan.head
         api = plan.endpoint
         if ready_url:
@@ -161,7 +171,7 @@ async def _launch(args: argparse.Namespace) -> int:
         return EXIT_OK
     except LaunchFailed as exc:
         if plan is not None:
-            _record(plan, overrides, digests, False)
+            _record(plan, overrides, digests, False, cached_revision(facts, recipe.model))
         _err(f"spark-tui: {exc.message}")
         for line in exc.lines:
             _err(f"    | {line}")

@@ -243,3 +243,13 @@ def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:
 def facts_to_json(nodes: list[NodeFacts]) -> str:
     """Render nodes in the facts-file format."""
     return json.dumps({"nodes": [n.to_dict() for n in nodes]}, indent=2)
+
+
+def cached_revision(nodes: list[NodeFacts], repo_id: str) -> str | None:
+    """The revision of `repo_id` in the nodes' Hugging Face caches ("a != b" when they differ)."""
+    revisions = []
+    for node in nodes:
+        for model in node.models:
+            if model.repo_id == repo_id and model.revision and model.revision not in revisions:
+                revisions.append(model.revision)
+    return " != ".join(revisions) if revisions else None

@@ -291,6 +291,7 @@ async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
+        await pilot.pause(0.05)
         body = plain(app.screen.body)
         assert "SHA256:Zm9vYmFyYmF6cXV4" in body and "[127.0.0.11]:2222" in body
         assert app.focused is app.screen.query_one("#no", Button)  # Enter does not trust

@@ -143,6 +143,10 @@ def _image_infos(raw: Mapping[str, Any]) -> list[ImageInfo]:
     return infos
 
 
+# Longest silence on a followed log before its stream is re-opened (see stream_logs).
+STREAM_READ_TIMEOUT_S = 30.0
+
+
 class LogStream:
     """A Docker log stream read by a thread; lines arrive on an asyncio queue.
 
@@ -436,10 +440,13 @@ class RemoteDocker:
             kw: dict[str, Any] = {"stream": True, "follow": True, "timestamps": True, "tail": tail}
             if since_ns:
                 kw["since"] = since_seconds(since_ns)
-            # A client without a read timeout: a quiet log is not an error, and a dead
-            # link is noticed by SSH keepalives, which close the forwarded socket.
+            # A quiet log is not an error: a read that times out ends this stream and the
+            # follower re-opens it from the last timestamp (no line lost or repeated). The
+            # timeout bounds every call on this client, so a node that stops answering
+            # mid-request can never leave a thread blocked forever (and a process unable
+            # to exit).
             if self._stream_client is None:
-                self._stream_client = self._new_client(None)
+                self._stream_client = self._new_client(STREAM_READ_TIMEOUT_S)
             return self._stream_client.api.logs(name, **kw)
 
         raw = await self.call(open_stream, f"logs -f {name}")

@@ -106,7 +106,9 @@ async def run(seconds: float) -> None:
                 f"memory after {million},000,000 more lines: {after:.1f} MB "
                 f"(+{after - idle:.1f} MB above idle {idle:.1f} MB; budget +60 MB)"
             )
-        print(f"dropped from pending buffers (overload protection): {sum(p.dropped for p in panes):,}")
+        print(
+            f"dropped from pending buffers (overload protection): {sum(p.dropped for p in panes):,}"
+        )
 
 
 def main() -> None:

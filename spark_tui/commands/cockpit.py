@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spark_tui.core.errors import EXIT_OK, InputError
+from spark_tui.core.errors import InputError
 from spark_tui.core.inventory import InventoryNode, hosts_to_inventory, parse_inventory
 
 
@@ -43,9 +43,10 @@ def run(args: argparse.Namespace) -> int:
     nodes, target = inventory_nodes(args.inventory or config.inventory, args.hosts)
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.remote_backend import RemoteBackend
+    from spark_tui.ui.runner import run_cockpit
 
     backend = RemoteBackend(
         nodes, accept_new_host_keys=args.accept_new_host_keys, target_args=target
     )
     app = SparkApp(backend, recipe=args.recipe, theme=args.theme, config=config)
-    return int(app.run() or EXIT_OK)
+    return run_cockpit(app)

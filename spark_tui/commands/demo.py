@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from spark_tui.core.errors import EXIT_OK, InputError
+from spark_tui.core.errors import InputError
 
 
 def open_demo(
@@ -22,12 +22,28 @@ def open_demo(
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.config import load_config
     from spark_tui.ui.remote_backend import DemoBackend
+    from spark_tui.ui.runner import run_cockpit
 
     # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
-    pace = pace if pace is not None else float(os.environ.get("SPARK_SIM_PACE", "0.5"))
-    backend = DemoBackend(nodes=nodes, memory_gb=memory_gb, pace=pace)
+    # SPARK_SIM_TOKEN_SCALE does the same for generation speed (tests use both).
+    pace = pace if pace is not None else _env_float("SPARK_SIM_PACE", 0.5)
+    token_scale = _env_float("SPARK_SIM_TOKEN_SCALE", 1.0)
+    backend = DemoBackend(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
     app = SparkApp(backend, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config())
-    return int(app.run() or EXIT_OK)
+    return run_cockpit(app)
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{name}={raw!r} is not a number", f"set {name} to e.g. 0.5") from None
+    if value <= 0:
+        raise InputError(f"{name}={raw!r} must be positive", f"set {name} to e.g. 0.5")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

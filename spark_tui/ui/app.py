@@ -7,11 +7,12 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -19,12 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
 from textual.events import Resize
-from textual.widgets import Footer, Input, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
 from spark_tui.core.errors import SparkError
-from spark_tui.core.facts import NodeFacts
-from spark_tui.core.recipe import Recipe
 from spark_tui.ops.events import (
     ClusterReady,
     Event,
@@ -33,19 +32,34 @@ from spark_tui.ops.events import (
     RankState,
     RankStateChanged,
 )
-from spark_tui.ui import actions
-from spark_tui.ui.backend import Backend, NodeProbe
 from spark_tui.ui.config import CockpitConfig
 from spark_tui.ui.palette import CockpitCommands
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, QuitDialog
-from spark_tui.ui.screens.edit import EditSettingDialog
-from spark_tui.ui.screens.info import HelpScreen, HistoryScreen
 from spark_tui.ui.themes import DEFAULT_THEME, NO_COLOR_THEME, load_themes
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.logpane import LogPane
-from spark_tui.ui.widgets.nodes import NodePanel, NodeView
-from spark_tui.ui.widgets.recipes import RecipePanel, RecipeRow
+from spark_tui.ui.widgets.nodes import NodePanel
+from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
+
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.recipe import Recipe
+    from spark_tui.ui.backend import Backend, NodeProbe
+    from spark_tui.ui.widgets.nodes import NodeView
+
+
+class _Actions:
+    """`spark_tui.ui.actions`, imported on first use: it pulls in the domain (plans, fit,
+    recipes), which the first frame does not need (the demo's first frame has a budget)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from spark_tui.ui import actions as module
+
+        return getattr(module, name)
+
+
+actions = _Actions()
 
 # Side by side up to this many ranks; tabs beyond.
 SIDE_BY_SIDE = 2
@@ -53,8 +67,23 @@ REFRESH_SECONDS = 15.0
 # Below these sizes the layout gets compact (80x24 over SSH is the smallest we design for).
 SHORT_HEIGHT = 34
 NARROW_WIDTH = 120
-# How long quitting waits for the cluster to stop when the terminal went away.
+# How long quitting waits for the cluster to stop when the terminal went away, and how
+# long the app may then take to end before the process ends itself.
 GONE_STOP_TIMEOUT = 20.0
+GONE_EXIT_DEADLINE = 5.0
+
+
+def _detach_from_terminal() -> None:
+    """Point stdout and stderr at /dev/null: writes to a hung-up terminal fail or block,
+    and there is nobody left to read them."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 @dataclass
@@ -158,6 +187,8 @@ class SparkApp(App[int]):
         self.discovered = asyncio.Event()
         self.closing = False
         self._signals: list[int] = []
+        self._fit_nodes: list[NodeFacts] = []
+        self.theme_names: list[str] = []
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -171,9 +202,6 @@ class SparkApp(App[int]):
             yield FitPanel(id="fit")
         yield Container(id="logs")
         yield ResultsBar(id="results")
-        yield Input(
-            placeholder="filter (regex); Enter keeps it, Esc clears", id="filter", compact=True
-        )
         yield Footer()
 
     def _title_text(self) -> Text:
@@ -185,6 +213,7 @@ class SparkApp(App[int]):
         themes, problems = load_themes()
         for theme in themes:
             self.register_theme(theme)
+        self.theme_names = [t.name for t in themes]
         wanted = self.requested_theme or (
             NO_COLOR_THEME if os.environ.get("NO_COLOR") else DEFAULT_THEME
         )
@@ -277,12 +306,18 @@ class SparkApp(App[int]):
                 loop.remove_signal_handler(sig)
         self._signals.clear()
 
-    def terminal_gone(self, why: str = "terminal closed") -> None:
+    def terminal_gone(self, why: str = "SIGHUP") -> None:
         """The terminal went away (SIGHUP, stdin EOF) or we were told to stop (SIGTERM):
         end without asking. The demo's cluster is stopped; a real one is left running."""
         if self.closing:
             return
         self.closing = True
+        if why != "SIGTERM" and self.handle_signals:
+            _detach_from_terminal()
+            driver = self._driver
+            if driver is not None:
+                # Restoring the terminal's modes on exit writes to it: nowhere to write now.
+                driver.write = lambda _data: None  # type: ignore[method-assign]
         self._gone(why)
 
     @work(group="exit", exit_on_error=False)
@@ -294,6 +329,11 @@ class SparkApp(App[int]):
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.backend.close(), GONE_STOP_TIMEOUT)
+            if self.handle_signals:
+                # Everything is cleaned up; should restoring a dead terminal hang, end anyway.
+                timer = threading.Timer(GONE_EXIT_DEADLINE, os._exit, (0,))
+                timer.daemon = True
+                timer.start()
             self.exit(0)
 
     async def on_unmount(self) -> None:
@@ -303,6 +343,14 @@ class SparkApp(App[int]):
     @property
     def nodes(self) -> list[NodeFacts]:
         return [v.facts for v in self.views if v.facts is not None]
+
+    @property
+    def fit_nodes(self) -> list[NodeFacts]:
+        """The facts fit checks use: while our cluster runs, the nodes as they were before
+        it started (its own engines hold the memory a relaunch would get back)."""
+        if self.cluster is not None and self.cluster.running and self._fit_nodes:
+            return self._fit_nodes
+        return self.nodes
 
     @work(exclusive=True, group="discover", exit_on_error=False)
     async def discover(self) -> None:
@@ -346,6 +394,8 @@ class SparkApp(App[int]):
         self.refresh_nodes()
 
     def _show_probes(self, probes: list[NodeProbe]) -> None:
+        from spark_tui.ui.widgets.nodes import NodeView
+
         self.views = [
             NodeView(
                 name=p.name,
@@ -357,13 +407,17 @@ class SparkApp(App[int]):
             for p in probes
         ]
         self.query_one(NodePanel).show(self.views)
+        if self.cluster is None or not self.cluster.running:
+            self._fit_nodes = self.nodes
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         if not self.cluster:
             self._build_panes([(i, v.name) for i, v in enumerate(self.views)])
 
     # ---------------------------------------------------------------- recipes
     def _refresh_recipes(self, keep: str | None = None) -> None:
-        nodes = self.nodes
+        from spark_tui.ui.widgets.recipes import RecipeRow
+
+        nodes = self.fit_nodes
         rows = []
         for recipe in self.recipes:
             verdict = None
@@ -390,9 +444,11 @@ class SparkApp(App[int]):
             fit.show(None)
             panel.show_details(None, {})
             return
-        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.nodes)
+        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.fit_nodes)
         panel.show_details(recipe, result.settings_shown)
         fit.border_title = f"Fit: {recipe.name}"
+        frozen = self.cluster is not None and self.cluster.running
+        fit.border_subtitle = "memory as before the launch" if frozen else ""
         if not self.nodes:
             fit.show(None, "no reachable nodes yet: the fit check needs their memory")
         else:
@@ -409,14 +465,19 @@ class SparkApp(App[int]):
         if len(ranks) <= SIDE_BY_SIDE:
             logs.mount(Horizontal(*self.panes.values()))
         else:
+            from textual.widgets import TabbedContent, TabPane
+
             tabs = TabbedContent(id="rank-tabs")
-            logs.mount(tabs)
             for rank, pane in self.panes.items():
-                tabs.add_pane(TabPane(f"rank {rank}", pane, id=f"tab-{rank}"))
+                # Given before mounting, as `with TabbedContent():` does in compose.
+                tabs.compose_add_child(TabPane(f"rank {rank}", pane, id=f"tab-{rank}"))
+            logs.mount(tabs)
 
     def _tab_label(self, rank: int, state: str) -> None:
         if len(self.panes) <= SIDE_BY_SIDE:
             return
+        from textual.widgets import TabbedContent
+
         with contextlib.suppress(Exception):
             tab = self.query_one("#rank-tabs", TabbedContent).get_tab(f"tab-{rank}")
             mark = {"ready": "✓", "failed": "✗", "loading": "…", "stopped": "■"}.get(state, "")
@@ -452,7 +513,7 @@ class SparkApp(App[int]):
                 "no reachable node yet: wait for discovery (r refreshes)", severity="warning"
             )
             return
-        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.nodes)
+        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.fit_nodes)
         if result.problem or result.plan is None:
             self._error(result.problem or "no launch plan", "fix the recipe or the settings (e)")
             return
@@ -489,7 +550,7 @@ class SparkApp(App[int]):
 
     async def _launch_and_wait(self, recipe: Recipe, sets: dict[str, str]) -> bool:
         """Start the ranks, follow them in the background, return once ready (or failed)."""
-        result = actions.evaluate(recipe, sets, self.nodes)
+        result = actions.evaluate(recipe, sets, self.fit_nodes)
         plan = result.plan
         if plan is None:
             self._error(result.problem or "no launch plan", "fix the settings (e)")
@@ -564,12 +625,12 @@ class SparkApp(App[int]):
             pane.show_failure(event.reason or "failed", list(event.explaining_lines))
             cluster.failed = True
             cluster.ready = False
-            others = [r for r in self.panes if r != event.rank]
-            self._error(
-                f"rank {event.rank} on {event.node} {event.reason or 'failed'}",
-                "the lines that explain it are at the top of its pane; "
-                + ("the other ranks were stopped" if others else "fix the cause and launch again"),
+            # One toast per failure comes with the launch's error; the status says which rank.
+            text = Text(
+                f"rank {event.rank} on {event.node} {event.reason or 'failed'}", style="bold red"
             )
+            text.append("  → the lines that explain it are at the top of its pane", style="")
+            self._status(text)
 
     async def _maybe_attach(self) -> None:
         try:
@@ -719,11 +780,13 @@ class SparkApp(App[int]):
         keys, current = actions.editable_settings(recipe, sets)
 
         def preview(key: str, value: str) -> tuple[str | None, Text]:
-            return actions.preview_change(recipe, sets, key, value, self.nodes)
+            return actions.preview_change(recipe, sets, key, value, self.fit_nodes)
 
         def chosen(change: tuple[str, str] | None) -> None:
             if change:
                 self._tune(recipe, change)
+
+        from spark_tui.ui.screens.edit import EditSettingDialog
 
         self.push_screen(EditSettingDialog(keys, current, preview, recipe=recipe.name), chosen)
 
@@ -775,6 +838,8 @@ class SparkApp(App[int]):
         except SparkError as exc:
             self._error(exc.message, exc.remedy)
             return
+        from spark_tui.ui.screens.info import HistoryScreen
+
         self.push_screen(HistoryScreen(runs, actions.describe_run))
 
     # ------------------------------------------------------- filter & views
@@ -784,7 +849,7 @@ class SparkApp(App[int]):
             isinstance(node, RecipePanel) for node in focused.ancestors_with_self
         )
         self.filter_target = "recipes" if in_recipes else "logs"
-        box = self.query_one("#filter", Input)
+        box = self._filter_box()
         if in_recipes:
             box.value = self.query_one(RecipePanel).filter_text
         else:
@@ -792,6 +857,15 @@ class SparkApp(App[int]):
         box.placeholder = f"/ filter {self.filter_target} (regex); Enter keeps it, Esc clears"
         box.add_class("visible")
         box.focus()
+
+    def _filter_box(self) -> Input:
+        """The filter line, made on first use (the first frame does without it)."""
+        found = self.query("#filter")
+        if found:
+            return found.first(Input)
+        box = Input(id="filter", compact=True)
+        self.mount(box, before=self.query_one(Footer))
+        return box
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -803,15 +877,16 @@ class SparkApp(App[int]):
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self) -> None:
-        self.query_one("#filter", Input).remove_class("visible")
+        self._filter_box().remove_class("visible")
         if self.filter_target == "recipes":
             self.query_one("#recipe-list").focus()
         elif self.panes:
             next(iter(self.panes.values())).query_one("RankLog").focus()
 
     def action_back(self) -> None:
-        box = self.query_one("#filter", Input)
-        if box.has_class("visible"):
+        found = self.query("#filter")
+        box = found.first(Input) if found else None
+        if box is not None and box.has_class("visible"):
             box.value = ""
             self._filter_done()
         elif self.screen.maximized is not None:
@@ -827,6 +902,8 @@ class SparkApp(App[int]):
             None,
         )
         if pane is None and len(self.panes) > SIDE_BY_SIDE:
+            from textual.widgets import TabbedContent
+
             with contextlib.suppress(Exception):
                 active = self.query_one("#rank-tabs", TabbedContent).active
                 pane = self.panes.get(int(active.removeprefix("tab-")))
@@ -842,6 +919,11 @@ class SparkApp(App[int]):
         self.notify("log lines: " + ("compact" if compact else "full (with prefixes)"))
 
     def _key_of(self, binding_id: str, fallback: str) -> str:
+        """The key that runs a binding now (the config file may have remapped it)."""
+        remapped = self._keymap.get(binding_id)
+        if remapped:
+            key = remapped.split(",")[0].strip()
+            return self.get_key_display(Binding(key, "", ""))
         for key, bindings in self._bindings.key_to_bindings.items():
             for binding in bindings:
                 if binding.id == binding_id:
@@ -865,6 +947,8 @@ class SparkApp(App[int]):
             "The fit check runs before every launch; l refuses a recipe that does not fit\n"
             "unless you insist. Quitting with a cluster running asks whether to stop it."
         )
+        from spark_tui.ui.screens.info import HelpScreen
+
         self.push_screen(HelpScreen(rows, notes))
 
     # ------------------------------------------------------------------ quit

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from spark_tui.core.facts import NodeFacts
-from spark_tui.core.plan import LaunchPlan
-from spark_tui.ops.events import Event
+if TYPE_CHECKING:  # annotations only: importing the domain here would slow the first frame
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.plan import LaunchPlan
+    from spark_tui.ops.events import Event
 
 # (host, sha256 fingerprint) -> trust it?
 HostKeyConfirm = Callable[[str, str], Awaitable[bool]]

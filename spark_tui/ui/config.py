@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from spark_tui.core.errors import InputError
 from spark_tui.ui.paths import user_config_dir
 
@@ -34,6 +32,8 @@ def load_config(path: Path | None = None) -> CockpitConfig:
     path = path or user_config_dir() / "config.yaml"
     if not path.is_file():
         return CockpitConfig()
+    import yaml  # only when there is a file: the first frame does not wait for it
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:

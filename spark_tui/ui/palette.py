@@ -20,6 +20,7 @@ ACTIONS = [
     ("refresh", "Refresh the nodes", "probe every node again"),
     ("filter", "Filter", "recipes or log lines"),
     ("fullscreen", "Full-screen log pane", "toggle"),
+    ("compact", "Compact or full log lines", "vLLM's process, time and source prefixes"),
     ("help", "Help", "every key"),
     ("quit_cockpit", "Quit", "asks first when a cluster is running"),
 ]
@@ -34,15 +35,15 @@ class CockpitCommands(Provider):
             (title, help_text, partial(app.run_action, action))
             for action, title, help_text in ACTIONS
         ]
-        for name in sorted(app.available_themes):
-            if name.startswith("spark-"):
-                entries.append(
-                    (
-                        f"Theme: {name}",
-                        "switch the colour theme",
-                        partial(setattr, app, "theme", name),
-                    )
-                )
+        # The bundled themes and the user's (from the config dir); Textual's own are under
+        # its "Change theme" command.
+        ours = getattr(app, "theme_names", None) or [
+            n for n in app.available_themes if n.startswith("spark-")
+        ]
+        for name in sorted(ours):
+            entries.append(
+                (f"Theme: {name}", "switch the colour theme", partial(setattr, app, "theme", name))
+            )
         return entries
 
     async def discover(self) -> Hits:

@@ -7,13 +7,16 @@ import shlex
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import SparkError
-from spark_tui.core.inventory import InventoryNode
-from spark_tui.core.plan import LaunchPlan
-from spark_tui.ops.events import Event
-from spark_tui.ui.backend import HostKeyConfirm, NodeProbe, Progress, RunningCluster
+from spark_tui.ui.backend import NodeProbe, RunningCluster
+
+if TYPE_CHECKING:  # annotations only: the domain is not needed before the first frame
+    from spark_tui.core.inventory import InventoryNode
+    from spark_tui.core.plan import LaunchPlan
+    from spark_tui.ops.events import Event
+    from spark_tui.ui.backend import HostKeyConfirm, Progress
 
 
 class RemoteBackend:

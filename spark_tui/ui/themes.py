@@ -19,7 +19,8 @@ _THEME_FIELDS = {f.name for f in fields(Theme)}
 def theme_from_yaml(text: str, source: str) -> Theme:
     """Build a Textual theme from one YAML file's text."""
     try:
-        data = yaml.safe_load(text)
+        # The C loader when PyYAML has it: themes are read before the first frame.
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     except yaml.YAMLError as exc:
         raise InputError(f"{source}: not valid YAML ({exc})", "fix the theme file") from exc
     if not isinstance(data, dict) or not data.get("name") or not data.get("primary"):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console
 from textual.pilot import Pilot
@@ -58,3 +61,28 @@ def results_text(app: SparkApp) -> str:
 
 def head_text(app: SparkApp, rank: int) -> str:
     return plain(app.panes[rank]._head_text())
+
+
+def live_children() -> set[int]:
+    """Pids of this process's children that are still running (not zombies)."""
+    me, found = os.getpid(), set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+async def wait_until_gone(before: set[int]) -> None:
+    """Wait (10 s at most) until every child process started since `before` has ended."""
+    deadline = time.monotonic() + 10
+    while live_children() - before:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes left behind: {sorted(live_children() - before)}")
+        await asyncio.sleep(0.1)

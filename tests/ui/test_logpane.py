@@ -82,9 +82,59 @@ async def test_failure_lines_are_shown_above_the_log() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         pane = app.query_one(LogPane)
         pane.set_state("failed")
-        pane.show_failure("exited with code 1", ["ValueError: Free memory on device is less than desired"])
+        pane.show_failure(
+            "exited with code 1", ["ValueError: Free memory on device is less than desired"]
+        )
         await pilot.pause(0.05)
         assert pane.has_class("failed")
         why = str(pane.query_one("#why-0").render())
         assert "Free memory on device" in why
         assert "exited with code 1" in why
+
+
+def test_compact_lines_drop_vllm_prefixes_but_keep_levels() -> None:
+    from spark_tui.ui.widgets.logpane import compact_line
+
+    assert (
+        compact_line("(APIServer pid=74) INFO 09-09 15:19:36 [api_server.py:1919] Starting vLLM")
+        == "Starting vLLM"
+    )
+    assert (
+        compact_line("(Worker pid=189) WARNING 09-09 15:20:47 [symm_mem.py:67] not supported")
+        == "WARNING not supported"
+    )
+    assert compact_line("(APIServer pid=1) INFO:     127.0.0.1:1 - GET /health") == (
+        "127.0.0.1:1 - GET /health"
+    )
+    assert compact_line("ValueError: boom") == "ValueError: boom"
+
+
+def test_highlighter_marks_errors_whole_and_warnings_by_word() -> None:
+    from rich.text import Text
+
+    from spark_tui.ui.widgets.logpane import VllmLogHighlighter
+
+    hl = VllmLogHighlighter()
+    hl.set_colours("#ff0000", "#ffff00", "#00ff00", "#00ffff")
+    error = hl(Text("ERROR ValueError: No available memory for the cache blocks"))
+    assert error.spans and error.spans[0].start == 0 and error.spans[0].end == len(error)
+    assert "ff0000" in str(error.spans[0].style.color.triplet.hex)
+    warning = hl(Text("WARNING Custom collectives are disabled"))
+    assert [(s.start, s.end) for s in warning.spans] == [(0, 7)]
+    plain = hl(Text("Loading weights took 3.2 s"))
+    assert plain.spans == []
+
+
+async def test_keeps_following_the_tail_when_the_pane_shrinks() -> None:
+    app = PaneApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        log = pane.query_one(RankLog)
+        pane.push_many([f"line {i}" for i in range(200)])
+        await pilot.pause(0.3)
+        assert log.is_vertical_scroll_end
+        await pilot.resize_terminal(100, 12)
+        await pilot.pause(0.2)
+        pane.push_many([f"more {i}" for i in range(20)])
+        await pilot.pause(0.3)
+        assert log.is_vertical_scroll_end and log.follow

@@ -106,6 +106,7 @@ class DockerApiServer:
         self._info = info
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
         self.socket_path.unlink(missing_ok=True)
@@ -114,10 +115,12 @@ class DockerApiServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for writer in list(self._writers):
+            writer.close()  # a handler waiting for the next request sees EOF
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(list(self._tasks), timeout=5)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
@@ -129,6 +132,7 @@ class DockerApiServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self._writers.add(writer)
         try:
             while True:
                 request = await self._read_request(reader)
@@ -144,6 +148,7 @@ class DockerApiServer:
             pass
         finally:
             self._tasks.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -407,8 +412,12 @@ class DockerApiServer:
             finally:
                 client_left = gone.done()
                 gone.cancel()
-                with contextlib.suppress(asyncio.CancelledError, ConnectionError):
-                    await gone  # the reader must be free before the next request
+                # The reader must be free before the next request. asyncio.wait() does not
+                # swallow a cancellation of this task (suppressing CancelledError here did,
+                # and the server's close() then waited forever).
+                await asyncio.wait({gone})
+                if not gone.cancelled():
+                    gone.exception()  # a reset connection is just a client that left
             if client_left:
                 return False
         writer.write(b"0\r\n\r\n")

@@ -229,6 +229,9 @@ class LogPane(Vertical):
     def show_failure(self, reason: str, lines: list[str]) -> None:
         """Show why this rank failed above its log (the lines that explain it)."""
         self.reason, self.explaining = reason, list(lines)
+        if not self.is_mounted:
+            self.call_after_refresh(self.show_failure, reason, lines)
+            return
         self.add_class("failed")
         why = Text(f"rank {self.rank} on {self.node} failed: {reason}", style="bold")
         for line in lines[-5:]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
 
-from spark_tui.core.facts import NodeFacts
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
 
 GIB = 1024**3
 

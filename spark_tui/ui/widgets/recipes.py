@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,7 +11,8 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from spark_tui.core.recipe import Recipe
+if TYPE_CHECKING:
+    from spark_tui.core.recipe import Recipe
 
 BADGE = {
     "fits": ("fits", "green"),

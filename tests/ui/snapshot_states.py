@@ -1,0 +1,120 @@
+"""The cockpit states the SVG snapshot tests take (test_snapshots_*.py): the real app, its
+backend replaying a recorded demo launch (`cockpit_replay`), so no clock, pid, port or
+temporary path reaches the picture."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from cockpit_helpers import settle, wait_until
+from cockpit_replay import ReplayBackend
+from textual.pilot import Pilot
+
+from spark_tui.ops.events import Event, RankState, RankStateChanged
+from spark_tui.ui.app import SparkApp
+
+
+def make_app(**backend_kw: object) -> SparkApp:
+    return SparkApp(
+        ReplayBackend(**backend_kw),  # type: ignore[arg-type]
+        recipe="glm-5.3-flash",
+        auto_refresh=False,
+        handle_signals=False,
+    )
+
+
+async def discovered(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await wait_until(pilot, app.discovered.is_set, 10, "discovery")
+    await settle(pilot)
+
+
+async def ready(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await discovered(pilot)
+    await pilot.press("l")
+    await wait_until(pilot, lambda: app.cluster is not None and app.cluster.ready, 10, "ready")
+    await settle(pilot)
+
+
+async def smoked(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await ready(pilot)
+    await pilot.press("t")
+    await wait_until(pilot, lambda: app.last_smoke is not None, 10, "smoke")
+    await settle(pilot)
+
+
+async def benched(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await smoked(pilot)
+    await pilot.press("b")
+    await wait_until(pilot, lambda: app.last_bench is not None, 10, "bench")
+    await settle(pilot)
+
+
+async def does_not_fit(pilot: Pilot[int]) -> None:
+    await discovered(pilot)
+    await pilot.press("down")  # gpt-oss-120b: one node only, two given
+    await settle(pilot)
+
+
+async def loading(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await discovered(pilot)
+    await pilot.press("l")
+    await wait_until(
+        pilot,
+        lambda: any(p.state == "loading" and (p.progress or 0) >= 0.5 for p in app.panes.values()),
+        10,
+        "loading",
+    )
+    await settle(pilot)
+
+
+async def failed(pilot: Pilot[int]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await discovered(pilot)
+    await pilot.press("l")
+    await wait_until(
+        pilot, lambda: app.cluster is not None and app.cluster.settled.is_set(), 10, "failure"
+    )
+    await settle(pilot)
+
+
+async def edit_modal(pilot: Pilot[int]) -> None:
+    await ready(pilot)
+    await pilot.press("e", *"max_num_seqs", "enter", "8")
+    await settle(pilot)
+
+
+async def help_screen(pilot: Pilot[int]) -> None:
+    await discovered(pilot)
+    await pilot.press("question_mark")
+    await settle(pilot)
+
+
+def frozen_at_half_loaded(event: Event) -> bool:
+    return (
+        isinstance(event, RankStateChanged)
+        and event.state is RankState.LOADING
+        and (event.progress or 0.0) >= 0.5
+    )
+
+
+STATES: dict[str, tuple[dict[str, object], Callable[[Pilot[int]], Awaitable[None]]]] = {
+    "discovered": ({}, discovered),
+    "does_not_fit": ({}, does_not_fit),
+    "loading": ({"freeze_when": frozen_at_half_loaded}, loading),
+    "ready_smoke": ({}, smoked),
+    "bench": ({}, benched),
+    "failed_rank": ({"scenario": "failed_launch"}, failed),
+    "edit_modal": ({}, edit_modal),
+    "help": ({}, help_screen),
+}

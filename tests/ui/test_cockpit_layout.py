@@ -1,0 +1,133 @@
+"""The cockpit on a recorded demo launch (ReplayBackend): log views, layouts (80x24, tabs
+beyond two ranks), and the fit check while our own cluster runs."""
+
+from __future__ import annotations
+
+from cockpit_helpers import head_text, settle, static_text, wait_until
+from cockpit_replay import ReplayBackend
+
+from spark_tui.ops.events import RankState, RankStateChanged
+from spark_tui.ui.app import SparkApp
+from spark_tui.ui.widgets.logpane import LogPane, RankLog
+
+SIZE = (160, 48)
+
+
+def make_app(backend: ReplayBackend | None = None, **kw: object) -> SparkApp:
+    return SparkApp(
+        backend or ReplayBackend(),
+        recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
+        auto_refresh=False,
+        handle_signals=False,
+        bench_levels=[1, 4, 8],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def discovered(pilot) -> None:  # type: ignore[no-untyped-def]
+    await wait_until(pilot, lambda: pilot.app.discovered.is_set(), 10, "discovery")
+    await pilot.pause(0.05)
+
+
+async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
+    await discovered(pilot)
+    await pilot.press("l")
+    app = pilot.app
+    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
+    await settle(pilot)
+
+
+async def test_log_filter_fullscreen_compact_and_escape() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        log0 = app.panes[0].query_one(RankLog)
+        app.panes[0].query_one(RankLog).focus()
+        await pilot.press("slash", *"warning")
+        await settle(pilot)
+        assert log0.line_count > 0
+        assert all("WARNING" in line for line in log0.lines)
+        assert "/warning" in head_text(app, 0)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.panes[0].filter_text == "" and log0.line_count > 5
+        # compact by default: no "(APIServer pid=...)" prefixes; `c` shows them
+        assert not any(line.startswith("(APIServer pid=") for line in log0.lines)
+        await pilot.press("c")
+        await settle(pilot)
+        assert any(line.startswith("(APIServer pid=") for line in log0.lines)
+        await pilot.press("f")
+        await pilot.pause(0.05)
+        assert app.screen.maximized is app.panes[0]
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+        assert app.screen.maximized is None
+
+
+async def test_small_terminal_keeps_every_panel_visible() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await launched_ready(pilot)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: app.last_smoke is not None, 5, "smoke")
+        await pilot.press("b")
+        await wait_until(pilot, lambda: app.last_bench is not None, 5, "bench")
+        await settle(pilot)
+        assert app.has_class("-short") and app.has_class("-narrow")
+        for selector in ("#nodes", "#recipes", "#fit", "#results", LogPane):
+            for widget in app.query(selector):
+                assert widget.region.height >= 1 and widget.region.bottom <= 23, selector
+        for pane in app.panes.values():
+            assert pane.query_one(RankLog).region.height >= 5
+        assert len(app.panes) == 2
+        assert app.panes[0].region.right <= app.panes[1].region.x  # side by side
+
+
+async def test_fit_ignores_the_memory_our_own_running_cluster_holds() -> None:
+    from dataclasses import replace
+
+    from spark_tui.ui.backend import NodeProbe
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await launched_ready(pilot)
+        # a refresh while our engines hold most of the memory
+        busy = [
+            NodeProbe(n.name, replace(n, memory_available_bytes=11 * 1024**3)) for n in app.nodes
+        ]
+        app._show_probes(busy)
+        await pilot.pause(0.05)
+        assert "11 free" in static_text(app, "#nodes") or "(11 free)" in static_text(app, "#nodes")
+        assert static_text(app, "#fit-body").lstrip().startswith("fits")
+        assert app.query_one("#fit").border_subtitle == "memory as before the launch"
+        # once stopped, the live facts count again
+        await pilot.press("s", "y")
+        await wait_until(pilot, lambda: app.cluster is None, 5, "stopped")
+        app._show_probes(busy)
+        await pilot.pause(0.05)
+        assert "does not fit" in static_text(app, "#fit-body")
+
+
+async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
+    from textual.widgets import TabbedContent
+
+    from spark_tui.ui.app import ClusterView
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await discovered(pilot)
+        app._build_panes([(0, "spark-a"), (1, "spark-b"), (2, "spark-c")])
+        await pilot.pause(0.1)
+        tabs = app.query_one("#rank-tabs", TabbedContent)
+        assert tabs.tab_count == 3
+        cluster = ClusterView("c0ffee01", "some-recipe", {})
+        event = RankStateChanged(2, "spark-c", RankState.READY, progress=1.0)
+        app._rank_state(cluster, event)
+        await pilot.pause(0.05)
+        assert str(tabs.get_tab("tab-2").label) == "rank 2 ✓"
+        tabs.active = "tab-2"
+        await pilot.pause(0.05)
+        app.set_focus(None)
+        await pilot.press("f")
+        await pilot.pause(0.05)
+        assert app.screen.maximized is app.panes[2]

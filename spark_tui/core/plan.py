@@ -43,6 +43,8 @@ LABEL_PREFIX = "spark-tui."
 # A secret's name has a word (split on `_`/`-`) ending in one of these; plural counts such
 # as `max_num_batched_tokens` are not secrets.
 _SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIALS")
+# Names of spark-tui's own records that end in KEY but hold no secret.
+_NOT_SECRET = frozenset({"cluster_key", "sort_key"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A value that is only a reference to a variable of the launching shell: ${NAME} or ${NAME:-x}.
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -68,8 +70,14 @@ _FLAG_ALIASES = {DP_SIZE: ("-dp",)}
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an env key or flag name looks like it holds a secret (HF_TOKEN, --api-key)."""
-    words = re.split(r"[_\-]+", name.strip("-").upper())
+    """Whether an env key or flag name looks like it holds a secret (HF_TOKEN, --api-key).
+
+    A word of the name (split on `_`, `-`, `.`) must end so: `max_num_batched_tokens`
+    (TOKENS) is not a secret, `AWS_SECRET_ACCESS_KEY` is. The one rule for plans and history.
+    """
+    if name in _NOT_SECRET:
+        return False
+    words = re.split(r"[_\-.]+", name.strip("-").upper())
     return any(w.endswith(_SECRET_WORDS) for w in words if w)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import platformdirs
 
 from spark_tui.core.errors import InputError
+from spark_tui.core.plan import is_secret_name
 
 KINDS = ("launch", "smoke", "bench")
 # Per-node values worth keeping to reproduce the network setup (seed 004, Step 3).
@@ -40,23 +41,8 @@ NETWORK_KEYS = (
     "MASTER_PORT",
     "VLLM_HOST_IP",
 )
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY")
-# Names of our own records that end in KEY but hold no secret.
-_NOT_SECRET = frozenset({"cluster_key", "sort_key"})
 
 # -- secrets --------------------------------------------------------------------------------
-
-
-def is_secret_name(name: str) -> bool:
-    """HF_TOKEN, *TOKEN*, *SECRET*, *PASSWORD*, *KEY* names (a word of the name ends so).
-
-    Words are split on `_`, `-` and `.`, so `max_num_batched_tokens` (TOKENS) is not a
-    secret while `HF_TOKEN`, `--api-key` and `AWS_SECRET_ACCESS_KEY` are.
-    """
-    if name in _NOT_SECRET:
-        return False
-    words = [w for w in re.split(r"[_\-.]", name.strip("-").upper()) if w]
-    return any(w.endswith(part) for w in words for part in _SECRET_PARTS)
 
 
 def _is_reference(value: str) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_tui.core import prelaunch
 from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
 from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, layout_for
 from spark_tui.core.model_facts import missing_for_fit
@@ -490,6 +491,8 @@ def check_fit(
     """
     args = parse_serve_args(argv)
     findings = _parallel_findings(recipe, args, nodes, facts)
+    # A mod nobody found blocks: the serve command would start without what it needs.
+    findings += [Finding("error", *f) for f in prelaunch.findings(recipe)]
     offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
     if recipe.metadata.get("gated") and hf_token_set is False and not offline:
         findings.append(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The marker the prelaunch wrapper (core.prelaunch) prints before each mod and on failure.
+PRELAUNCH_MARK = "spark-tui prelaunch:"
 KINDS = ("error", "warning", "progress", "ready", "phase", "info", "debug")
 
 
@@ -191,6 +193,11 @@ def classify(line: str) -> LineClass:
     """Classify one vLLM log line."""
     p = _parse(line)
     body = p.body
+    if p.level is None and body.startswith(PRELAUNCH_MARK):
+        # The prelaunch wrapper's own markers: a failed mod is the rank's error.
+        if " failed with exit code " in body:
+            return LineClass("error", detail="prelaunch")
+        return LineClass("phase", detail=body.strip()[:200], scope="prelaunch")
     if p.level == "error":
         return LineClass("error", detail=_known_cause(body) or "error")
     if p.level == "warning":

@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from spark_tui.core import prelaunch
 from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.network_env import eth_interface, network_env
-from spark_tui.core.recipe import Recipe
+from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
 from spark_tui.core.serve_args import parse_serve_args
 
@@ -108,7 +109,9 @@ class ContainerSpec:
 
     `command` is the argv the container runs (after `entrypoint` when one is set).
     `home` is the node home the mounts were built from; None means it was unknown and
-    the mounts use FALLBACK_HOME (the shell export writes `$HOME` instead).
+    the mounts use FALLBACK_HOME (the shell export writes `$HOME` instead). `copies` are
+    (control-machine path, container path) pairs put into the container before it starts
+    (the recipe's mods and `pre_exec` copies); `entrypoint` then runs them (core.prelaunch).
     """
 
     name: str
@@ -120,6 +123,7 @@ class ContainerSpec:
     entrypoint: list[str] | None = None
     command: list[str] = field(default_factory=list)
     home: str | None = None
+    copies: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -142,6 +146,8 @@ class RankSpec:
     env: dict[str, str]
     serves_api: bool = False
     replica: int = 0
+    mods: list[str] = field(default_factory=list)
+    prelaunch: list[PrelaunchStep] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The rank in the `plan --json` format (secrets only as `${NAME}`)."""
@@ -163,6 +169,9 @@ class RankSpec:
             "command": list(c.command),
             "serves_api": self.serves_api,
             "replica": self.replica,
+            "mods": list(self.mods),
+            "prelaunch": [step.to_dict() for step in self.prelaunch],
+            "copies": [{"source": src, "dest": dest} for src, dest in c.copies],
         }
 
 
@@ -446,6 +455,10 @@ def build_plan(
             f"{recipe.name}: the recipe names no container image",
             "add `container: IMAGE:TAG` to the recipe",
         )
+    if recipe.missing:
+        # A mod the recipe names and nobody found would be silently skipped: never plan that.
+        first = prelaunch.findings(recipe)[0]
+        raise RecipeError(f"{recipe.name}: {first[1]}", first[2])
     if cluster_id is None:
         cluster_id = default_cluster_id(recipe.name, names)
     elif not _CLUSTER_ID.fullmatch(cluster_id):
@@ -541,8 +554,10 @@ def build_plan(
             labels=labels,
             env=env,
             mounts=_mounts(node),
+            entrypoint=prelaunch.entrypoint(recipe.prelaunch),
             command=list(argv),
             home=node.home,
+            copies=prelaunch.copies(recipe.prelaunch),
         )
         if node.home is None:
             notes.append(
@@ -561,6 +576,8 @@ def build_plan(
                 env=env,
                 serves_api=serves_api,
                 replica=replica if not ray else 0,
+                mods=list(dict.fromkeys(s.mod for s in recipe.prelaunch if s.mod)),
+                prelaunch=list(recipe.prelaunch),
             )
         )
 

@@ -5,6 +5,43 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_tui.core.errors import RecipeError
+
+# Runtimes spark-tui runs: vLLM's two multi-node forms, and eugr's vLLM build (v1 recipes).
+VLLM_RUNTIMES = ("vllm-distributed", "vllm-ray", "eugr-vllm")
+
+
+@dataclass(frozen=True)
+class PrelaunchStep:
+    """One step run in a rank's container before the serve command, as sparkrun's `pre_exec`.
+
+    `copy`: the file or folder `source` on the control machine is put at `dest` in the
+    container. `exec`: the shell code `command` runs in the container (a mod's is
+    `export WORKSPACE_DIR=$PWD && cd /workspace/mods/<name> && chmod +x run.sh && ./run.sh`).
+    `mod` names the mod the step belongs to (None for the recipe's own `pre_exec`).
+    """
+
+    kind: str
+    source: str = ""
+    dest: str = ""
+    command: str = ""
+    mod: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        if self.kind == "copy":
+            return {"kind": "copy", "source": self.source, "dest": self.dest, "mod": self.mod}
+        return {"kind": "exec", "command": self.command, "mod": self.mod}
+
+
+@dataclass(frozen=True)
+class MissingFile:
+    """A `mods:` entry (or a `pre_exec` copy source) that was not found, and where it was
+    looked for, in order."""
+
+    ref: str
+    kind: str  # "mod" or "pre_exec copy"
+    tried: tuple[str, ...]
+
 
 @dataclass
 class Recipe:
@@ -12,7 +49,11 @@ class Recipe:
 
     `runtime` is resolved (`vllm` becomes `vllm-distributed` unless the recipe hints Ray);
     `runtime_declared` is what the file said. `extra` keeps every key this tool does not
-    know, so a recipe round-trips unchanged. `source` is "path", "user" or "bundled".
+    know, so a recipe round-trips unchanged. `source` is "path", "user", "registry" (a git
+    registry named in spark-tui's config), "sparkrun" (a registry clone sparkrun keeps) or
+    "bundled"; `registry` names the registry for the last two. `prelaunch` holds the steps
+    run in every rank's container before `vllm serve` (the recipe's `pre_exec`, then its
+    `mods`), resolved on the control machine; `missing` what could not be found.
     """
 
     name: str
@@ -33,3 +74,24 @@ class Recipe:
     extra: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
     source: str = "bundled"
+    registry: str | None = None
+    mods: list[str] = field(default_factory=list)
+    prelaunch: list[PrelaunchStep] = field(default_factory=list)
+    missing: list[MissingFile] = field(default_factory=list)
+
+    @property
+    def origin(self) -> str:
+        """Where the recipe comes from, as listings show it (`sparkrun:eugr`, `user`)."""
+        return f"{self.source}:{self.registry}" if self.registry else self.source
+
+
+def require_vllm(recipe: Recipe) -> None:
+    """Refuse a recipe whose runtime is not vLLM (sglang, llama-cpp, trtllm, ...)."""
+    if recipe.runtime in VLLM_RUNTIMES:
+        return
+    raise RecipeError(
+        f"{recipe.name}: its runtime is {recipe.runtime!r}, not vLLM; spark-tui runs vLLM "
+        "services only",
+        "pick a vLLM recipe (runtime: vllm, vllm-distributed or vllm-ray), or run this one "
+        f"with the launcher made for its runtime (e.g. `sparkrun run {recipe.name}`)",
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -292,48 +291,14 @@ def bundled_recipes_dir() -> Path:
     return package / "_bundled" / "recipes"
 
 
-def _recipe_files(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
-
-
-def _dirs(user_dir: Path | None, bundled_dir: Path | None) -> list[tuple[Path, str]]:
-    return [
-        (user_dir if user_dir is not None else user_recipes_dir(), "user"),
-        (bundled_dir if bundled_dir is not None else bundled_recipes_dir(), "bundled"),
-    ]
-
-
 def find_recipe(
     name_or_path: str, user_dir: Path | None = None, bundled_dir: Path | None = None
 ) -> Recipe:
-    """A recipe by explicit path, else by name from the user's folder, else the bundled one."""
-    candidate = Path(name_or_path).expanduser()
-    if candidate.is_file():
-        return load_recipe_file(candidate, source="path")
-    looks_like_path = "/" in name_or_path or "\\" in name_or_path
-    if looks_like_path:
-        raise RecipeError(
-            f"recipe file {name_or_path!r} does not exist",
-            "check the path, or give a recipe name (spark-tui recipes lists them)",
-        )
-    name = candidate.stem if candidate.suffix in RECIPE_SUFFIXES else name_or_path
-    names: set[str] = set()
-    for folder, source in _dirs(user_dir, bundled_dir):
-        for suffix in RECIPE_SUFFIXES:
-            path = folder / f"{name}{suffix}"
-            if path.is_file():
-                return load_recipe_file(path, source=source)
-        names.update(p.stem for p in _recipe_files(folder))
-    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    listing = ", ".join(sorted(names)) or "(none found)"
-    raise RecipeError(
-        f"no recipe named {name!r}{hint}",
-        f"use one of: {listing}; or give a path to a recipe file "
-        f"(user recipes live in {user_dir if user_dir is not None else user_recipes_dir()})",
-    )
+    """A recipe by explicit path, `@REGISTRY/NAME`, or name: from the user's folder, the
+    registries, or the bundled ones (clash order in core.registry); mods resolved."""
+    from spark_tui.core import registry
+
+    return registry.find_recipe(name_or_path, registry.default_sources(user_dir, bundled_dir))
 
 
 def list_recipes(
@@ -341,25 +306,19 @@ def list_recipes(
     bundled_dir: Path | None = None,
     errors: list[RecipeError] | None = None,
 ) -> list[Recipe]:
-    """Every recipe, sorted by name, a user recipe before the bundled one it shadows.
+    """Every recipe of every source, sorted by name, then in clash order (a user recipe
+    before a registry's before the bundled one it shadows).
 
     A broken file raises, unless `errors` is given: then its error is appended and the
     file skipped, so one bad user recipe does not hide the others.
     """
-    found: list[Recipe] = []
-    for folder, source in _dirs(user_dir, bundled_dir):
-        for path in _recipe_files(folder):
-            try:
-                found.append(load_recipe_file(path, source=source))
-            except RecipeError as exc:
-                if errors is None:
-                    raise
-                errors.append(exc)
-    order = {"user": 0, "bundled": 1}
-    return sorted(found, key=lambda r: (r.name, order.get(r.source, 2)))
+    from spark_tui.core import registry
+
+    return registry.list_recipes(registry.default_sources(user_dir, bundled_dir), errors)
 
 
 def shadowed(recipes: list[Recipe]) -> set[tuple[str, str]]:
-    """(name, source) of bundled recipes hidden by a user recipe of the same name."""
-    user = {r.name for r in recipes if r.source == "user"}
-    return {(r.name, r.source) for r in recipes if r.source == "bundled" and r.name in user}
+    """(name, origin) of recipes hidden by an earlier one of the same name."""
+    from spark_tui.core import registry
+
+    return registry.shadowed(recipes)

@@ -10,7 +10,7 @@ from typing import Any
 
 from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import RecipeError
-from spark_tui.core.recipe import Recipe
+from spark_tui.core.recipe import Recipe, require_vllm
 
 # `{key}` but not the v1 escape `{{key}}` (a literal brace pair around a word).
 PLACEHOLDER_RE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
@@ -190,6 +190,7 @@ def render_argv(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
     is appended when absent, or removes the flag when None/false. Rank and rendezvous
     flags are left to the launch plan.
     """
+    require_vllm(recipe)  # an sglang recipe is refused as such, not as a bad command
     argv = render_template(recipe, settings)
     if not argv or argv[0] != "vllm":
         first = argv[0] if argv else "(empty)"

@@ -8,6 +8,7 @@ at the end the `docker stop` / `docker rm` of every rank.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Sequence
 
@@ -72,11 +73,11 @@ def _continued(lines: list[str]) -> str:
     return " \\\n".join(lines)
 
 
-def docker_run_lines(rank: RankSpec) -> list[str]:
-    """The `docker run` of one rank, one option group per line (not yet joined)."""
+def docker_run_lines(rank: RankSpec, create: bool = False) -> list[str]:
+    """The `docker run` (or `docker create`) of one rank, one option group per line."""
     c = rank.container
     d = c.docker
-    out = ["docker run -d", f"{INDENT}--name {shlex.quote(c.name)}"]
+    out = ["docker create" if create else "docker run -d", f"{INDENT}--name {shlex.quote(c.name)}"]
     for key, value in c.labels.items():
         out.append(f"{INDENT}--label {shlex.quote(f'{key}={value}')}")
     opts = []
@@ -106,6 +107,39 @@ def docker_run_lines(rank: RankSpec) -> list[str]:
     if cmd_lines:
         out.append(INDENT + cmd_lines[0])
         out.extend(INDENT * 2 + line for line in cmd_lines[1:])
+    return out
+
+
+def _comment(text: str) -> str:
+    """Text safe inside a `#` comment: a newline there would end it and run the rest."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
+def _sed_escape(text: str, pattern: bool) -> str:
+    specials = "\\.[]*^$|" if pattern else "\\&|"
+    return "".join("\\" + ch if ch in specials else ch for ch in text)
+
+
+def copy_lines(rank: RankSpec) -> list[str]:
+    """Per copy: a comment naming its control-machine source, then a `tar | docker cp -` that
+    puts it at its path in the created container (parent folders made by the copy)."""
+    out = []
+    name = shlex.quote(rank.container.name)
+    labels = {s.source: s.mod for s in rank.prelaunch if s.kind == "copy"}
+    for source, dest in rank.container.copies:
+        what = f"mod {labels[source]}" if labels.get(source) else "pre_exec copy"
+        rel = dest.strip("/")
+        out.append(
+            _comment(f"# {what}: {source} from the control machine (copy it to this node first)")
+        )
+        # `tar -C PARENT BASE` renamed to the destination works for a folder and a file.
+        parent, base = posixpath.split(source.rstrip("/"))
+        expr = f"s|^{_sed_escape(base, True)}|{_sed_escape(rel, False)}|"
+        member = shlex.quote(base)
+        out.append(
+            f"tar -C {shlex.quote(parent or '/')} --transform {shlex.quote(expr)} -cf - {member}"
+            f" | docker cp - {name}:/"
+        )
     return out
 
 
@@ -154,7 +188,19 @@ def plan_to_shell(plan: LaunchPlan) -> str:
         sections.append(name)
         lines.append("")
         lines.append(f"# --- rank {rank.rank} on {rank.node} ({_role_text(rank)}) ---")
-        lines += _function(name, [_mkdir(rank), _continued(docker_run_lines(rank))])
+        if rank.container.copies:
+            # The mods must be in place before the container starts: create, copy, start.
+            body = [_mkdir(rank), _continued(docker_run_lines(rank, create=True))]
+            body += copy_lines(rank)
+            body.append(f"docker start {shlex.quote(rank.container.name)}")
+        else:
+            body = [_mkdir(rank), _continued(docker_run_lines(rank))]
+        if rank.mods:
+            names = ", ".join(rank.mods)
+            lines.append(
+                _comment(f"# mods, run in the container before the serve command: {names}")
+            )
+        lines += _function(name, body)
     if plan.serve_exec:
         sections.append("serve")
         lines.append("")

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from spark_tui.core import logclass
+from spark_tui.core import logclass, prelaunch
 from spark_tui.core.errors import InputError, OperationFailed, SparkError
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
 from spark_tui.ops.cluster import (
@@ -49,6 +49,7 @@ from spark_tui.ops.events import (
     ResultEvent,
 )
 from spark_tui.ops.logs import RankLogFollower
+from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
@@ -245,6 +246,12 @@ class ClusterWatch:
         info = await r.docker.inspect(r.name)
         if info is None:
             return ("its container disappeared (removed from outside spark-tui)", lines)
+        step = prelaunch.failed_step(list(r.lines))
+        if step is not None:  # a mod failed: vllm serve never started, its lines say why
+            return (
+                f"its {step.what} failed with exit code {step.exit_code} before vllm serve started",
+                step.lines,
+            )
         return (exit_reason(info.get("State") or {}), lines)
 
     @staticmethod
@@ -421,6 +428,8 @@ async def _start_rank(
     # The command may carry `${NAME}` references (e.g. --api-key): resolved here, never logged.
     resolved = _with_command(spec, resolve_argv(spec.command, local_env))
     await r.docker.create(resolved, env)
+    if spec.copies:  # the mods must be in the container before its entrypoint runs them
+        await put_copies(r.docker, spec.name, spec.copies)
     r.state = RankState.CREATED
     emit(RankStateChanged(rank=r.rank, node=r.node, state=RankState.CREATED))
     await r.docker.start(spec.name)

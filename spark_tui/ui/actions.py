@@ -51,7 +51,7 @@ def load_recipes(warn: Callable[[str], None]) -> list[Recipe]:
     for exc in errors:
         warn(f"{exc.message} → {exc.remedy}")
     hidden = shadowed(recipes)
-    return [r for r in recipes if (r.name, r.source) not in hidden]
+    return [r for r in recipes if (r.name, r.origin) not in hidden]
 
 
 def evaluate(recipe: Recipe, sets: dict[str, str], nodes: list[NodeFacts]) -> Evaluation:

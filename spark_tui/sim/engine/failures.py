@@ -481,3 +481,21 @@ def report_engine_failure(
 def report_config_failure(failure: Failure, channel: Channel) -> None:
     """Print a failure raised in the API server process (or a headless worker's main)."""
     channel.raw("\n".join(traceback_lines(failure.frames, failure.exc_line)), stderr=True)
+
+
+def chat_template_unreadable(template: str, reason: str) -> Failure:
+    """`--chat-template PATH` naming a file that cannot be opened (vLLM's chat_utils rule:
+    a value without `{`, `}` or a newline is a path, and a path that fails is an error)."""
+    exc = (
+        f"ValueError: The supplied chat template ({template}) looks like a file path, but it "
+        f"failed to be opened. Reason: {reason}"
+    )
+    frames = CLI_FRAMES + [
+        _f(
+            "vllm/entrypoints/chat_utils.py",
+            1492,
+            "load_chat_template",
+            "raise ValueError(msg) from e",
+        ),
+    ]
+    return Failure(exc, frames, "config", exit_code=1)

@@ -237,6 +237,8 @@ def _config_phase(ctx: Context) -> ModelSpec:
             failures.CLI_FRAMES,
             "config",
         )
+    if not ctx.headless and a.chat_template:
+        _load_chat_template(out, a.chat_template)
     if not ctx.headless:
         try:
             ctx.server = api.make_server(ctx.bind_host(), a.port)
@@ -1062,6 +1064,19 @@ def _install_signals(ctx: Context) -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError):
             pass
+
+
+def _load_chat_template(out: Channel, template: str) -> None:
+    """Read `--chat-template` as vLLM does: a file when it can be opened, else literal
+    template text when it looks like one, else a startup error."""
+    try:
+        with open(template, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        if any(ch in template for ch in "{}\n"):
+            return
+        raise failures.chat_template_unreadable(template, str(exc)) from None
+    out.info("chat_utils.py:1480", f"Using supplied chat template: {template} ({len(text)} chars)")
 
 
 def run(args: argparse.Namespace) -> int:

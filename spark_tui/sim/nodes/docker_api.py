@@ -4,7 +4,8 @@ Routes (with or without a `/vX.Y` prefix): `/_ping` (GET, HEAD), `/version`, `/i
 `/images/json`, `/images/{name}/json`, `/images/create` (pull: only images the node has),
 `/containers/create`, `/containers/json` (`all`, `filters`: label, name, id, status),
 `/containers/{id}/json`, `start`, `stop`, `restart`, `kill`, `wait`, `logs` (stdout,
-stderr, follow, timestamps, since, until, tail; the multiplexed stream) and DELETE.
+stderr, follow, timestamps, since, until, tail; the multiplexed stream), `archive` (PUT:
+a tar extracted into the container's own folder, see SimDockerEngine.put_archive) and DELETE.
 Everything here is simulated: no container runtime is involved.
 """
 
@@ -311,6 +312,9 @@ class DockerApiServer:
             await self._json(writer, 200, {"Error": None, "StatusCode": code})
         elif action == "logs" and m == "GET":
             return await self._logs(req, c, reader, writer)
+        elif action == "archive" and m == "PUT":
+            e.put_archive(c, req.arg("path") or "", req.body)
+            await self._send(writer, 200)
         else:
             raise DockerError(404, "page not found")
         return True

@@ -3,22 +3,28 @@
 A container is a process group on this machine (no isolation: simulated). An argv that
 starts with `vllm` runs the vLLM stand-in (`python -m spark_tui.sim.engine`); any other
 argv runs as given, with a `vllm` shim first on PATH so `bash -c "vllm serve ..."` works.
+A simulated container has no root filesystem of its own: an archive put into it (the
+mods) is extracted into the container's folder, and paths under the top-level folders it
+made (`/workspace/...`) are mapped there in the argv when the container starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from spark_tui.sim.nodes.container_logs import STDERR, STDOUT, LogBuffer
@@ -66,6 +72,8 @@ class SimContainer:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     removed: asyncio.Event = field(default_factory=asyncio.Event)
     readers: list[asyncio.Task[None]] = field(default_factory=list)
+    root: Path | None = None  # where archives put into the container are extracted
+    root_tops: set[str] = field(default_factory=set)  # top-level folders they made
 
     @property
     def running(self) -> bool:
@@ -258,10 +266,40 @@ class SimDockerEngine:
         env.update(self.node_env(c))
         return env
 
+    def put_archive(self, c: SimContainer, path: str, data: bytes) -> None:
+        """Extract a tar into the container at `path` (its folder must exist, as in Docker)."""
+        if not path.startswith("/"):
+            raise DockerError(400, f"path {path!r} is not absolute")
+        root = self.state_dir / "containers" / c.id / "root"
+        target = root / path.strip("/")
+        if path.strip("/") and not (target.is_dir() or Path(path).is_dir()):
+            raise DockerError(404, f"Could not find the file {path} in container {c.name}")
+        target.mkdir(parents=True, exist_ok=True)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                names = tar.getnames()
+                tar.extractall(target, filter="data")  # no member may leave the folder
+        except (tarfile.TarError, OSError) as exc:
+            raise DockerError(400, f"could not extract the archive: {exc}") from None
+        c.root = root
+        rel = PurePosixPath(path.strip("/"))
+        for name in names:
+            first = (rel / name.removeprefix("./")).parts[:1]
+            if first:
+                c.root_tops.add(first[0])
+
+    def _map_paths(self, c: SimContainer, argv: list[str]) -> list[str]:
+        """argv with paths under the archive-made top folders pointed into c.root."""
+        if c.root is None or not c.root_tops:
+            return argv
+        tops = "|".join(re.escape(t) for t in sorted(c.root_tops))
+        pattern = re.compile(rf"(?<![\w.-])/(?=(?:{tops})(?:/|\b))")
+        return [pattern.sub(str(c.root) + "/", arg) for arg in argv]
+
     async def start(self, c: SimContainer) -> None:
         if c.running:
             raise DockerError(304, "container already started")
-        argv = list(c.argv)
+        argv = self._map_paths(c, list(c.argv))
         if argv and os.path.basename(argv[0]) == "vllm":
             argv = [sys.executable, "-m", "spark_tui.sim.engine", *argv[1:]]
         workdir = c.config.get("WorkingDir") or ""
@@ -382,6 +420,8 @@ class SimDockerEngine:
         c.log.close()
         c.removed.set()
         log_dir = self.state_dir / "containers" / c.id
+        if c.root is not None:
+            shutil.rmtree(c.root, ignore_errors=True)
         for path in log_dir.glob("*"):
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

@@ -82,8 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-dir", metavar="DIR", help="keep keys and homes here (default: temp)")
 
-    p = sub.add_parser("recipes", help="list bundled and user recipes")
+    p = sub.add_parser(
+        "recipes", help="list the recipes: user, registries (spark-tui's and sparkrun's), bundled"
+    )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--update", action="store_true", help="pull the git registries named in the config first"
+    )
 
     p = sub.add_parser("probe", help="probe nodes and print their facts")
     _targets(p)

@@ -13,4 +13,6 @@ def _isolated_user_dirs(
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("SPARK_TUI_SPARKRUN_HOME", str(home / "sparkrun-home"))
     monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(home / "data" / "spark-tui"))

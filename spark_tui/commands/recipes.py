@@ -1,4 +1,9 @@
-"""`spark-tui recipes [--json]`: list the user's and the bundled recipes."""
+"""`spark-tui recipes [--json] [--update]`: list every recipe and where it comes from.
+
+Sources, in the order that settles a name clash: the user's folder, the git registries of
+spark-tui's config (cloned on first use, pulled with `--update`), sparkrun's registry
+clones, the bundled recipes (see core.registry).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,9 @@ import json
 import sys
 from typing import Any
 
+from spark_tui.core import registry
 from spark_tui.core.errors import RecipeError
-from spark_tui.core.recipe import Recipe
+from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
 
 # The model facts an offline fit check needs from a recipe's metadata.
@@ -51,11 +57,24 @@ def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
         "max_nodes": recipe.max_nodes,
         "container": recipe.container,
         "source": recipe.source,
+        "registry": recipe.registry,
+        "origin": recipe.origin,
         "path": recipe.path,
+        "mods": list(recipe.mods),
+        "mods_missing": [m.ref for m in recipe.missing],
+        "refused": _refusal(recipe),
         "description": recipe.description,
         "shadowed": is_shadowed,
         "facts_missing": missing_facts(recipe),
     }
+
+
+def _refusal(recipe: Recipe) -> str | None:
+    try:
+        require_vllm(recipe)
+    except RecipeError as exc:
+        return exc.message
+    return None
 
 
 def _facts_cell(missing: list[str]) -> str:
@@ -72,7 +91,11 @@ def _table(rows: list[dict[str, Any]]) -> str:
     lines: list[tuple[str, ...]] = [headers]
     for row in rows:
         facts = _facts_cell(row["facts_missing"])
-        source = row["source"] + (" (shadowed)" if row["shadowed"] else "")
+        if row["refused"]:
+            facts = f"refused: runtime {row['runtime']}"
+        elif row["mods_missing"]:
+            facts = "mod missing: " + ", ".join(row["mods_missing"])
+        source = row["origin"] + (" (shadowed)" if row["shadowed"] else "")
         nodes = row["_nodes"]
         lines.append((row["name"], row["model"], row["runtime"], nodes, source, facts))
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
@@ -85,12 +108,21 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """List recipes as a table, or as a JSON list with `--json`."""
+    from spark_tui.ops.registries import sync
+
+    for result in sync(
+        registry.configured_registries(), update_existing=getattr(args, "update", False)
+    ):
+        if result.action == "failed":
+            print(f"spark-tui: registry {result.name}: {result.detail}", file=sys.stderr)
+        elif result.action != "present":
+            print(f"spark-tui: registry {result.name} {result.action}", file=sys.stderr)
     errors: list[RecipeError] = []
     recipes = list_recipes(errors=errors)
     hidden = shadowed(recipes)
     rows = []
     for recipe in recipes:
-        row = recipe_row(recipe, (recipe.name, recipe.source) in hidden)
+        row = recipe_row(recipe, (recipe.name, recipe.origin) in hidden)
         row["_nodes"] = _nodes(recipe)
         rows.append(row)
     if getattr(args, "json", False):

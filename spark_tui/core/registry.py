@@ -17,6 +17,7 @@ cloned into the user cache (see `ops.registries`). Only files are read here: no 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -114,14 +115,20 @@ def registry_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("spark-tui")) / "registries"
 
 
+def _sparkrun_home() -> Path:
+    # sparkrun's folders sit under the home; SPARK_TUI_SPARKRUN_HOME reads another user's.
+    override = os.environ.get("SPARK_TUI_SPARKRUN_HOME")
+    return Path(override).expanduser() if override else Path.home()
+
+
 def sparkrun_config_dir() -> Path:
-    """sparkrun's config folder (its `registries.yaml`)."""
-    return Path.home() / ".config" / "sparkrun"
+    """sparkrun's config folder (its `registries.yaml`): `~/.config/sparkrun`."""
+    return _sparkrun_home() / ".config" / "sparkrun"
 
 
 def sparkrun_registry_dir() -> Path:
-    """Where sparkrun keeps its registry clones."""
-    return Path.home() / ".cache" / "sparkrun" / "registries"
+    """Where sparkrun keeps its registry clones: `~/.cache/sparkrun/registries`."""
+    return _sparkrun_home() / ".cache" / "sparkrun" / "registries"
 
 
 def _safe_subpath(value: Any, where: str, key: str) -> str:
@@ -195,6 +202,11 @@ def configured_registries(
         if item.get("enabled", True) is False:
             continue
         ref = item.get("ref")
+        if str(item["url"]).startswith("-") or (ref and str(ref).startswith("-")):
+            raise InputError(
+                f"{where}: `url` and `ref` may not start with '-'",
+                "give the repository URL (or a local path) and a branch or tag name",
+            )
         out.append(
             Registry(
                 name=name,

@@ -49,8 +49,9 @@ def wrapper_script(steps: Sequence[PrelaunchStep]) -> str:
         failed = shlex.quote(f"{MARK} {label} failed with exit code ")
         lines.append(f"echo {start}")
         # The command is one quoted word for a child `sh -c`: its text is never re-parsed here.
+        # Its stderr joins stdout, so its lines stay in order before its failure marker.
         lines.append(
-            f'sh -c {shlex.quote(command)} || {{ rc=$?; echo {failed}"$rc"; exit "$rc"; }}'
+            f'sh -c {shlex.quote(command)} 2>&1 || {{ rc=$?; echo {failed}"$rc"; exit "$rc"; }}'
         )
     lines.append(f"echo {shlex.quote(f'{MARK} done; starting the serve command')}")
     lines.append('exec "$@"')

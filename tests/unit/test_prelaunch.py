@@ -32,7 +32,11 @@ def run_wrapper(steps: list[PrelaunchStep], cwd: Path, serve: list[str]) -> tupl
     assert entry is not None and entry[:2] == ["/bin/sh", "-c"]
     # One stream, as the container's log interleaves them.
     res = subprocess.run(
-        [*entry, *serve], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [*entry, *serve],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         timeout=30,
     )
     return res.returncode, res.stdout.splitlines()
@@ -47,7 +51,11 @@ def test_mods_run_in_order_in_their_folder_then_the_serve_argv_unchanged(tmp_pat
     work.mkdir()
     first = make_mod(tmp_path / "mods" / "first", 'echo "first in $PWD ws=$WORKSPACE_DIR"\n')
     second = make_mod(tmp_path / "mods" / HOSTILE, "echo second; echo tmpl > chat.jinja\n")
-    steps = [PrelaunchStep("exec", command="echo own pre_exec"), exec_step(first), exec_step(second)]
+    steps = [
+        PrelaunchStep("exec", command="echo own pre_exec"),
+        exec_step(first),
+        exec_step(second),
+    ]
     serve = ["sh", "-c", 'echo "serve in $PWD args=$*"', "x", "--flag", "a b", "$(no)"]
     code, lines = run_wrapper(steps, work, serve)
     assert code == 0, lines
@@ -67,7 +75,9 @@ def test_mods_run_in_order_in_their_folder_then_the_serve_argv_unchanged(tmp_pat
 
 def test_a_failing_mod_ends_the_container_with_its_code_and_its_lines(tmp_path: Path) -> None:
     ok = make_mod(tmp_path / "ok", "echo fine\n")
-    bad = make_mod(tmp_path / "bad", "echo patching vllm\necho 'patch does not apply' >&2\nexit 7\n")
+    bad = make_mod(
+        tmp_path / "bad", "echo patching vllm\necho 'patch does not apply' >&2\nexit 7\n"
+    )
     never = make_mod(tmp_path / "never", "touch ran\n")
     code, lines = run_wrapper(
         [exec_step(ok), exec_step(bad), exec_step(never)], tmp_path, ["touch", "served"]
@@ -119,7 +129,9 @@ def test_every_rank_of_the_plan_carries_the_mods(tmp_path: Path) -> None:
         assert "cd /workspace/mods/fix-tmpl && chmod +x run.sh && ./run.sh" in rank["entrypoint"][2]
         # The serve argv stays the container command, so `${NAME}` references still resolve.
         assert rank["command"] == rank["argv"] and rank["argv"][:2] == ["vllm", "serve"]
-        assert spec.container.copies == [(str(tmp_path / "mods" / "fix-tmpl"), "/workspace/mods/fix-tmpl")]
+        assert spec.container.copies == [
+            (str(tmp_path / "mods" / "fix-tmpl"), "/workspace/mods/fix-tmpl")
+        ]
 
 
 def test_shell_form_creates_copies_then_starts_and_quotes_every_value(tmp_path: Path) -> None:

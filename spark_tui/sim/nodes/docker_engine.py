@@ -275,13 +275,13 @@ class SimDockerEngine:
         if path.strip("/") and not (target.is_dir() or Path(path).is_dir()):
             raise DockerError(404, f"Could not find the file {path} in container {c.name}")
         target.mkdir(parents=True, exist_ok=True)
+        c.root = root
         try:
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                 names = tar.getnames()
                 tar.extractall(target, filter="data")  # no member may leave the folder
         except (tarfile.TarError, OSError) as exc:
             raise DockerError(400, f"could not extract the archive: {exc}") from None
-        c.root = root
         rel = PurePosixPath(path.strip("/"))
         for name in names:
             first = (rel / name.removeprefix("./")).parts[:1]
@@ -420,8 +420,7 @@ class SimDockerEngine:
         c.log.close()
         c.removed.set()
         log_dir = self.state_dir / "containers" / c.id
-        if c.root is not None:
-            shutil.rmtree(c.root, ignore_errors=True)
+        shutil.rmtree(log_dir / "root", ignore_errors=True)  # what archives put there
         for path in log_dir.glob("*"):
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):

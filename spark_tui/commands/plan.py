@@ -84,6 +84,16 @@ def summary(plan: LaunchPlan) -> str:
             f"  {rank.role}",
             f"  container {c.name}",
             f"  image     {c.image}",
+        ]
+        if rank.prelaunch:
+            # What runs in the container before the serve command, in order.
+            lines.append("  before serve")
+            for step in rank.prelaunch:
+                if step.kind == "copy":
+                    lines.append(f"    copy {step.source} -> {step.dest}")
+                else:
+                    lines.append(f"    run  {step.command}")
+        lines += [
             "  argv",
         ]
         lines += [f"    {line}" for line in argv_lines(rank.argv)]

@@ -248,3 +248,22 @@ def _node():  # type: ignore[no-untyped-def]
 
     path = Path(__file__).resolve().parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
     return NodeFacts.from_dict(json.loads(path.read_text())["nodes"][0])
+
+
+def test_check_and_plan_cli_name_the_missing_mod_and_where_they_looked(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.yaml", recipe_text(mods=["mods/ghost"]))
+    facts = Path(__file__).resolve().parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
+    cmd = [sys.executable, "-m", "spark_tui"]
+    check = subprocess.run(
+        [*cmd, "check", str(path), "--facts", str(facts)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 1
+    assert "mod_not_found" in check.stdout and str(tmp_path / "mods" / "ghost") in check.stdout
+    plan = subprocess.run(
+        [*cmd, "plan", str(path), "--facts", str(facts)], capture_output=True, text=True, timeout=60
+    )
+    assert plan.returncode == 2 and "mod 'mods/ghost' was not found" in plan.stderr
+    assert "remedy" in plan.stderr

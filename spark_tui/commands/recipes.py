@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from spark_tui.core import registry
-from spark_tui.core.errors import RecipeError
+from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
 
@@ -110,9 +110,11 @@ def run(args: argparse.Namespace) -> int:
     """List recipes as a table, or as a JSON list with `--json`."""
     from spark_tui.ops.registries import sync
 
-    for result in sync(
-        registry.configured_registries(), update_existing=getattr(args, "update", False)
-    ):
+    try:
+        configured = registry.configured_registries()
+    except InputError:
+        configured = []  # the listing below reports the broken config with its remedy
+    for result in sync(configured, update_existing=getattr(args, "update", False)):
         if result.action == "failed":
             print(f"spark-tui: registry {result.name}: {result.detail}", file=sys.stderr)
         elif result.action != "present":
@@ -130,6 +132,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(rows) if rows else "no recipes found")
     for exc in errors:
-        print(f"spark-tui: skipped a broken recipe: {exc.message}", file=sys.stderr)
+        print(f"spark-tui: skipped: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
     return 0

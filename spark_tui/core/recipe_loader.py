@@ -309,12 +309,13 @@ def list_recipes(
     """Every recipe of every source, sorted by name, then in clash order (a user recipe
     before a registry's before the bundled one it shadows).
 
-    A broken file raises, unless `errors` is given: then its error is appended and the
-    file skipped, so one bad user recipe does not hide the others.
+    A broken file (or config) raises, unless `errors` is given: then its error is appended
+    and the file skipped, so one bad user recipe does not hide the others.
     """
     from spark_tui.core import registry
 
-    return registry.list_recipes(registry.default_sources(user_dir, bundled_dir), errors)
+    sources = registry.default_sources(user_dir, bundled_dir, errors)
+    return registry.list_recipes(sources, errors)
 
 
 def shadowed(recipes: list[Recipe]) -> set[tuple[str, str]]:

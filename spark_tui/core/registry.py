@@ -222,15 +222,24 @@ def configured_registries(
 
 
 def sparkrun_registries(
-    config_dir: Path | None = None, clone_dir: Path | None = None
+    config_dir: Path | None = None,
+    clone_dir: Path | None = None,
+    errors: list[RecipeError] | None = None,
 ) -> list[Registry]:
     """sparkrun's registry clones on this machine, in the order of its `registries.yaml`
-    (enabled ones with a clone only); without that file, every clone in its cache."""
+    (enabled ones with a clone only); without that file (or when it cannot be read: the
+    problem goes to `errors`), every clone in its cache."""
     config_dir = config_dir or sparkrun_config_dir()
     clone_dir = clone_dir or sparkrun_registry_dir()
     listing = config_dir / "registries.yaml"
     entries: list[tuple[str, str, str, str]] = []  # name, subpath, mods_subpath, url
-    data = _read_yaml(listing) if listing.is_file() else None
+    data = None
+    if listing.is_file():
+        try:
+            data = _read_yaml(listing)
+        except InputError as exc:
+            if errors is not None:
+                errors.append(RecipeError(f"sparkrun's {exc.message}", exc.remedy))
     if isinstance(data, Mapping) and isinstance(data.get("registries"), list):
         for item in data["registries"]:
             if not isinstance(item, Mapping) or not item.get("name"):
@@ -265,13 +274,28 @@ def sparkrun_registries(
     return out
 
 
-def default_sources(user_dir: Path | None = None, bundled_dir: Path | None = None) -> Sources:
+def default_sources(
+    user_dir: Path | None = None,
+    bundled_dir: Path | None = None,
+    errors: list[RecipeError] | None = None,
+) -> Sources:
     """The sources of this machine: the user's folder, spark-tui's registries, sparkrun's
-    clones and the bundled recipes."""
+    clones and the bundled recipes.
+
+    A broken spark-tui config raises, unless `errors` is given: then it is reported there
+    and its registries are left out. sparkrun's own files never stop spark-tui.
+    """
+    try:
+        registries = configured_registries()
+    except InputError as exc:
+        if errors is None:
+            raise
+        errors.append(RecipeError(exc.message, exc.remedy))
+        registries = []
     return Sources(
         user_dir=user_dir if user_dir is not None else user_recipes_dir(),
-        registries=configured_registries(),
-        sparkrun=sparkrun_registries(),
+        registries=registries,
+        sparkrun=sparkrun_registries(errors=errors),
         bundled_dir=bundled_dir if bundled_dir is not None else bundled_recipes_dir(),
     )
 

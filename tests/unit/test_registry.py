@@ -267,3 +267,16 @@ def test_check_and_plan_cli_name_the_missing_mod_and_where_they_looked(tmp_path:
     )
     assert plan.returncode == 2 and "mod 'mods/ghost' was not found" in plan.stderr
     assert "remedy" in plan.stderr
+
+
+def test_a_broken_config_or_sparkrun_file_is_reported_not_fatal_to_a_listing() -> None:
+    write(Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "config.yaml", "registries: {a: [")
+    write(sparkrun_home() / ".config" / "sparkrun" / "registries.yaml", "registries: [")
+    write(sparkrun_clone("eugr") / "recipes" / "still-found.yaml", recipe_text())
+    errors: list[RecipeError] = []
+    names = {r.name for r in list_recipes(errors=errors)}
+    assert {"still-found", "gpt-oss-120b"} <= names
+    assert len(errors) == 2 and all(e.remedy for e in errors)
+    assert "not valid YAML" in errors[0].message and errors[1].message.startswith("sparkrun's")
+    with pytest.raises(InputError, match="not valid YAML"):  # a command names the problem
+        find_recipe("gpt-oss-120b")

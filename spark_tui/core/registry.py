@@ -28,6 +28,7 @@ import platformdirs
 import yaml
 
 from spark_tui.core.errors import InputError, RecipeError
+from spark_tui.core.plan import is_secret_name
 from spark_tui.core.recipe import MissingFile, PrelaunchStep, Recipe
 from spark_tui.core.recipe_loader import (
     RECIPE_SUFFIXES,
@@ -505,6 +506,20 @@ def _pre_exec_entries(recipe: Recipe) -> list[Any]:
     return list(raw)
 
 
+_ASSIGNMENT = re.compile(r"(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+_FLAG_VALUE = re.compile(r"(?<!\S)(--[A-Za-z][\w-]*)(?:=|\s+)(\S+)")
+
+
+def _literal_secret(command: str) -> str | None:
+    """The name of a secret given a literal value in a shell command (`HF_TOKEN=hf_x`,
+    `--token hf_x`), or None; a `$NAME` reference is fine."""
+    for pattern in (_ASSIGNMENT, _FLAG_VALUE):
+        for name, value in pattern.findall(command):
+            if is_secret_name(name) and not value.lstrip("'\"").startswith("$"):
+                return str(name)
+    return None
+
+
 def attach_prelaunch(recipe: Recipe, sources: Sources) -> Recipe:
     """The recipe with its `pre_exec` and `mods` resolved into prelaunch steps (the recipe's
     own entries first, then two per mod: copy and exec, as sparkrun orders them); what
@@ -514,6 +529,14 @@ def attach_prelaunch(recipe: Recipe, sources: Sources) -> Recipe:
     base = Path(recipe.path).parent if recipe.path else None
     for entry in _pre_exec_entries(recipe):
         if isinstance(entry, str) and entry.strip():
+            secret = _literal_secret(entry)
+            if secret is not None:
+                # The command is shown in plans and history: a literal secret would leak there.
+                raise RecipeError(
+                    f"{recipe.name}: a pre_exec command carries a literal value for {secret}",
+                    f"write ${secret.upper().lstrip('-').replace('-', '_')} instead (the container "
+                    "gets secrets from your shell at launch, e.g. HF_TOKEN); never the value",
+                )
             steps.append(PrelaunchStep("exec", command=entry))
             continue
         if isinstance(entry, Mapping) and entry.get("copy") and entry.get("dest"):

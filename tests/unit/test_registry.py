@@ -280,3 +280,26 @@ def test_a_broken_config_or_sparkrun_file_is_reported_not_fatal_to_a_listing() -
     assert "not valid YAML" in errors[0].message and errors[1].message.startswith("sparkrun's")
     with pytest.raises(InputError, match="not valid YAML"):  # a command names the problem
         find_recipe("gpt-oss-120b")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "HF_TOKEN=hf_abcdef huggingface-cli whoami",
+        "huggingface-cli login --token hf_abc",
+        "x --api-key=sk-1",
+    ],
+)
+def test_a_pre_exec_command_with_a_literal_secret_is_refused(tmp_path: Path, command: str) -> None:
+    path = write(tmp_path / "r.yaml", recipe_text(pre_exec=[command]))
+    with pytest.raises(RecipeError, match="literal value") as info:
+        find_recipe(str(path))
+    assert "hf_abc" not in info.value.message + info.value.remedy
+    ok = [
+        "huggingface-cli login --token $HF_TOKEN",
+        'HF_TOKEN="${MY_HF}" true',
+        "echo --max-num-batched-tokens 8",
+    ]
+    assert (
+        len(find_recipe(str(write(tmp_path / "ok.yaml", recipe_text(pre_exec=ok)))).prelaunch) == 3
+    )

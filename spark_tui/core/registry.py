@@ -392,10 +392,8 @@ def find_recipe(name_or_path: str, sources: Sources) -> Recipe:
     stem = Path(name).stem if Path(name).suffix in RECIPE_SUFFIXES else name
     names: set[str] = set()
     for folder, source, reg in _places(sources):
-        if scope is not None and (reg is None or reg.name != scope):
-            continue
         if scope is not None and reg is not sources.registry(scope):
-            continue
+            continue  # (spark-tui's registry of that name before sparkrun's)
         for path in _files(folder, recursive=reg is not None):
             if path.stem == stem:
                 return _load(path, source, reg, sources)

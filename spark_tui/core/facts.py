@@ -83,6 +83,8 @@ class ModelFacts:
     linear_state_bytes: int | None = None
     mtp_layers: int | None = None
     ple_table_bytes: int | None = None
+    # The sampler's logits are vocab_size wide (the fit check's runtime overhead).
+    vocab_size: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

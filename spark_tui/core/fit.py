@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,13 +21,37 @@ MIB = 1024**2
 # "Checkpoint size: Y GiB"): 1.0247, 1.0089, 0.9942, 1.0093, 1.0218 and 1.0201 on the six
 # GB10 / sm120 logs in the reference set; the median.
 WEIGHT_LOAD_FACTOR = 1.015
-# What a rank holds besides weights and KV cache: CUDA context, NCCL buffers, CUDA graphs
-# and the activation peak of one scheduler step, which grows with max_num_batched_tokens.
-# Calibrated on the logs' "Available KV cache memory" (budget - loaded weights - KV left
-# 0.6 to 8.2 GiB at 2048-4096 batched tokens and 18.3 GiB at 65536; this line splits the
-# difference, see benchmarks/fit_accuracy.py for the per-log error).
-RUNTIME_OVERHEAD_BASE = int(2.5 * GIB)
-RUNTIME_OVERHEAD_PER_BATCHED_TOKEN = MIB // 4
+# What a rank holds besides weights and KV cache, in the terms of vLLM's own accounting
+# (gpu_worker.determine_available_memory): available KV = gpu_memory_utilization x total
+# - weights - non-torch memory - peak activation of the profile run - CUDA graph estimate.
+# Each term below is read off the reference GB10 logs; benchmarks/fit_accuracy.py prints
+# the per-log error (all within 5 % of the logged "Available KV cache memory").
+#
+# Non-torch memory: CUDA context, cuBLAS/NCCL workspaces. The TP2 log's own report
+# ("consumed memory (weights + non-torch)") puts it at -0.6 / +0.6 GiB on its two ranks.
+NON_TORCH_BYTES = GIB // 2
+# torch.compile (Inductor) keeps a pool of compile workers alive through the profile; on a
+# unified-memory GB10 their host memory is what cudaMemGetInfo reports as used, so vLLM
+# counts it as non-torch memory. The four compiled logs leave 5-7 GiB beyond weights,
+# activation and graphs; the TP2 log, with compilation off (mode NONE), leaves none.
+COMPILE_WORKERS_BYTES = int(4.75 * GIB)
+# The profile run's forward pass over max_num_batched_tokens: 0.19 MiB per token fits the
+# TP2 log's "1.14 GiB for peak activation" at 4096 tokens and the 65536-token DFlash log.
+ACTIVATION_BYTES_PER_TOKEN = 192 * 1024
+# The sampler's dummy run: float32 logits for every request, and with speculative
+# decoding for every draft token as well (the rejection sampler's target logits).
+LOGIT_BYTES = 4
+# vLLM's scheduler defaults on GB10: 256 sequences (the logs' largest CUDA graph is
+# min(2 x max_num_seqs x (1 + draft tokens), 512) = 512 without --max-num-seqs).
+DEFAULT_MAX_NUM_SEQS = 256
+MAX_CUDA_GRAPH_CAPTURE_SIZE = 512
+# When the vocabulary is not known: the largest of the common Spark models (Gemma), so an
+# unknown model's sampler is not under-counted.
+DEFAULT_VOCAB_SIZE = 262144
+# vLLM's estimate of the CUDA graph pool ("Estimated CUDA graph memory: X GiB"): 0.20 to
+# 0.37 GiB on the dense logs at 512 captured tokens, 0.03 to 0.1 GiB at 48.
+CUDA_GRAPH_BASE_BYTES = 48 * MIB
+CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN = 640 * 1024
 # Above this the OS, Docker and the page cache share too little of a unified-memory node.
 HIGH_UTILIZATION = 0.9
 DROP_CACHES = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
@@ -63,6 +88,7 @@ class NodeFit:
     budget_bytes: int | None = None
     weights_bytes: int | None = None
     overhead_bytes: int | None = None
+    overhead_parts: dict[str, int] = field(default_factory=dict)
     kv_budget_bytes: int | None = None
     kv_per_request_bytes: int | None = None
     kv_tokens: int | None = None
@@ -84,6 +110,7 @@ class NodeFit:
             "memory_total_bytes": self.memory_total_bytes,
             "memory_available_bytes": self.memory_available_bytes,
             "overhead_bytes": self.overhead_bytes,
+            "overhead_parts": dict(self.overhead_parts),
             "kv_tokens": self.kv_tokens,
             "headroom_bytes": self.headroom_bytes,
             "available_headroom_bytes": self.available_headroom_bytes,
@@ -123,10 +150,119 @@ def gib(value: float) -> str:
     return f"{value / GIB:.2f}"
 
 
-def runtime_overhead_bytes(args: ServeArgs) -> int:
-    """Memory a rank uses besides weights and KV cache (calibrated, see the constants)."""
+@dataclass(frozen=True)
+class RuntimeOverhead:
+    """What one rank holds besides weights and KV cache, term by term (bytes)."""
+
+    non_torch_bytes: int
+    compile_bytes: int
+    activation_bytes: int
+    sampler_bytes: int
+    cuda_graph_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (
+            self.non_torch_bytes
+            + self.compile_bytes
+            + self.activation_bytes
+            + self.sampler_bytes
+            + self.cuda_graph_bytes
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "non_torch_bytes": self.non_torch_bytes,
+            "compile_bytes": self.compile_bytes,
+            "activation_bytes": self.activation_bytes,
+            "sampler_bytes": self.sampler_bytes,
+            "cuda_graph_bytes": self.cuda_graph_bytes,
+        }
+
+
+def num_speculative_tokens(args: ServeArgs) -> int:
+    """Draft tokens per step of the recipe's speculative decoding (0 without it)."""
+    spec = args.speculative_config or {}
+    if not spec:
+        return 0
+    count = spec.get("num_speculative_tokens")
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return count
+    if isinstance(count, str) and count.strip().isdigit():
+        return int(count)
+    return 1  # vLLM's MTP default when only the method is named
+
+
+def _compilation_config(args: ServeArgs) -> dict[str, Any]:
+    """`--compilation-config` (or `-O`) as a mapping: a bare number is the mode."""
+    out: dict[str, Any] = {}
+    raw = args.flags.get("--compilation-config")
+    if raw is not None:
+        text = raw.strip()
+        if text.isdigit():
+            out["mode"] = int(text)
+        else:
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict):
+                out.update(parsed)
+            elif isinstance(parsed, int):
+                out["mode"] = parsed
+    for flag, value in args.flags.items():
+        if flag.startswith("--compilation-config."):
+            out[flag.removeprefix("--compilation-config.")] = value
+    return out
+
+
+def _compiles(args: ServeArgs) -> bool:
+    """Whether vLLM runs torch.compile (Inductor): not with --enforce-eager or mode 0."""
+    if args.has("enforce-eager"):
+        return False
+    config = _compilation_config(args)
+    mode = config.get("mode", config.get("level"))
+    return mode is None or str(mode).strip().upper() not in ("0", "NONE")
+
+
+def _captures_graphs(args: ServeArgs) -> bool:
+    """Whether vLLM captures CUDA graphs: not with --enforce-eager or cudagraph_mode NONE."""
+    if args.has("enforce-eager"):
+        return False
+    mode = _compilation_config(args).get("cudagraph_mode")
+    return mode is None or str(mode).strip().upper() not in ("NONE", "0")
+
+
+def runtime_overhead(
+    args: ServeArgs, facts: ModelFacts | None = None, *, unified: bool = True
+) -> RuntimeOverhead:
+    """vLLM's non-KV, non-weight memory of one rank for these settings (see the constants).
+
+    `unified` says the node shares one memory between CPU and GPU (GB10), where the
+    compile workers' host memory counts against the GPU budget.
+    """
     tokens = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
-    return RUNTIME_OVERHEAD_BASE + tokens * RUNTIME_OVERHEAD_PER_BATCHED_TOKEN
+    seqs = min(args.max_num_seqs or DEFAULT_MAX_NUM_SEQS, tokens)
+    draft = num_speculative_tokens(args)
+    vocab = (facts.vocab_size if facts is not None else None) or DEFAULT_VOCAB_SIZE
+    graphs = 0
+    if _captures_graphs(args):
+        captured = min(MAX_CUDA_GRAPH_CAPTURE_SIZE, 2 * seqs * (1 + draft), tokens)
+        graphs = CUDA_GRAPH_BASE_BYTES + captured * CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN
+    return RuntimeOverhead(
+        non_torch_bytes=NON_TORCH_BYTES,
+        compile_bytes=COMPILE_WORKERS_BYTES if unified and _compiles(args) else 0,
+        activation_bytes=tokens * ACTIVATION_BYTES_PER_TOKEN,
+        sampler_bytes=seqs * (1 + draft) * vocab * LOGIT_BYTES,
+        cuda_graph_bytes=graphs,
+    )
+
+
+def runtime_overhead_bytes(
+    args: ServeArgs, facts: ModelFacts | None = None, *, unified: bool = True
+) -> int:
+    """Memory a rank uses besides weights and KV cache (the sum of `runtime_overhead`)."""
+    return runtime_overhead(args, facts, unified=unified).total_bytes
 
 
 def weights_per_rank_bytes(
@@ -525,10 +661,11 @@ def check_fit(
         )
     layout = layout_for(facts, args)
     weights = weights_per_rank_bytes(facts, args, env)
-    overhead = runtime_overhead_bytes(args)
     per_node: list[tuple[str, Finding]] = []
     fits: list[NodeFit] = []
     for rank, node in enumerate(nodes):
+        parts = runtime_overhead(args, facts, unified=_unified_memory(node))
+        overhead = parts.total_bytes
         fit = NodeFit(
             name=node.name,
             rank=rank,
@@ -536,6 +673,7 @@ def check_fit(
             memory_available_bytes=node.memory_available_bytes,
             weights_bytes=weights,
             overhead_bytes=overhead,
+            overhead_parts=parts.to_dict(),
         )
         if node.memory_total_bytes is not None:
             fit.budget_bytes = int(args.gpu_memory_utilization * node.memory_total_bytes)

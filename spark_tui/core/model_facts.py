@@ -68,6 +68,7 @@ _INT_FIELDS = (
     "linear_state_bytes",
     "mtp_layers",
     "ple_table_bytes",
+    "vocab_size",
 )
 _FACT_FIELDS = tuple(f.name for f in fields(ModelFacts) if f.name not in ("model_id", "sources"))
 
@@ -366,6 +367,7 @@ def facts_from_hf_config(
     put("num_hidden_layers", layers)
     put("num_attention_heads", heads)
     put("hidden_size", hidden)
+    put("vocab_size", _positive_int(_first(cfg, "vocab_size", "padded_vocab_size")))
     put("weight_bytes", _positive_int(weight_bytes), "weight size")
     dtype = _first(cfg, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype")
     put("dtype", str(dtype).removeprefix("torch.") if dtype else None)

@@ -110,12 +110,15 @@ def test_glm_fits_on_two_128gb_sparks_with_model_facts_from_the_facts_file() -> 
     report = bundled_check("glm-5.3-flash", "simulated_facts_glm53_2x128.json")
     assert report.verdict == "fits", report.to_dict()
     weights = int(114.6 * GIB / 2 * WEIGHT_LOAD_FACTOR)
+    r = find_recipe("glm-5.3-flash")
+    nodes = parse_facts((FIXTURES / "simulated_facts_glm53_2x128.json").read_text())
+    overhead = runtime_overhead_bytes(
+        parse_serve_args(render_argv(r, apply_overrides(r, []))), resolve_model_facts(r, nodes)
+    )
     for n in report.nodes:
         assert abs(n.weights_bytes - weights) <= 2  # 114.6 GiB (simulated) over TP 2
         assert n.budget_bytes == int(0.87 * MEM_128)
-        assert n.kv_budget_bytes == n.budget_bytes - weights - runtime_overhead_bytes(
-            ServeArgs(model="x", max_num_batched_tokens=4096)
-        )
+        assert n.kv_budget_bytes == n.budget_bytes - weights - overhead
         assert n.max_concurrency is not None and n.max_concurrency > 1
     assert report.parallel["tensor_parallel"] == 2 and report.parallel["nodes"] == 2
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from spark_tui.core.facts import GIB, ModelFacts
-from spark_tui.core.fit import weights_per_rank_bytes
+from spark_tui.core.fit import RuntimeOverhead, runtime_overhead, weights_per_rank_bytes
 from spark_tui.core.kv_cache import layout_for
 from spark_tui.core.model_facts import facts_from_hf_config
-from spark_tui.core.serve_args import ServeArgs
+from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -44,6 +44,9 @@ _AVAILABLE_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _DTYPE = re.compile(r"dtype=torch\.(\w+)")
+_VOCAB = re.compile(r"\bvocab=(\d+)")
+_FREE_ON_DEVICE = re.compile(r"Free memory on device \([\d.]+/([\d.]+) GiB\)")
+_SPEC = re.compile(r"'speculative_config': (\{[^{}]*\})")
 _SCALAR = re.compile(r"'(\w+)': ('[^']*'|-?\d+(?:\.\d+)?|True|False|None)(?=[,}])")
 
 
@@ -214,6 +217,128 @@ def gpt_oss_kv_needed_row() -> KvRow:
 def kv_rows() -> list[KvRow]:
     """Every KV comparison the samples give inputs for."""
     return [*gemma_26b_kv_rows(), gpt_oss_kv_needed_row()]
+
+
+def gb10_kv_logs() -> list[str]:
+    """Every GB10 startup log of the set that reports vLLM's "Available KV cache memory"."""
+    names = []
+    for path in sorted(FIXTURES.iterdir()):
+        if path.suffix not in (".log", ".txt"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        first = text.splitlines()[0] if text else ""
+        if "GB10" in first and "NOT a Spark" not in first and _AVAILABLE_KV.search(text):
+            names.append(path.name)
+    return names
+
+
+def _serve_args(text: str) -> ServeArgs:
+    """The log's `vllm serve` settings, through the same parser `check` uses."""
+    seen = non_default_args(text)
+    argv = ["vllm", "serve", str(seen.get("model", "sample"))]
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "gpu_memory_utilization",
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "max_model_len",
+        "kv_cache_dtype",
+    ):
+        if key in seen:
+            argv += ["--" + key.replace("_", "-"), str(seen[key])]
+    if seen.get("enforce_eager") is True:
+        argv.append("--enforce-eager")
+    spec = _SPEC.search(text)
+    if spec:
+        argv += ["--speculative-config", json.dumps(ast.literal_eval(spec.group(1)))]
+    if "'compilation_config': {'mode': <CompilationMode.NONE: 0>" in text:
+        argv += ["--compilation-config", '{"mode": 0}']
+    return parse_serve_args(argv)
+
+
+@dataclass
+class AvailableKvRow:
+    """One rank: vLLM's "Available KV cache memory" against budget - weights - overhead."""
+
+    label: str
+    util: float
+    weights_gib: float
+    overhead: RuntimeOverhead
+    predicted_gib: float
+    logged_gib: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_gib / self.logged_gib - 1
+
+
+def gb10_total_gib() -> float:
+    """A GB10's memory as vLLM sees it: the TP2 log's "Free memory on device (x/T GiB)"."""
+    m = _FREE_ON_DEVICE.search(_text(HEAD_LOG))
+    assert m
+    return float(m.group(1))
+
+
+def available_kv_rows() -> list[AvailableKvRow]:
+    """Predicted vs logged available KV memory, one row per GB10 log (each rank its own)."""
+    total = gb10_total_gib()
+    labels = {name: label for label, name in WEIGHT_LOGS.items()}
+    weights = {r.label: r for r in weight_rows()}
+    head_text = _text(HEAD_LOG)
+    rows: list[AvailableKvRow] = []
+    for name in gb10_kv_logs():
+        text = _text(name)
+        # A headless worker prints no serve args: the head's command is the one it runs.
+        args_text = text if non_default_args(text) else head_text
+        args = _serve_args(args_text)
+        vocab = _VOCAB.search(text) or _VOCAB.search(args_text)
+        facts = ModelFacts(model_id=args.model, vocab_size=int(vocab.group(1)) if vocab else None)
+        if name == "vllm_startup_gb10_gemma4_26b_single_node.log":
+            config = json.loads(_text("constructed_gemma4_26b_a4b_config.json"))
+            facts = facts_from_hf_config(args.model, config, None)
+        overhead = runtime_overhead(args, facts, unified=True)
+        weight = weights[labels[name]].predicted_gib
+        util = args.gpu_memory_utilization
+        predicted = util * total - weight - overhead.total_bytes / GIB
+        logged = _AVAILABLE_KV.search(text)
+        assert logged
+        rows.append(
+            AvailableKvRow(labels[name], util, weight, overhead, predicted, float(logged.group(1)))
+        )
+    return rows
+
+
+def test_available_kv_memory_within_5_percent_on_every_gb10_log() -> None:
+    rows = available_kv_rows()
+    for r in rows:
+        print(
+            f"{r.label:40} predicted {r.predicted_gib:6.2f}  logged {r.logged_gib:6.2f}  "
+            f"{r.error:+.1%}"
+        )
+    # Every GB10 log with the line is in the comparison, one row per rank.
+    assert len(rows) == len(gb10_kv_logs()) == 6
+    bad = [r for r in rows if abs(r.error) > 0.05]
+    assert not bad, bad
+
+
+def test_gb10_weight_memory_within_3_percent() -> None:
+    rows = [r for r in weight_rows() if "(GB10)" in r.label]
+    assert len(rows) == 6
+    bad = [r for r in rows if abs(r.error) > 0.03]
+    assert not bad, bad
+
+
+def test_overhead_terms_follow_the_settings_the_logs_differ_in() -> None:
+    rows = {r.label: r.overhead for r in available_kv_rows()}
+    tp2 = rows["Qwen3.8-Flash-Next TP2 rank 0 (GB10)"]
+    dflash = rows["Qwen3.6-35B + DFlash (GB10)"]
+    gemma = rows["gemma-4-31B-it (GB10)"]
+    assert tp2.compile_bytes == 0 < gemma.compile_bytes  # compilation mode NONE vs Inductor
+    assert dflash.activation_bytes == 32 * gemma.activation_bytes  # 65536 vs 2048 tokens
+    # 128 requests x 16 tokens (15 drafts + 1) of logits vs 256 requests x 1.
+    assert dflash.sampler_bytes == 8 * gemma.sampler_bytes
+    assert tp2.cuda_graph_bytes < gemma.cuda_graph_bytes  # 48 vs 512 captured tokens
 
 
 def test_weight_memory_within_5_percent_on_every_sample() -> None:

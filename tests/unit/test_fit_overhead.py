@@ -1,0 +1,53 @@
+"""The runtime overhead of one rank, term by term, as the settings change it."""
+
+from __future__ import annotations
+
+from spark_tui.core.facts import ModelFacts
+from spark_tui.core.fit import (
+    COMPILE_WORKERS_BYTES,
+    DEFAULT_VOCAB_SIZE,
+    LOGIT_BYTES,
+    runtime_overhead,
+)
+from spark_tui.core.serve_args import ServeArgs, parse_serve_args
+
+
+def args(flags: str = "") -> ServeArgs:
+    return parse_serve_args(["vllm", "serve", "m", *flags.split()])
+
+
+def test_enforce_eager_drops_compile_and_graphs() -> None:
+    eager = runtime_overhead(args("--enforce-eager"))
+    assert eager.compile_bytes == 0 and eager.cuda_graph_bytes == 0
+    default = runtime_overhead(args())
+    assert default.compile_bytes == COMPILE_WORKERS_BYTES and default.cuda_graph_bytes > 0
+
+
+def test_compilation_mode_zero_drops_compile_in_every_spelling() -> None:
+    for flags in ("-O 0", '--compilation-config {"mode":0}', "--compilation-config.mode 0"):
+        assert runtime_overhead(args(flags)).compile_bytes == 0, flags
+    graphs_off = runtime_overhead(args('--compilation-config {"cudagraph_mode":"NONE"}'))
+    assert graphs_off.cuda_graph_bytes == 0 and graphs_off.compile_bytes > 0
+
+
+def test_compile_workers_only_count_on_unified_memory() -> None:
+    assert runtime_overhead(args(), unified=False).compile_bytes == 0
+
+
+def test_sampler_grows_with_sequences_draft_tokens_and_vocab() -> None:
+    facts = ModelFacts(model_id="m", vocab_size=151936)
+    base = runtime_overhead(args("--max-num-seqs 8"), facts)
+    assert base.sampler_bytes == 8 * 151936 * LOGIT_BYTES
+    spec = runtime_overhead(
+        args('--max-num-seqs 8 --speculative-config {"method":"mtp","num_speculative_tokens":3}'),
+        facts,
+    )
+    assert spec.sampler_bytes == 4 * base.sampler_bytes
+    unknown = runtime_overhead(args("--max-num-seqs 8"))
+    assert unknown.sampler_bytes == 8 * DEFAULT_VOCAB_SIZE * LOGIT_BYTES
+
+
+def test_activation_follows_max_num_batched_tokens() -> None:
+    small = runtime_overhead(args("--max-num-batched-tokens 2048"))
+    big = runtime_overhead(args("--max-num-batched-tokens 16384"))
+    assert big.activation_bytes == 8 * small.activation_bytes

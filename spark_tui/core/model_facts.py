@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from spark_tui.core.errors import RecipeError
@@ -471,12 +471,120 @@ def facts_from_nodes(
     return found
 
 
-def resolve_model_facts(recipe: Recipe, nodes: Iterable[NodeFacts]) -> ModelFacts:
-    """The recipe's metadata facts, completed by any node's `models` entry for its model."""
+@dataclass(frozen=True)
+class HubFacts:
+    """What the Hugging Face Hub says of a model at one revision, already fetched and parsed.
+
+    `revision` is the commit sha the recipe's `model_revision` (None: main) resolved to;
+    `weight_bytes` the safetensors files' total size (vLLM's "Checkpoint size"), `dtype`
+    the tensors' dominant dtype and `parameters` the parameter count per dtype, from the
+    safetensors headers. `cached` says the facts came from the control machine's cache.
+    """
+
+    repo_id: str
+    revision: str
+    config: dict[str, Any]
+    requested_revision: str | None = None
+    weight_bytes: int | None = None
+    dtype: str | None = None
+    parameters: dict[str, int] = field(default_factory=dict)
+    gated: bool = False
+    cached: bool = False
+
+    @property
+    def label(self) -> str:
+        """Where the facts came from, as the fit verdict names it."""
+        at = self.revision[:12]
+        if self.requested_revision and self.requested_revision != self.revision:
+            at += f" ({self.requested_revision})"
+        return f"Hugging Face Hub {self.repo_id}@{at}" + (", cached" if self.cached else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "requested_revision": self.requested_revision,
+            "config": self.config,
+            "weight_bytes": self.weight_bytes,
+            "dtype": self.dtype,
+            "parameters": dict(self.parameters),
+            "gated": self.gated,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, cached: bool = False) -> HubFacts:
+        config = data.get("config")
+        params = data.get("parameters")
+        return cls(
+            repo_id=str(data["repo_id"]),
+            revision=str(data["revision"]),
+            config=dict(config) if isinstance(config, Mapping) else {},
+            requested_revision=data.get("requested_revision"),
+            weight_bytes=_positive_int(data.get("weight_bytes")),
+            dtype=data.get("dtype"),
+            parameters=dict(params) if isinstance(params, Mapping) else {},
+            gated=bool(data.get("gated")),
+            cached=cached,
+        )
+
+
+# safetensors dtype names, as the Hub's metadata spells them, to config.json's.
+_SAFETENSORS_DTYPES = {
+    "BF16": "bfloat16",
+    "F16": "float16",
+    "F32": "float32",
+    "F8_E4M3": "fp8_e4m3",
+    "F8_E5M2": "fp8_e5m2",
+    "I8": "int8",
+    "U8": "uint8",
+}
+
+
+def safetensors_dtype(name: str) -> str:
+    """config.json's name for a safetensors dtype ("BF16" -> "bfloat16")."""
+    return _SAFETENSORS_DTYPES.get(name.upper(), name.lower())
+
+
+def facts_from_hub(model_id: str, hub: HubFacts) -> ModelFacts:
+    """ModelFacts from the Hub's config.json and safetensors metadata at hub.revision."""
+    facts = facts_from_hf_config(model_id, hub.config, None, source=f"{hub.label} config.json")
+    extra: dict[str, Any] = {}
+    sources = dict(facts.sources)
+    if hub.weight_bytes is not None:
+        extra["weight_bytes"] = hub.weight_bytes
+        sources["weight_bytes"] = f"{hub.label} (safetensors file sizes)"
+    if facts.dtype is None and hub.dtype:
+        extra["dtype"] = hub.dtype
+        sources["dtype"] = f"{hub.label} (safetensors headers)"
+    if facts.params is None and hub.parameters:
+        extra["params"] = sum(hub.parameters.values())
+        sources["params"] = f"{hub.label} (safetensors headers)"
+    return replace(facts, sources=sources, **extra)
+
+
+def needs_hub(recipe: Recipe, facts: ModelFacts, settings: ServeArgs | None = None) -> bool:
+    """Whether the fit check lacks a model fact the Hub could give (a repo id, not a path)."""
+    model = recipe.model.strip()
+    if not model or model.startswith(("/", ".", "~")) or model.count("/") != 1:
+        return False
+    return bool(missing_for_fit(facts, settings))
+
+
+def resolve_model_facts(
+    recipe: Recipe, nodes: Iterable[NodeFacts], hub: HubFacts | None = None
+) -> ModelFacts:
+    """The recipe's metadata facts, completed by any node's `models` entry for its model,
+    then by what the Hub said (`hub`, fetched by remote.hub) for what is still missing.
+
+    Each fact keeps where it came from in `sources`: recipe metadata, a node's cache
+    (named), or the Hub at a revision.
+    """
     facts = facts_from_metadata(recipe.model, recipe.metadata)
     from_nodes = facts_from_nodes(recipe.model, nodes, recipe.model_revision)
     if from_nodes is not None:
         facts = merge_facts(facts, from_nodes)
+    if hub is not None:
+        facts = merge_facts(facts, facts_from_hub(recipe.model, hub))
     return _with_derived_weights(facts)
 
 

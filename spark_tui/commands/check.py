@@ -12,9 +12,10 @@ import json
 import os
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.core.facts import GIB
-from spark_tui.core.fit import FitReport, NodeFit, check_fit
+from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
+from spark_tui.core.fit import Finding, FitReport, NodeFit, check_fit
 from spark_tui.core.model_facts import resolve_model_facts
+from spark_tui.core.recipe import Recipe
 
 EXIT_HELP = (
     "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
@@ -69,8 +70,11 @@ _HEADER = [
 ]
 
 
-def render_report(report: FitReport, recipe_name: str, model: str) -> str:
-    """The human report: verdict, per-node memory table (GiB), findings with remedies."""
+def render_report(
+    report: FitReport, recipe_name: str, model: str, sources: dict[str, str] | None = None
+) -> str:
+    """The human report: verdict, per-node memory table (GiB), where the model facts came
+    from, findings with remedies."""
     p = report.parallel
     lines = [
         f"check     {recipe_name}  ({model})",
@@ -90,6 +94,10 @@ def render_report(report: FitReport, recipe_name: str, model: str) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("(GiB; KV/req = KV cache one request at max_model_len needs)")
+    if sources:
+        lines.append("")
+        lines.append("model facts from")
+        lines.extend(_sources_lines(sources))
     if report.findings:
         lines.append("")
         lines.append("findings")
@@ -111,12 +119,43 @@ def run(args: argparse.Namespace) -> int:
     argv = render_argv(recipe, settings)
     env = render_env(recipe)
     nodes = target_nodes(args)
-    facts = resolve_model_facts(recipe, nodes)
+    facts, hub_finding = model_facts_for(recipe, nodes, argv)
     report = check_fit(
         recipe, argv, env, nodes, facts, hf_token_set=bool(os.environ.get("HF_TOKEN"))
     )
+    if hub_finding is not None:
+        report.findings.append(hub_finding)
     if getattr(args, "json", False):
-        print(json.dumps(report.to_dict(), indent=2))
+        doc = report.to_dict()
+        doc["facts_sources"] = dict(sorted(facts.sources.items()))
+        print(json.dumps(doc, indent=2))
     else:
-        print(render_report(report, recipe.name, recipe.model))
+        print(render_report(report, recipe.name, recipe.model, facts.sources))
     return exit_code(report)
+
+
+def model_facts_for(
+    recipe: Recipe, nodes: list[NodeFacts], argv: list[str]
+) -> tuple[ModelFacts, Finding | None]:
+    """The model facts for the fit check: recipe metadata and node caches, then the Hub
+    when a fact is still missing (the Hub's finding when it could not answer)."""
+    from spark_tui.core.model_facts import needs_hub
+    from spark_tui.core.serve_args import parse_serve_args
+
+    facts = resolve_model_facts(recipe, nodes)
+    if not needs_hub(recipe, facts, parse_serve_args(argv)):
+        return facts, None
+    from spark_tui.remote.hub import fetch_model_facts
+
+    hub = fetch_model_facts(recipe)
+    if isinstance(hub, Finding):
+        return facts, hub
+    return resolve_model_facts(recipe, nodes, hub=hub), None
+
+
+def _sources_lines(sources: dict[str, str]) -> list[str]:
+    """One line per origin, naming the facts it gave."""
+    by_origin: dict[str, list[str]] = {}
+    for key, origin in sorted(sources.items()):
+        by_origin.setdefault(origin, []).append(key)
+    return [f"  {origin}: {', '.join(keys)}" for origin, keys in sorted(by_origin.items())]

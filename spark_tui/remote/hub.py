@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import platformdirs
@@ -125,7 +125,7 @@ def _token_remedy(repo_id: str, token: str | None) -> str:
 @contextmanager
 def _quiet_hub() -> Iterator[None]:
     """No progress bars or warnings from huggingface_hub in the check's output."""
-    from huggingface_hub.utils import (
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
         are_progress_bars_disabled,
         disable_progress_bars,
         enable_progress_bars,
@@ -205,11 +205,11 @@ def _fetch(
     parameters: dict[str, int] = {}
     for name in shards:
         meta = api.parse_safetensors_file_metadata(repo_id, name, revision=sha, timeout=TIMEOUT_S)
-        for dtype, count in meta.parameter_count.items():
-            parameters[dtype] = parameters.get(dtype, 0) + int(count)
+        for kind, count in meta.parameter_count.items():
+            parameters[str(kind)] = parameters.get(str(kind), 0) + int(count)
     known = [sizes.get(name) for name in shards]
     weight_bytes = sum(s for s in known if s) if known and all(known) else None
-    dtype = max(parameters, key=lambda d: parameters[d]) if parameters else None
+    dominant = max(parameters, key=lambda d: parameters[d]) if parameters else None
     gated = bool(getattr(info, "gated", False))
     return HubFacts(
         repo_id=repo_id,
@@ -217,7 +217,7 @@ def _fetch(
         config=config,
         requested_revision=revision,
         weight_bytes=weight_bytes,
-        dtype=safetensors_dtype(dtype) if dtype else None,
+        dtype=safetensors_dtype(dominant) if dominant else None,
         parameters=parameters,
         gated=gated,
     )
@@ -300,6 +300,14 @@ def _classify(
             _token_remedy(repo_id, token),
         )
     what = f"HTTP {status}" if status else type(exc).__name__
+    if not isinstance(exc, HfHubHTTPError | OSError | TimeoutError) and not _transport(exc):
+        # Not the network: the Hub's answer made no sense to this tool (or a bug here).
+        return _problem(
+            "hub_error",
+            f"could not read the facts of {repo_id}@{at} from the Hub at {endpoint}: {what}",
+            "add the missing facts to the recipe's metadata, or download the model to a "
+            "node first (`spark-tui models sync`); please report this with the model id",
+        )
     return _problem(
         "hub_unreachable",
         f"could not read {repo_id}@{at} from the Hub at {endpoint} ({what}); no node caches "
@@ -309,13 +317,10 @@ def _classify(
     )
 
 
-def hub_facts_summary(facts: HubFacts) -> dict[str, Any]:
-    """The facts' provenance for a JSON report (no config body)."""
-    return {
-        "repo_id": facts.repo_id,
-        "revision": facts.revision,
-        "requested_revision": facts.requested_revision,
-        "cached": facts.cached,
-        "weight_bytes": facts.weight_bytes,
-        "dtype": facts.dtype,
-    }
+def _transport(exc: BaseException) -> bool:
+    """A connection-level failure of huggingface_hub's HTTP client (httpx or its successor,
+    whichever the installed version uses)."""
+    return any(
+        c.__name__ in ("TransportError", "TimeoutException") and c.__module__.startswith("httpx")
+        for c in type(exc).__mro__
+    )

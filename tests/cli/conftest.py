@@ -53,7 +53,7 @@ def _cli_env(root: Path) -> dict[str, str]:
         k: v
         for k, v in os.environ.items()
         # A developer's token or pace must not change what the contract tests see.
-        if not k.startswith(("XDG_", "SPARK_")) and k != "HF_TOKEN"
+        if not k.startswith(("XDG_", "SPARK_", "HF_")) and k != "HUGGING_FACE_HUB_TOKEN"
     }
     env.update(
         XDG_CONFIG_HOME=str(root / "config"),
@@ -62,6 +62,8 @@ def _cli_env(root: Path) -> dict[str, str]:
         HOME=str(root / "home"),
         NO_COLOR="1",
         COLUMNS="120",
+        # Never the real Hub: a closed local port (tests wanting one run the simulated Hub).
+        HF_ENDPOINT="http://127.0.0.1:9",
     )
     (root / "home").mkdir(parents=True, exist_ok=True)
     return env

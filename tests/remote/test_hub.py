@@ -1,0 +1,243 @@
+"""Model facts from the Hub, against the SIMULATED Hub (spark_tui/sim/hub) on 127.0.0.1.
+
+huggingface_hub speaks to it as to huggingface.co: HF_ENDPOINT is the only thing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_tui.core.facts import NodeFacts, parse_facts
+from spark_tui.core.fit import Finding, check_fit
+from spark_tui.core.model_facts import HubFacts, missing_for_fit, resolve_model_facts
+from spark_tui.core.overrides import apply_overrides
+from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.core.render import render_argv, render_env
+from spark_tui.remote.hub import cache_root, fetch_model_facts, fetch_repo_facts
+from spark_tui.sim.engine import catalogue
+from spark_tui.sim.hub import SimulatedHub, SimulatedRepo, catalogue_repo
+from spark_tui.sim.hub.repos import model_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+QWEN = "Qwen/Qwen3-8B"
+LLAMA = "meta-llama/Llama-3.3-70B-Instruct"
+GLM = "nvidia/GLM-5.3-Flash-FP4-Local"
+TOKEN = "hf_simulatedTOKENvalue0123456789"
+
+
+@pytest.fixture
+def hub() -> Iterator[SimulatedHub]:
+    repos = [
+        catalogue_repo(QWEN),
+        catalogue_repo(LLAMA, gated=True, granted=frozenset({TOKEN})),
+    ]
+    with SimulatedHub(repos) as running:
+        yield running
+
+
+def env_for(hub: SimulatedHub, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_HUB_OFFLINE")}
+    env["HF_ENDPOINT"] = hub.endpoint
+    env.update(extra)
+    return env
+
+
+def test_facts_come_from_config_index_and_shard_headers(hub: SimulatedHub) -> None:
+    got = fetch_repo_facts(QWEN, None, env_for(hub))
+    assert isinstance(got, HubFacts), got
+    assert got.revision == hub.repos[QWEN].refs["main"]
+    assert got.config == catalogue.hf_config(QWEN)
+    # vLLM's "Checkpoint size": the safetensors files' sizes.
+    assert got.weight_bytes == sum(size for _, size in catalogue.shard_files(QWEN))
+    assert got.dtype == "bfloat16" and sum(got.parameters.values()) > 0
+    seen = [(r.method, r.path.rsplit("/", 1)[-1], r.range) for r in hub.requests]
+    assert ("HEAD", "config.json", None) in seen  # huggingface_hub's metadata request
+    shard_reads = [s for s in seen if s[1].startswith("model-") and s[2]]
+    assert len(shard_reads) == len(catalogue.shard_files(QWEN))  # headers only, by range
+    assert not [s for s in seen if s[1].startswith("model-") and not s[2]]  # no full shard
+
+
+def test_the_recipe_revision_is_the_commit_read(hub: SimulatedHub) -> None:
+    old = model_repo(
+        "org/pinned",
+        {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64},
+        {},
+        sha="a" * 40,
+    )
+    new = model_repo(
+        "org/pinned",
+        {"num_hidden_layers": 9, "num_attention_heads": 4, "hidden_size": 64},
+        {},
+        sha="b" * 40,
+    )
+    repo = old
+    repo.commits.update(new.commits)
+    repo.refs = {"main": "b" * 40, "v1": "a" * 40}
+    hub.add(repo)
+    at_tag = fetch_repo_facts("org/pinned", "v1", env_for(hub))
+    assert isinstance(at_tag, HubFacts)
+    assert at_tag.revision == "a" * 40 and at_tag.config["num_hidden_layers"] == 2
+    assert at_tag.label == f"Hugging Face Hub org/pinned@{'a' * 12} (v1)"
+    main = fetch_repo_facts("org/pinned", None, env_for(hub))
+    assert isinstance(main, HubFacts) and main.config["num_hidden_layers"] == 9
+
+
+def test_facts_are_cached_and_offline_answers_from_the_cache(hub: SimulatedHub) -> None:
+    first = fetch_repo_facts(QWEN, None, env_for(hub))
+    assert isinstance(first, HubFacts)
+    asked = len(hub.requests)
+    again = fetch_repo_facts(QWEN, None, env_for(hub, HF_HUB_OFFLINE="1"))
+    assert isinstance(again, HubFacts) and again.cached
+    assert again.revision == first.revision and again.config == first.config
+    assert len(hub.requests) == asked  # offline: not one request
+    # A pinned commit never changes: the cache answers without asking either.
+    pinned = fetch_repo_facts(QWEN, first.revision, env_for(hub))
+    assert isinstance(pinned, HubFacts) and pinned.cached and len(hub.requests) == asked
+
+
+def test_offline_without_cache_is_a_finding_with_a_remedy(hub: SimulatedHub) -> None:
+    got = fetch_repo_facts(QWEN, None, env_for(hub, HF_HUB_OFFLINE="1"))
+    assert isinstance(got, Finding) and got.code == "hub_offline"
+    assert "HF_HUB_OFFLINE" in got.message and "models sync" in got.remedy
+    assert hub.requests == []
+
+
+def test_gated_without_token_is_a_finding(hub: SimulatedHub) -> None:
+    got = fetch_repo_facts(LLAMA, None, env_for(hub))
+    assert isinstance(got, Finding) and got.code == "hub_gated", got
+    assert "HF_TOKEN" in got.remedy and "licence" in got.remedy
+    assert [r.status for r in hub.requests if "/resolve/" in r.path] == [401]
+
+
+def test_gated_with_a_token_without_access_names_the_token_not_its_value(
+    hub: SimulatedHub,
+) -> None:
+    got = fetch_repo_facts(LLAMA, None, env_for(hub, HF_TOKEN="hf_someoneElsesToken123"))
+    assert isinstance(got, Finding) and got.code == "hub_gated"
+    assert "HF_TOKEN in use" in got.message
+    assert "hf_someoneElsesToken123" not in got.message + got.remedy
+
+
+def test_gated_with_an_allowed_token_reads_the_facts_and_never_stores_the_token(
+    hub: SimulatedHub, capfd: pytest.CaptureFixture[str]
+) -> None:
+    env = env_for(hub, HF_TOKEN=TOKEN)
+    got = fetch_repo_facts(LLAMA, None, env)
+    assert isinstance(got, HubFacts), got
+    assert got.gated and got.config["num_hidden_layers"] == 80
+    assert all(r.authorized for r in hub.requests if "/resolve/" in r.path)
+    out, err = capfd.readouterr()
+    assert TOKEN not in out + err
+    for path in cache_root(env).rglob("*"):
+        if path.is_file():
+            assert TOKEN not in path.read_text(encoding="utf-8")
+
+
+def test_missing_repo_revision_and_unreachable_hub_are_findings(hub: SimulatedHub) -> None:
+    missing = fetch_repo_facts("org/no-such-model", None, env_for(hub))
+    assert isinstance(missing, Finding) and missing.code == "hub_repo_not_found"
+    bad_rev = fetch_repo_facts(QWEN, "no-such-branch", env_for(hub))
+    assert isinstance(bad_rev, Finding) and bad_rev.code == "hub_revision_not_found"
+    closed = fetch_repo_facts(QWEN, None, env_for(hub, HF_ENDPOINT="http://127.0.0.1:9"))
+    assert isinstance(closed, Finding) and closed.code == "hub_unreachable"
+    assert "127.0.0.1:9" in closed.message and closed.remedy
+
+
+def test_a_hub_answer_that_makes_no_sense_is_a_finding_not_a_traceback(
+    hub: SimulatedHub,
+) -> None:
+    hub.add(
+        SimulatedRepo("org/broken", {"d" * 40: {"config.json": b"{not json"}}, {"main": "d" * 40})
+    )
+    got = fetch_repo_facts("org/broken", None, env_for(hub))
+    assert isinstance(got, Finding) and got.code == "hub_error"
+    assert "recipe's metadata" in got.remedy
+
+
+def test_an_unreachable_hub_falls_back_to_the_cache(hub: SimulatedHub) -> None:
+    assert isinstance(fetch_repo_facts(QWEN, None, env_for(hub)), HubFacts)
+    got = fetch_repo_facts(QWEN, None, env_for(hub, HF_ENDPOINT="http://127.0.0.1:9"))
+    assert isinstance(got, HubFacts) and got.cached
+
+
+def _glm_nodes_without_the_model() -> list[NodeFacts]:
+    nodes = parse_facts((FIXTURES / "simulated_facts_glm53_2x128.json").read_text())
+    for n in nodes:
+        n.models = []
+    return nodes
+
+
+def test_hub_facts_give_the_fit_check_a_verdict_and_say_where_they_came_from() -> None:
+    recipe = find_recipe("glm-5.3-flash")
+    nodes = _glm_nodes_without_the_model()
+    assert missing_for_fit(resolve_model_facts(recipe, nodes))  # nodes lack the model
+    with SimulatedHub([catalogue_repo(GLM, sha=recipe.model_revision)]) as hub:
+        got = fetch_model_facts(recipe, env_for(hub))
+    assert isinstance(got, HubFacts), got
+    facts = resolve_model_facts(recipe, nodes, hub=got)
+    argv = render_argv(recipe, apply_overrides(recipe, []))
+    report = check_fit(recipe, argv, render_env(recipe), nodes, facts)
+    assert report.verdict == "fits", report.to_dict()
+    assert facts.sources["num_hidden_layers"].startswith(f"Hugging Face Hub {GLM}@")
+    assert "safetensors" in facts.sources["weight_bytes"]
+
+
+def test_a_node_cache_wins_over_the_hub() -> None:
+    recipe = find_recipe("glm-5.3-flash")
+    nodes = parse_facts((FIXTURES / "simulated_facts_glm53_2x128.json").read_text())
+    hub = HubFacts(GLM, "c" * 40, {"num_hidden_layers": 3}, weight_bytes=1)
+    facts = resolve_model_facts(recipe, nodes, hub=hub)
+    assert facts.num_hidden_layers != 3 and facts.weight_bytes != 1
+    assert facts.sources["num_hidden_layers"].startswith("facts file: spark-a")
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spark_tui", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_check_cli_uses_the_hub_when_no_node_has_the_model(tmp_path: Path) -> None:
+    doc = json.loads((FIXTURES / "simulated_facts_glm53_2x128.json").read_text())
+    for n in doc["nodes"]:
+        n["models"] = []
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(doc))
+    recipe = find_recipe("glm-5.3-flash")
+    args = ["check", "glm-5.3-flash", "--facts", str(facts_file), "--json"]
+    with SimulatedHub([catalogue_repo(GLM, sha=recipe.model_revision)]) as hub:
+        run = _cli(args, env_for(hub))
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = json.loads(run.stdout)
+    assert out["verdict"] == "fits"
+    assert out["facts_sources"]["num_attention_heads"].startswith(f"Hugging Face Hub {GLM}@")
+    assert "Traceback" not in run.stderr
+    # Offline, with a fresh cache: a finding with a remedy, exit 1, no traceback.
+    fresh = env_for(hub, HF_HUB_OFFLINE="1", SPARK_TUI_CACHE_DIR=str(tmp_path / "empty"))
+    offline = _cli(args, fresh)
+    assert offline.returncode == 1 and "Traceback" not in offline.stderr
+    codes = [f["code"] for f in json.loads(offline.stdout)["findings"]]
+    assert "hub_offline" in codes
+
+
+def test_huggingface_hub_is_imported_only_when_the_hub_is_asked() -> None:
+    code = (
+        "import sys, spark_tui.commands.check, spark_tui.remote.hub; "
+        "assert 'huggingface_hub' not in sys.modules, 'imported eagerly'"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr

@@ -12,10 +12,8 @@ import json
 import os
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
-from spark_tui.core.fit import Finding, FitReport, NodeFit, check_fit
-from spark_tui.core.model_facts import resolve_model_facts
-from spark_tui.core.recipe import Recipe
+from spark_tui.core.facts import GIB
+from spark_tui.core.fit import FitReport, NodeFit, check_fit
 
 EXIT_HELP = (
     "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
@@ -119,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     argv = render_argv(recipe, settings)
     env = render_env(recipe)
     nodes = target_nodes(args)
+    from spark_tui.remote.hub import model_facts_for
+
     facts, hub_finding = model_facts_for(recipe, nodes, argv)
     report = check_fit(
         recipe, argv, env, nodes, facts, hf_token_set=bool(os.environ.get("HF_TOKEN"))
@@ -132,25 +132,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_report(report, recipe.name, recipe.model, facts.sources))
     return exit_code(report)
-
-
-def model_facts_for(
-    recipe: Recipe, nodes: list[NodeFacts], argv: list[str]
-) -> tuple[ModelFacts, Finding | None]:
-    """The model facts for the fit check: recipe metadata and node caches, then the Hub
-    when a fact is still missing (the Hub's finding when it could not answer)."""
-    from spark_tui.core.model_facts import needs_hub
-    from spark_tui.core.serve_args import parse_serve_args
-
-    facts = resolve_model_facts(recipe, nodes)
-    if not needs_hub(recipe, facts, parse_serve_args(argv)):
-        return facts, None
-    from spark_tui.remote.hub import fetch_model_facts
-
-    hub = fetch_model_facts(recipe)
-    if isinstance(hub, Finding):
-        return facts, hub
-    return resolve_model_facts(recipe, nodes, hub=hub), None
 
 
 def _sources_lines(sources: dict[str, str]) -> list[str]:

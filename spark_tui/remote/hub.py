@@ -1,8 +1,9 @@
 """Model facts from the Hugging Face Hub, for a model no node has yet (network I/O).
 
-One call, `fetch_model_facts(recipe)`: the model's config.json, its safetensors files'
-sizes and headers (dtype, parameters) and the commit its `model_revision` names, with
-HF_TOKEN for gated models. The result is cached on the control machine
+`model_facts_for(recipe, nodes, argv)` is what a fit check calls: it asks the Hub only when
+metadata and node caches leave a fact out. `fetch_model_facts(recipe)` reads the model's
+config.json, its safetensors files' sizes and headers (dtype, parameters) and the commit
+its `model_revision` names, with HF_TOKEN for gated models. The result is cached on the control machine
 (`platformdirs.user_cache_dir("spark-tui")/hub`, or `$SPARK_TUI_CACHE_DIR/hub`); files go
 to huggingface_hub's own cache. Offline (`HF_HUB_OFFLINE=1`) only the cache answers.
 Every failure is a `Finding` with a remedy, never an exception; no message carries the
@@ -26,9 +27,16 @@ from urllib.parse import quote
 
 import platformdirs
 
+from spark_tui.core.facts import ModelFacts, NodeFacts
 from spark_tui.core.fit import Finding
-from spark_tui.core.model_facts import HubFacts, safetensors_dtype
+from spark_tui.core.model_facts import (
+    HubFacts,
+    needs_hub,
+    resolve_model_facts,
+    safetensors_dtype,
+)
 from spark_tui.core.recipe import Recipe
+from spark_tui.core.serve_args import parse_serve_args
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -147,6 +155,24 @@ def _quiet_hub() -> Iterator[None]:
 def fetch_model_facts(recipe: Recipe, env: Mapping[str, str] | None = None) -> HubFacts | Finding:
     """The Hub's facts of the recipe's model at its model_revision, or a Finding saying why not."""
     return fetch_repo_facts(recipe.model, recipe.model_revision, env)
+
+
+def model_facts_for(
+    recipe: Recipe,
+    nodes: list[NodeFacts],
+    argv: list[str],
+    env: Mapping[str, str] | None = None,
+) -> tuple[ModelFacts, Finding | None]:
+    """The model facts for the fit check of `argv` (the rendered serve command): recipe
+    metadata and node caches, then the Hub only when a fact the fit needs is still missing;
+    with the Hub's finding when it could not answer."""
+    facts = resolve_model_facts(recipe, nodes)
+    if not needs_hub(recipe, facts, parse_serve_args(argv)):
+        return facts, None
+    hub = fetch_model_facts(recipe, env)
+    if isinstance(hub, Finding):
+        return facts, hub
+    return resolve_model_facts(recipe, nodes, hub=hub), None
 
 
 def fetch_repo_facts(

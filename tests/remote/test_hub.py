@@ -241,3 +241,37 @@ def test_huggingface_hub_is_imported_only_when_the_hub_is_asked() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
+
+
+def test_the_demo_hub_serves_the_catalogue_at_the_simulated_nodes_revisions() -> None:
+    from spark_tui.sim.hub import catalogue_hub
+    from spark_tui.sim.nodes.hf_cache import bundled_models, revision_of
+
+    pinned = dict(bundled_models())
+    with catalogue_hub(token=TOKEN) as hub:
+        env = env_for(hub)
+        got = fetch_repo_facts(GLM, None, env)
+        assert isinstance(got, HubFacts), got
+        assert got.revision == revision_of(GLM, pinned.get(GLM))  # as the node caches hold it
+        assert isinstance(fetch_repo_facts(LLAMA, None, env), Finding)  # gated, no token
+        assert isinstance(fetch_repo_facts(LLAMA, None, env_for(hub, HF_TOKEN=TOKEN)), HubFacts)
+
+
+def test_the_demo_hub_runs_as_a_command() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spark_tui.sim.hub"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("HF_ENDPOINT=http://127.0.0.1:")
+        env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+        env["HF_ENDPOINT"] = line.split("=", 1)[1]
+        got = fetch_repo_facts(QWEN, None, env)
+        assert isinstance(got, HubFacts) and got.config == catalogue.hf_config(QWEN)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -42,11 +42,11 @@ class SeenRequest:
 class SimulatedHub:
     """A simulated Hub on 127.0.0.1 (`endpoint` is its HF_ENDPOINT); use as a context manager."""
 
-    def __init__(self, repos: list[SimulatedRepo] | None = None) -> None:
+    def __init__(self, repos: list[SimulatedRepo] | None = None, port: int = 0) -> None:
         self.repos: dict[str, SimulatedRepo] = {r.repo_id: r for r in repos or []}
         self.requests: list[SeenRequest] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -194,25 +194,26 @@ def num_speculative_tokens(args: ServeArgs) -> int:
 
 
 def _compilation_config(args: ServeArgs) -> dict[str, Any]:
-    """`--compilation-config` (or `-O`) as a mapping: a bare number is the mode."""
+    """`--compilation-config` as a mapping, in every spelling vLLM takes: `-O 0`, `-O0`,
+    `-cc '{...}'`, `--compilation-config.mode 0`, `-cc.cudagraph_mode=none`; a bare
+    number is the mode."""
     out: dict[str, Any] = {}
-    raw = args.flags.get("--compilation-config")
-    if raw is not None:
-        text = raw.strip()
-        if text.isdigit():
-            out["mode"] = int(text)
-        else:
+    for flag, raw in args.flags.items():
+        name = flag.removeprefix("--")
+        if name in ("compilation-config", "cc") and raw is not None:
+            text = raw.strip()
             try:
                 parsed = json.loads(text)
             except json.JSONDecodeError:
                 parsed = None
             if isinstance(parsed, dict):
                 out.update(parsed)
-            elif isinstance(parsed, int):
-                out["mode"] = parsed
-    for flag, value in args.flags.items():
-        if flag.startswith("--compilation-config."):
-            out[flag.removeprefix("--compilation-config.")] = value
+            elif isinstance(parsed, int) or text.isdigit():
+                out["mode"] = int(text)
+        elif name.startswith(("compilation-config.", "cc.")):
+            out[name.split(".", 1)[1].replace("-", "_")] = raw
+        elif len(name) > 1 and name[0] == "O" and name[1:].isdigit():
+            out["mode"] = int(name[1:])  # `-O0`: the level written onto the flag
     return out
 
 

@@ -24,10 +24,19 @@ def test_enforce_eager_drops_compile_and_graphs() -> None:
 
 
 def test_compilation_mode_zero_drops_compile_in_every_spelling() -> None:
-    for flags in ("-O 0", '--compilation-config {"mode":0}', "--compilation-config.mode 0"):
+    for flags in (
+        "-O 0",
+        "-O0",
+        '--compilation-config {"mode":0}',
+        '-cc {"level":0}',
+        "--compilation-config.mode 0",
+        "-cc.mode=none",
+    ):
         assert runtime_overhead(args(flags)).compile_bytes == 0, flags
-    graphs_off = runtime_overhead(args('--compilation-config {"cudagraph_mode":"NONE"}'))
-    assert graphs_off.cuda_graph_bytes == 0 and graphs_off.compile_bytes > 0
+    for flags in ('--compilation-config {"cudagraph_mode":"NONE"}', "-cc.cudagraph_mode=none"):
+        graphs_off = runtime_overhead(args(flags))
+        assert graphs_off.cuda_graph_bytes == 0 and graphs_off.compile_bytes > 0, flags
+    assert runtime_overhead(args("-O3")).compile_bytes > 0
 
 
 def test_compile_workers_only_count_on_unified_memory() -> None:

@@ -86,8 +86,33 @@ def main() -> int:
             f"peak activation {peak.group(2) if peak else '-':>5}  "
             f"weights + non-torch {peak.group(1) if peak else '-':>6}"
         )
+    _reference_coverage(s)
     check_startup()
     return 0
+
+
+def _reference_coverage(s: ModuleType) -> None:
+    """GB10 logs of the shared reference set that the fixtures (and so the test) lack."""
+    for ref in (ROOT.parent / "shared" / "reference", ROOT.parent.parent / "shared" / "reference"):
+        if ref.is_dir():
+            break
+    else:
+        print("\nreference set not found next to the repository: coverage not checked")
+        return
+    fixtures = set(s.gb10_kv_logs())
+    missing = []
+    for path in sorted(ref.iterdir()):
+        if path.suffix not in (".log", ".txt"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        first = text.splitlines()[0] if text else ""
+        if "GB10" in first and "NOT a Spark" not in first and s._AVAILABLE_KV.search(text):
+            if path.name not in fixtures:
+                missing.append(path.name)
+    print(
+        f"\nGB10 logs with 'Available KV cache memory' in {ref}: "
+        + (f"missing from tests/fixtures: {', '.join(missing)}" if missing else "all compared")
+    )
 
 
 def _median_ms(cmd: list[str], runs: int = 5) -> float:

@@ -18,7 +18,6 @@ def _isolated_user_dirs(
     monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(home / "data" / "spark-tui"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(home / "cache" / "spark-tui"))
-    monkeypatch.setenv("HF_HOME", str(home / "hf"))
     # No test reaches the real Hugging Face Hub: a closed local port refuses at once, and
     # tests that want a Hub start the simulated one and point HF_ENDPOINT at it.
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")

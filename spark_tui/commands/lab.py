@@ -58,7 +58,13 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
 
 
 def _down(state_dir: Path) -> int:
-    lab = Lab.load(state_dir, say=_say) or Lab(LabConfig(state_dir=state_dir), say=_say)
+    # Only what a lab's own state names is removed: without it, guessing (the default
+    # prefix) could take down another lab's namespaces.
+    lab = Lab.load(state_dir, say=_say)
+    if lab is None:
+        _say(f"lab down: no lab state in {state_dir} (state.json): nothing removed")
+        _say("  a lab is taken down with the --state-dir its `lab up` used")
+        return EXIT_OK
     left = lab.down()
     return EXIT_OK if not left else EXIT_FAILED
 

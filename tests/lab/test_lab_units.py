@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,116 @@ def test_runc_wrapper_fits_limits_and_capabilities_to_what_the_host_can_grant(
     assert got["capabilities"]["effective"] == grantable
     changed = limits["RLIMIT_NOFILE"][0] != 1048576 or grantable != caps
     assert log.exists() == changed
+
+
+def _host_hard_nofile() -> int | None:
+    """The hard RLIMIT_NOFILE runc could not raise here (None: the host may raise any)."""
+    import resource
+
+    status = Path("/proc/self/status").read_text()
+    eff = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff")), 16)
+    if eff >> 24 & 1:  # CAP_SYS_RESOURCE: every limit can be raised
+        return None
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+_RLIMITS = '"rlimits":[{"type":"RLIMIT_NOFILE","hard":1048576,"soft":1048576}]'
+
+
+@pytest.mark.parametrize(
+    ("argv", "spec"),
+    [
+        (["--root", "/run/r", "create", "--bundle", "{b}", "rank0"], "{b}/config.json"),
+        (["--root", "/run/r", "exec", "--process", "{b}/process.json", "--detach", "rank0"], None),
+    ],
+    ids=["create", "exec"],
+)
+def test_runc_wrapper_is_silent_under_dash_and_fits_exec_limits_too(
+    tmp_path: Path, argv: list[str], spec: str | None
+) -> None:
+    """The wrapper runs under /bin/sh (dash on Debian): nothing on stderr (it would start
+    every rank's log), and `docker exec`'s process file gets the same lowered limits as
+    the container's config, or runc fails with "error setting rlimit type 7"."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    target = Path((spec or "{b}/process.json").format(b=bundle))
+    target.write_text('{"ociVersion":"1.0.2","process":{' + _RLIMITS + "}}\n")
+    calls = tmp_path / "calls"
+    fake = tmp_path / "runc"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {calls}\n')
+    fake.chmod(0o755)
+    log = tmp_path / "limits.log"
+    wrapper = tmp_path / "spark-lab-runc"
+    wrapper.write_text(shims.runc_wrapper(str(fake), str(log)))
+    args = [a.format(b=bundle) for a in argv]
+    proc = subprocess.run(
+        ["/bin/sh", str(wrapper), *args], capture_output=True, text=True, timeout=10
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert calls.read_text().split() == args, "the real runc gets the same arguments"
+    host = _host_hard_nofile()
+    text = target.read_text()
+    if host is not None and host < 1048576:
+        assert f'"type":"RLIMIT_NOFILE","hard":{host},"soft":{host}' in text
+        assert "RLIMIT_NOFILE 1048576 lowered" in log.read_text()
+    else:
+        assert _RLIMITS in text, "a host that can raise the limit keeps it"
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A state directory short enough for the lab's unix sockets."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="lt", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_lab_down_without_a_state_file_removes_nothing(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without its state, `lab down` must not guess (the default prefix would name another
+    lab's namespaces): it says so and touches nothing."""
+    from spark_tui.commands import lab as lab_cmd
+    from spark_tui.sim.lab import Lab
+
+    downed: list[LabConfig] = []
+    monkeypatch.setattr(lab_cmd, "require_lab_host", lambda: None)
+    monkeypatch.setattr(Lab, "down", lambda self, quiet=False: downed.append(self.cfg) or [])
+    assert main(["lab", "down", "--state-dir", str(short_dir / "no-lab")]) == 0
+    assert downed == [], "no lab was taken down"
+    out = capsys.readouterr().out
+    assert "nothing removed" in out and "--state-dir" in out
+
+
+def test_lab_down_removes_only_the_names_its_config_gives(
+    tmp_path: Path, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lab `ab` (1 node) must not delete lab `abv`'s bridge `abv0` (its pattern `ab` + `v\\d+`
+    matches it) nor a namespace `ab-n2` that is not one of its nodes."""
+    from spark_tui.sim.lab import Lab, network, procs
+
+    netns = tmp_path / "netns"
+    netns.mkdir()
+    for name in ("ab-n1", "ab-n2", "abv-n1"):
+        (netns / name).touch()
+    links = ["lo", "ab0", "abv1", "abp1", "abv0", "abvv1"]
+    ran: list[list[str]] = []
+
+    def fake_run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+        ran.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(network, "NETNS_DIR", netns)
+    monkeypatch.setattr(network, "_links", lambda: [{"ifname": n} for n in links])
+    monkeypatch.setattr(network, "run", fake_run)
+    # No real process may be looked up or signalled from fake namespace files.
+    monkeypatch.setattr(procs, "netns_file_id", lambda _p: None)
+    monkeypatch.setattr(procs, "terminate", lambda pids, grace=0.0: set())
+    cfg = LabConfig(nodes=1, prefix="ab", subnet="10.77.9.0/24", state_dir=short_dir / "state")
+    Lab(cfg).down(quiet=True)
+    deleted = {argv[-1] for argv in ran if argv[:2] in (["ip", "netns"], ["ip", "link"])}
+    assert deleted == {"ab-n1", "ab0", "abv1", "abp1"}

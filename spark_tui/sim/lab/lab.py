@@ -130,7 +130,11 @@ class Lab:
         require_lab_host()
         started = time.monotonic()
         self._check_state_dir()
-        left = self.down(quiet=True)
+        # An earlier lab in this state directory goes first, by what its own state names
+        # (it may have had more nodes than this one).
+        earlier = Lab.load(self.cfg.state_dir)
+        left = earlier.down(quiet=True) if earlier is not None else []
+        left += self.down(quiet=True)
         if left:
             raise OperationFailed(
                 "an earlier lab could not be cleaned: " + "; ".join(left),
@@ -405,15 +409,16 @@ class Lab:
     # --- down -----------------------------------------------------------------------------
 
     def down(self, quiet: bool = False) -> list[str]:
-        """Remove every process, cgroup, mount, namespace, link and file of this lab (by its
-        prefix and state directory, so a lab whose state was lost goes too). Idempotent.
+        """Remove every process, cgroup, mount, namespace, link and file of this lab: the
+        names its config gives (its nodes' namespaces, veths, bridge and cgroups) and what
+        its state directory holds, nothing matched by a pattern. Idempotent.
         Returns what could not be removed (empty when all went)."""
         cfg = self.cfg
         left: list[str] = []
         sockets = sorted(cfg.state_dir.glob("nodes/n*/docker.sock"))
         with ThreadPoolExecutor(max_workers=max(1, len(sockets))) as pool:
             list(pool.map(_remove_containers_quietly, sockets))
-        namespaces = network.lab_namespaces(cfg.prefix)
+        namespaces = network.own_namespaces(cfg)
         ids = {procs.netns_file_id(network.NETNS_DIR / ns) for ns in namespaces}
         ids.discard(None)
         host_mnt = procs.ns_id(os.getpid(), "mnt")
@@ -429,7 +434,7 @@ class Lab:
         # The keepers' mount namespaces hold dockerd, containerd and the shims.
         mnt_ids = {procs.ns_id(p, "mnt") for p in pids} - {host_mnt, None}
         all_ids = {i for i in ids | mnt_ids if i}
-        cgroups = _lab_cgroups(cfg.prefix)
+        cgroups = _lab_cgroups(cfg)
         # dockerd first, so it can stop containerd and the shims in order.
         dockerds = {p for p in pids if _comm(p) == "dockerd"}
         procs.terminate(dockerds, grace=5.0)
@@ -447,7 +452,7 @@ class Lab:
         for point in procs.mounts_under(cfg.state_dir):
             if run(["umount", "-l", point], check=False).returncode != 0:
                 left.append(f"mount {point}")
-        left.extend(network.delete_network(cfg.prefix))
+        left.extend(network.delete_network(cfg))
         if not left:
             left.extend(_remove_state_dir(cfg.state_dir))
         if not quiet:
@@ -470,16 +475,15 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _lab_cgroups(prefix: str) -> list[str]:
-    """Names of the lab's cgroups (each node's dockerd uses `<prefix>-n<i>` as parent)."""
-    import re
-
-    pattern = re.compile(rf"^{re.escape(prefix)}-n\d+$")
+def _lab_cgroups(cfg: LabConfig) -> list[str]:
+    """Names of the lab's cgroups that exist (each node's dockerd uses its namespace's name,
+    `<prefix>-n<i>`, as the cgroup parent)."""
+    wanted = {n.cgroup_parent for n in cfg.all_nodes()}
     names: set[str] = set()
     root = Path("/sys/fs/cgroup")
     for base in [root, *[p for p in root.iterdir() if p.is_dir()]] if root.is_dir() else []:
         try:
-            names.update(p.name for p in base.iterdir() if p.is_dir() and pattern.match(p.name))
+            names.update(p.name for p in base.iterdir() if p.is_dir() and p.name in wanted)
         except OSError:
             continue
     return sorted(names)

@@ -82,15 +82,28 @@ def create_node_network(cfg: LabConfig, node: NodeLayout) -> None:
     run([*inside, "link", "set", "lo", "up"])
 
 
-def delete_network(prefix: str) -> list[str]:
+def own_namespaces(cfg: LabConfig) -> list[str]:
+    """The named network namespaces of exactly this lab's nodes that exist."""
+    wanted = {n.netns for n in cfg.all_nodes()}
+    return [ns for ns in lab_namespaces(cfg.prefix) if ns in wanted]
+
+
+def own_links(cfg: LabConfig) -> list[str]:
+    """The root-namespace links of exactly this lab (its bridge, its nodes' veths) that exist.
+    By name, not by pattern: lab `ab`'s pattern would also match lab `abv`'s bridge `abv0`."""
+    wanted = {cfg.bridge} | {name for n in cfg.all_nodes() for name in (n.veth_host, n.veth_peer)}
+    return [str(link["ifname"]) for link in _links() if str(link.get("ifname")) in wanted]
+
+
+def delete_network(cfg: LabConfig) -> list[str]:
     """Delete the lab's namespaces, veths and bridge; return what could not be deleted."""
     left = []
-    for ns in lab_namespaces(prefix):
+    for ns in own_namespaces(cfg):
         if run(["ip", "netns", "del", ns], check=False).returncode != 0:
             left.append(f"namespace {ns}")
     # Deleting a namespace deletes the veth end inside it and with it the pair; remove
     # whatever host ends and the bridge remain.
-    for link in lab_links(prefix):
+    for link in own_links(cfg):
         if run(["ip", "link", "del", link], check=False).returncode != 0 and link_exists(link):
             left.append(f"link {link}")
     return left

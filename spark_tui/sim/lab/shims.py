@@ -155,13 +155,30 @@ SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE
 SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP
 MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF
 CHECKPOINT_RESTORE"
-bundle=""; prev=""; cmd=""
+# The file to adjust: the bundle's config.json for create/run, the --process file for exec
+# (`docker exec` hands runc the container's capabilities and rlimits again in it).
+bundle=""; process=""; prev=""; cmd=""
 for a in "$@"; do
-  case "$prev" in --bundle|-b) bundle=$a ;; esac
-  case "$a" in --bundle=*) bundle=${a#--bundle=} ;; create|run) [ -z "$cmd" ] && cmd=$a ;; esac
+  case "$prev" in --bundle|-b) bundle=$a ;; --process|-p) process=$a ;; esac
+  case "$a" in
+    --bundle=*) bundle=${a#--bundle=} ;;
+    --process=*) process=${a#--process=} ;;
+    create|run|exec) [ -z "$cmd" ] && cmd=$a ;;
+  esac
   prev=$a
 done
-if [ -n "$cmd" ] && [ -f "$bundle/config.json" ]; then
+spec=""
+case "$cmd" in
+  create|run) [ -n "$bundle" ] && spec="$bundle/config.json" ;;
+  exec) spec=$process ;;
+esac
+# Hard limits from /proc/self/limits, not `ulimit -H`: dash (the /bin/sh of Debian) has no
+# `ulimit -u`, and nothing this wrapper prints may reach the container's log.
+hard() {
+  awk -v n="$1" 'index($0, n) == 1 {
+    split(substr($0, length(n) + 1), f, " "); if (f[2] != "unlimited") print f[2] }' /proc/self/limits
+}
+if [ -n "$spec" ] && [ -f "$spec" ]; then
   eff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)
   bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
   missing=""; bit=0
@@ -171,13 +188,11 @@ if [ -n "$cmd" ] && [ -f "$bundle/config.json" ]; then
   done
   nofile=""; memlock=""; stack=""; nproc=""
   if [ $(( (0x$eff >> 24) & 1 )) -eq 0 ]; then
-    hard() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] || echo "$v"; }
-    nofile=$(hard -n); nproc=$(hard -u)
-    v=$(hard -l); [ -n "$v" ] && memlock=$((v * 1024))
-    v=$(hard -s); [ -n "$v" ] && stack=$((v * 1024))
+    nofile=$(hard "Max open files"); nproc=$(hard "Max processes")
+    memlock=$(hard "Max locked memory"); stack=$(hard "Max stack size")
   fi
   awk -v nofile="$nofile" -v memlock="$memlock" -v stack="$stack" -v nproc="$nproc" \
-      -v missing="$missing" -v logfile="$LOG" -v bundle="$bundle" '
+      -v missing="$missing" -v logfile="$LOG" -v bundle="$spec" '
     BEGIN { lim["RLIMIT_NOFILE"] = nofile; lim["RLIMIT_MEMLOCK"] = memlock
             lim["RLIMIT_STACK"] = stack; lim["RLIMIT_NPROC"] = nproc
             n = split(missing, drop, " ") }
@@ -205,7 +220,7 @@ if [ -n "$cmd" ] && [ -f "$bundle/config.json" ]; then
       if (dropped != "")
         printf "%s: capabilities this host cannot grant dropped:%s\n", bundle, dropped >> logfile
       print s
-    }' "$bundle/config.json" > "$bundle/config.json.lab" && mv "$bundle/config.json.lab" "$bundle/config.json"
+    }' "$spec" > "$spec.lab" 2>>"$LOG" && mv "$spec.lab" "$spec"
 fi
 exec "$REAL_RUNC" "$@"
 """

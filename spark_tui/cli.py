@@ -199,9 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spark-tui: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM/SIGHUP (commands._interrupts)
         print("spark-tui: interrupted", file=sys.stderr)
-        return 130
+        return int(getattr(exc, "exit_code", 130))
     except BrokenPipeError:
         return 0
 

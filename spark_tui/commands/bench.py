@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.commands.smoke import Target, open_target
 from spark_tui.core.errors import (
     EXIT_FAILED,
@@ -138,14 +138,14 @@ def run(args: argparse.Namespace) -> int:
     history = History()
     holder: list[BenchRun] = []
     try:
-        target = asyncio.run(_run(args, history, holder))
-    except KeyboardInterrupt:
-        # asyncio.run cancelled the sweep: in-flight requests are closed; keep what finished.
+        target = run_command(lambda: _run(args, history, holder))
+    except KeyboardInterrupt as exc:
+        # The signal cancelled the sweep: in-flight requests are closed; keep what finished.
         if holder:
             holder[0].result.cancelled = True
             sys.stderr.write("\nspark-tui: benchmark interrupted\n")
             _report(args, history, holder[0], None)
-        return 130
+        return int(getattr(exc, "exit_code", 130))
     bench = holder[0]
     _report(args, history, bench, target)
     errors = sum(lv.errors for lv in bench.result.levels)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 from typing import Any
 
-from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, OperationFailed, SparkError
+from spark_tui.commands._interrupts import remove_after_interrupt, run_command, stop_command
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, OperationFailed
 from spark_tui.ops.events import (
     ClusterReady,
     Event,
@@ -98,7 +97,6 @@ async def _launch(args: argparse.Namespace) -> int:
     _err(f"connecting to {len(pool)} node(s)...")
     await pool.open()
     plan = None
-    started = False
     digests: dict[str, str] = {}
     try:
         # A cluster of ours already running holds memory the new launch needs: replace it
@@ -148,8 +146,6 @@ async def _launch(args: argparse.Namespace) -> int:
             follow=False,
             ready_timeout=args.ready_timeout,
         ):
-            if isinstance(ev, RankStateChanged) and ev.state is RankState.CREATED:
-                started = True
             if isinstance(ev, ResultEvent) and ev.kind == "launch":
                 digests = dict(ev.payload.get("image_digests") or {})
             if isinstance(ev, ClusterReady):
@@ -178,38 +174,14 @@ async def _launch(args: argparse.Namespace) -> int:
         _err(f"  remedy: {exc.remedy}")
         return EXIT_FAILED
     except asyncio.CancelledError:
-        # Ctrl+C / SIGTERM: remove what this launch started, then report the interruption.
-        if plan is not None and started:
-            _err(f"interrupted: stopping cluster {plan.cluster_id}...")
-            with contextlib.suppress(SparkError):
-                await asyncio.shield(stop(pool, plan.cluster_id))
-            _err("stopped")
+        # Ctrl+C / SIGTERM / SIGHUP: remove what this launch started (by its cluster label,
+        # whatever phase it was in), or say exactly what is left.
+        if plan is not None:
+            await remove_after_interrupt(pool, plan.cluster_id, stop_command(args))
         raise
     finally:
         await pool.close()
 
 
-async def _main(args: argparse.Namespace) -> int:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    assert task is not None
-    terminated: list[bool] = []
-
-    def on_term() -> None:
-        terminated.append(True)
-        task.cancel()
-
-    # SIGTERM cancels like Ctrl+C does, so the cleanup above runs.
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, on_term)
-    try:
-        return await _launch(args)
-    except asyncio.CancelledError:
-        return 143 if terminated else 130
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
-
-
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_main(args))
+    return run_command(lambda: _launch(args))

@@ -1,7 +1,7 @@
 """`spark-tui logs (--inventory FILE | --hosts ...) [--rank R] [--follow] [--tail N]`: the
 ranks' logs, each line prefixed with its rank and node. `--follow` keeps reading (across
-dropped connections, without losing or repeating a line) until every container ends or
-Ctrl+C."""
+dropped connections of any length, without losing or repeating a line) until every
+container ends, Ctrl+C, SIGTERM or SIGHUP (which close every connection before exiting)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import sys
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_OK, InputError, SparkError
 
 
@@ -55,8 +56,23 @@ async def _logs(args: argparse.Namespace) -> int:
                 print(f"{_prefix(rank, node)} {text}")
             return EXIT_OK
 
+        def down(r, o) -> None:  # type: ignore[no-untyped-def]
+            why = f"{o.node} unreachable since {o.seconds:.0f} s, retrying: {o.reason}"
+            print(f"{_prefix(r.rank, r.node)} ({why})", file=sys.stderr, flush=True)
+
+        def back(r, o) -> None:  # type: ignore[no-untyped-def]
+            again = f"{o.node} reachable again after {o.seconds:.0f} s; the log resumes"
+            print(f"{_prefix(r.rank, r.node)} ({again})", file=sys.stderr, flush=True)
+
         async def follow(r) -> None:  # type: ignore[no-untyped-def]
-            follower = RankLogFollower(dockers[r.node], r.container, tail=tail)
+            # An outage of any length is waited out: the log resumes without loss or repeat.
+            follower = RankLogFollower(
+                dockers[r.node],
+                r.container,
+                tail=tail,
+                on_outage=lambda o: down(r, o),
+                on_back=lambda o: back(r, o),
+            )
             async for rec in follower.records():
                 print(f"{_prefix(r.rank, r.node)} {rec.text}", flush=True)
             print(f"{_prefix(r.rank, r.node)} (container {r.container} ended)", file=sys.stderr)
@@ -69,4 +85,4 @@ async def _logs(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_logs(args))
+    return run_command(lambda: _logs(args))

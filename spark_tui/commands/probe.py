@@ -8,9 +8,9 @@ the nodes that answered are still printed, the unreachable one with its error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_OK, EXIT_UNREACHABLE
 from spark_tui.core.facts import GIB, NodeFacts, facts_to_json
 
@@ -76,7 +76,7 @@ async def _probe(args: argparse.Namespace) -> tuple[list[NodeFacts], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    facts, failed = asyncio.run(_probe(args))
+    facts, failed = run_command(lambda: _probe(args))
     if getattr(args, "json", False):
         print(facts_to_json(facts))
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import sys
@@ -11,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, InputError
 from spark_tui.ops.history import History, Run
 from spark_tui.ops.smoke import SmokeResult, all_passed, iter_smoke, server_unreachable
@@ -111,7 +111,7 @@ async def _run(args: argparse.Namespace, history: History) -> tuple[Target, list
 
 def run(args: argparse.Namespace) -> int:
     history = History()
-    target, results = asyncio.run(_run(args, history))
+    target, results = run_command(lambda: _run(args, history))
     run_id = None
     try:
         rec = history.record_smoke(

@@ -4,10 +4,10 @@ found from container labels (cluster id, recipe, ranks, their states and nodes).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_OK
 
 
@@ -24,7 +24,7 @@ async def _status(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    clusters = asyncio.run(_status(args))
+    clusters = run_command(lambda: _status(args))
     if getattr(args, "json", False):
         print(json.dumps({"clusters": [c.to_dict() for c in clusters]}, indent=2))
         return EXIT_OK

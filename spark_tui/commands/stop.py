@@ -4,9 +4,9 @@ clusters on every node, then list again to confirm nothing is left (exit 1 if so
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
+from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_OK
 
 
@@ -24,7 +24,7 @@ async def _stop(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    removed = asyncio.run(_stop(args))
+    removed = run_command(lambda: _stop(args))
     for node, name in removed:
         print(f"removed {name} on {node}")
     if not removed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -66,4 +67,48 @@ class ResultEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
-Event = RankStateChanged | LogLine | Notice | ClusterReady | ResultEvent
+@dataclass(frozen=True)
+class NodeUnreachable:
+    """A node's SSH link is down and spark-tui keeps re-opening it (capped backoff); its
+    ranks are not failed for it. Sent after every failed attempt. `ask` turns True once
+    the outage has lasted long enough to ask the user; `give_up()` stops waiting (the
+    watch then ends with UnreachableError and leaves every rank as it is)."""
+
+    node: str
+    ranks: tuple[int, ...]
+    seconds: float  # unreachable for this long so far
+    attempts: int
+    retry_in: float  # seconds until the next attempt
+    reason: str
+    remedy: str
+    ask: bool = False
+    _give_up: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        return f"{self.node} unreachable since {self.seconds:.0f} s, retrying: {self.reason}"
+
+    def give_up(self) -> None:
+        """Stop waiting for this node (the ranks are left running)."""
+        if self._give_up is not None:
+            self._give_up()
+
+
+@dataclass(frozen=True)
+class NodeReachable:
+    """A node answers again after an outage; its ranks' logs resume where they broke."""
+
+    node: str
+    ranks: tuple[int, ...]
+    outage_seconds: float
+
+
+Event = (
+    RankStateChanged
+    | LogLine
+    | Notice
+    | ClusterReady
+    | ResultEvent
+    | NodeUnreachable
+    | NodeReachable
+)

@@ -13,9 +13,15 @@
 When a rank fails (its container exits, or the API does not come up in time) the other
 ranks are stopped and removed (unless `keep_failed`), a FAILED event carries the reason
 and the log lines that explain it, and the generator raises `LaunchFailed`.
+A node that cannot be reached is not a failure: NodeUnreachable events say so after every
+attempt to re-open its connection (capped backoff, for as long as the consumer lets it;
+`NodeUnreachable.give_up()` ends the watch with UnreachableError, ranks untouched), and
+NodeReachable when its logs resume, without loss or repeat.
 
-Interrupting (cancelling the consumer) stops the generator; the caller decides what to
-do with what was started (headless: `ops.cluster.stop(pool, plan.cluster_id)`).
+Interrupting (cancelling the consumer) while the ranks are being started removes every
+container of the plan's cluster before the generator ends (calls already sent to Docker
+are let finish first, so none is created after the clean-up). Once every rank has started
+the caller decides what to do with them (headless: `ops.cluster.stop(pool, cluster_id)`).
 """
 
 from __future__ import annotations
@@ -31,18 +37,21 @@ from typing import Any
 import httpx
 
 from spark_tui.core import logclass, prelaunch
-from spark_tui.core.errors import InputError, OperationFailed, SparkError
+from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
     close_dockers,
     open_dockers,
     remove_ranks,
+    stop,
 )
 from spark_tui.ops.events import (
     ClusterReady,
     Event,
     LogLine,
+    NodeReachable,
+    NodeUnreachable,
     Notice,
     RankState,
     RankStateChanged,
@@ -51,7 +60,8 @@ from spark_tui.ops.events import (
 from spark_tui.ops.logs import RankLogFollower
 from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
-from spark_tui.remote.ssh import ConnectionPool, NodeConnection
+from spark_tui.remote.hostkeys import HostKeyError
+from spark_tui.remote.ssh import ConnectionPool, NodeConnection, Outage
 
 
 class LaunchFailed(OperationFailed):
@@ -142,6 +152,7 @@ class ClusterWatch:
         poll_interval: float = 0.25,
         settle: float = 1.0,
         tail: int | str = "all",
+        ask_after: float = 120.0,
     ) -> None:
         self.cluster_id = cluster_id
         self.ranks = ranks
@@ -159,6 +170,9 @@ class ClusterWatch:
         self._stopping = False
         self._backlogs: set[int] = set()
         self._backlogs_in = asyncio.Event()
+        # An outage of this length makes NodeUnreachable.ask True (time to ask the user).
+        self.ask_after = ask_after
+        self._unreachable: set[str] = set()  # nodes in an outage now
 
     # --- per rank ---------------------------------------------------------------------
 
@@ -193,15 +207,80 @@ class ClusterWatch:
                 backlog = await r.docker.logs(r.name, tail=self.tail)
                 for rec in backlog:
                     self._line(r, rec.text, rec.stamp)
-            r.follower = RankLogFollower(r.docker, r.name, tail=self.tail, seen=backlog)
+            r.follower = RankLogFollower(
+                r.docker,
+                r.name,
+                tail=self.tail,
+                seen=backlog,
+                on_outage=lambda o: self._node_down(r, o),
+                on_back=lambda o: self._node_back(r, o),
+            )
             self._backlog_done(r)
             async for rec in r.follower.records():
                 self._line(r, rec.text, rec.stamp)
+        except UnreachableError as exc:  # a changed host key: it stays refused
+            why = f"lost: {exc.message}"
         except SparkError as exc:
-            why = f"unreachable: {exc.message}"
+            why = f"error: {exc.message}"
         finally:
             r.ended = True
             await self._ended.put((r, why))
+
+    # --- outages: a state, never a failure ---------------------------------------------
+
+    def _node_ranks(self, node: str) -> tuple[int, ...]:
+        return tuple(x.rank for x in self.ranks if x.node == node)
+
+    def _node_down(self, r: WatchedRank, outage: Outage) -> None:
+        if r.node not in self._unreachable:
+            self._unreachable.add(r.node)
+            self.emit(
+                Notice(
+                    "warning",
+                    f"{r.node} is unreachable ({outage.reason}); retrying, its rank(s) are "
+                    "not failed for it and keep running",
+                    outage.remedy,
+                )
+            )
+        self.emit(
+            NodeUnreachable(
+                node=r.node,
+                ranks=self._node_ranks(r.node),
+                seconds=round(outage.seconds, 1),
+                attempts=outage.attempts,
+                retry_in=round(outage.retry_in, 2),
+                reason=outage.reason,
+                remedy=outage.remedy,
+                ask=outage.seconds >= self.ask_after,
+                _give_up=lambda: self._give_up(r.node, outage),
+            )
+        )
+
+    def _node_back(self, r: WatchedRank, outage: Outage) -> None:
+        if r.node not in self._unreachable:
+            return  # another rank on this node already said so
+        self._unreachable.discard(r.node)
+        self.emit(
+            NodeReachable(
+                node=r.node, ranks=self._node_ranks(r.node), outage_seconds=round(outage.seconds, 1)
+            )
+        )
+        self.emit(Notice("info", f"{r.node} is reachable again after {outage.seconds:.0f} s"))
+
+    def _give_up(self, node: str, outage: Outage) -> None:
+        r = next(x for x in self.ranks if x.node == node)
+        why = f"gave up: unreachable for {outage.seconds:.0f} s ({outage.reason})"
+        self._ended.put_nowait((r, why))
+
+    def _lost(self, r: WatchedRank, why: str) -> UnreachableError:
+        """The watch ends without touching any rank: the node cannot be watched."""
+        detail = why.split(": ", 1)[1] if ": " in why else why
+        return UnreachableError(
+            f"{r.node}: {detail}; stopped watching cluster {self.cluster_id}, "
+            "its ranks were left as they are",
+            "when the node answers again, `spark-tui status` shows the ranks, "
+            "`spark-tui logs --follow` follows them and `spark-tui stop` removes them",
+        )
 
     def _backlog_done(self, r: WatchedRank) -> None:
         self._backlogs.add(r.rank)
@@ -209,9 +288,27 @@ class ClusterWatch:
             self._backlogs_in.set()
 
     async def _wait_health(self) -> None:
-        await self._backlogs_in.wait()
         head = min(self.ranks, key=lambda r: r.rank)
-        port = await head.conn.forward_local_port(self.api_host, self.api_port)
+        try:
+            await self._poll_health(head)
+        except UnreachableError as exc:
+            await self._ended.put((head, f"lost: {exc.message}"))
+        except SparkError as exc:
+            await self._ended.put((head, f"error: {exc.message}"))
+
+    async def _forward_api(self, head: WatchedRank) -> int:
+        """The local end of a forward to the head's API, made once the head is reachable."""
+        while True:
+            try:
+                return await head.conn.forward_local_port(self.api_host, self.api_port)
+            except HostKeyError:
+                raise
+            except UnreachableError:
+                await head.conn.reconnect_patiently()
+
+    async def _poll_health(self, head: WatchedRank) -> None:
+        await self._backlogs_in.wait()
+        port = await self._forward_api(head)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self.ready_timeout
         async with httpx.AsyncClient(timeout=5.0) as client:
@@ -241,7 +338,7 @@ class ClusterWatch:
         lines = tuple(logclass.explain_failure(list(r.lines)))
         if why == "timeout":
             return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
-        if why.startswith("unreachable"):
+        if why.startswith("error"):
             return (why, lines)
         info = await r.docker.inspect(r.name)
         if info is None:
@@ -330,6 +427,8 @@ class ClusterWatch:
                 )
                 if ended.done():  # (it may have finished just after the ready event)
                     r, why = ended.result()
+                    if why.startswith(("lost", "gave up")):
+                        raise self._lost(r, why)
                     raise await self._fail(r, why, followers)
                 ended.cancel()
                 if not follow:
@@ -420,21 +519,47 @@ async def _ensure_images(
 
 
 async def _start_rank(
-    r: WatchedRank, local_env: Mapping[str, str], emit: Callable[[Event], None]
+    r: WatchedRank,
+    local_env: Mapping[str, str],
+    emit: Callable[[Event], None],
+    halt: asyncio.Event | None = None,
 ) -> None:
+    """Create and start one rank's container; `halt` set: begin no further Docker call."""
     assert r.spec is not None
     spec = r.spec.container
     env = resolve_secrets(spec.env, local_env)
     # The command may carry `${NAME}` references (e.g. --api-key): resolved here, never logged.
     resolved = _with_command(spec, resolve_argv(spec.command, local_env))
+    if halt is not None and halt.is_set():
+        return
     await r.docker.create(resolved, env)
     if spec.copies:  # the mods must be in the container before its entrypoint runs them
         await put_copies(r.docker, spec.name, spec.copies)
     r.state = RankState.CREATED
     emit(RankStateChanged(rank=r.rank, node=r.node, state=RankState.CREATED))
+    if halt is not None and halt.is_set():
+        return
     await r.docker.start(spec.name)
     r.state = RankState.STARTING
     emit(RankStateChanged(rank=r.rank, node=r.node, state=RankState.STARTING))
+
+
+async def _remove_cluster(
+    plan: LaunchPlan,
+    pool: ConnectionPool,
+    dockers: dict[str, RemoteDocker],
+    emit: Callable[[Event], None],
+) -> None:
+    """Remove every container labelled with the plan's cluster id (an interrupted launch);
+    what cannot be removed is named in an error Notice with the command that removes it."""
+    try:
+        report = await stop(pool, plan.cluster_id, emit=emit, dockers=dockers, stop_timeout=5)
+    except SparkError as exc:
+        emit(Notice("error", f"interrupted launch: {exc.message}", exc.remedy))
+        return
+    if report.removed:
+        names = ", ".join(f"{c} on {n}" for n, c in report.removed)
+        emit(Notice("info", f"interrupted launch: removed {names}"))
 
 
 def _with_command(spec: Any, command: list[str]) -> Any:
@@ -594,19 +719,31 @@ async def _launch(
 
     t0 = time.monotonic()
     started: list[WatchedRank] = []
-    try:
+    halt = asyncio.Event()
+
+    async def start_all() -> None:
         head, workers = ranks[0], ranks[1:]
-        await _start_rank(head, env, emit)
+        await _start_rank(head, env, emit, halt)
         started.append(head)
         results = await asyncio.gather(
-            *(_start_rank(w, env, emit) for w in workers), return_exceptions=True
+            *(_start_rank(w, env, emit, halt) for w in workers), return_exceptions=True
         )
         for w, res in zip(workers, results, strict=True):
             if isinstance(res, BaseException):
-                if isinstance(res, SparkError):
-                    raise res
                 raise res
             started.append(w)
+
+    starting = asyncio.ensure_future(start_all())
+    try:
+        await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # Interrupted while starting: Docker calls already sent run on in threads and
+        # cannot be recalled, so let them end (no new one begins), then remove every
+        # container of this cluster: an interrupt never leaves a half-started cluster.
+        halt.set()
+        await asyncio.gather(starting, return_exceptions=True)
+        await _remove_cluster(plan, pool, dockers, emit)
+        raise
     except SparkError as exc:
         # Nothing half-started is left behind: remove what this launch created.
         targets = [(r.node, r.name, r.rank) for r in ranks]

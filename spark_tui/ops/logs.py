@@ -1,19 +1,27 @@
 """Following a rank's container log, resilient to a dropped SSH connection.
 
-When the stream breaks and the container still runs, the follower reconnects (the
-node connection backs off on its own) and asks Docker for the log again from a moment
-before the last timestamp it saw; lines at that boundary are deduplicated on
-(timestamp, text), counting repeats, so no line is lost and none is shown twice.
+When the stream breaks and the container still runs, the follower reconnects and asks
+Docker for the log again from a moment before the last timestamp it saw; lines at that
+boundary are deduplicated on (timestamp, text), counting repeats, so no line is lost and
+none is shown twice. An outage of any length is waited out (capped backoff), reported
+through `on_outage` after every failed attempt and `on_back` once the node answers again:
+a node that cannot be reached is a state, not the end of the log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TypeVar
 
-from spark_tui.core.errors import SparkError
+from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.remote.docker_remote import LogRecord, LogStream, RemoteDocker
+from spark_tui.remote.hostkeys import HostKeyError
+from spark_tui.remote.ssh import Outage
+
+T = TypeVar("T")
 
 # Lines this close to the newest one are remembered for deduplication (the resume asks
 # Docker for the log from 1 ms before the newest line: this must be wider).
@@ -57,8 +65,10 @@ class RankLogFollower:
     """Follows one container's log until the container ends; resumes across dropped links.
 
     `records()` yields LogRecords. `resumes` counts how often the stream was re-opened.
-    It ends when the container has exited (after collecting its last lines) or is gone;
-    it raises UnreachableError when the node cannot be reached again.
+    It ends when the container has exited (after collecting its last lines) or is gone.
+    While the node cannot be reached it keeps trying (cancel the consumer to stop), calling
+    `on_outage(outage)` after each failed attempt and `on_back(outage)` when it is back;
+    only a changed host key (HostKeyError) or a Docker error ends it with an exception.
     """
 
     def __init__(
@@ -70,6 +80,8 @@ class RankLogFollower:
         since_ns: int | None = None,
         resume_pause: float = 0.1,
         seen: Sequence[LogRecord] = (),
+        on_outage: Callable[[Outage], None] | None = None,
+        on_back: Callable[[Outage], None] | None = None,
     ) -> None:
         self.docker = docker
         self.container = container
@@ -78,6 +90,9 @@ class RankLogFollower:
         self.resume_pause = resume_pause
         self.dedupe = BoundaryDedupe()
         self.resumes = 0
+        self.outages = 0
+        self.on_outage = on_outage
+        self.on_back = on_back
         self._stream: LogStream | None = None
         self._closed = False
         # Lines the caller already has (a backlog it fetched): continue right after them.
@@ -87,6 +102,49 @@ class RankLogFollower:
             self.since_ns, self.tail = self.dedupe.last_ns, "all"
             self.dedupe.resume()
 
+    async def _wait_out(self, exc: UnreachableError) -> None:
+        """The node did not answer: wait until its connection and Docker are back."""
+        outage = Outage(self.docker.node, reason=exc.message, remedy=exc.remedy)
+        self.outages += 1
+
+        def report(o: Outage) -> None:
+            outage.attempts += 1
+            outage.reason, outage.remedy, outage.retry_in = o.reason, o.remedy, o.retry_in
+            if self.on_outage is not None:
+                self.on_outage(outage)
+
+        if self.on_outage is not None:
+            self.on_outage(outage)
+        delay = self.resume_pause
+        while not self._closed:
+            try:
+                await self.docker.reconnect_patiently(report)
+                break
+            except HostKeyError:
+                raise
+            except SparkError as again:
+                # The link is back but Docker did not answer through it yet: try again.
+                report(
+                    Outage(
+                        self.docker.node, reason=again.message, remedy=again.remedy, retry_in=delay
+                    )
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        outage.ended = time.monotonic()
+        if self.on_back is not None and not self._closed:
+            self.on_back(outage)
+
+    async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A Docker call that waits out outages instead of failing on them."""
+        while True:
+            try:
+                return await call()
+            except HostKeyError:
+                raise
+            except UnreachableError as exc:
+                await self._wait_out(exc)
+
     async def records(self) -> AsyncIterator[LogRecord]:
         first = True
         while not self._closed:
@@ -94,12 +152,17 @@ class RankLogFollower:
             tail = self.tail if first else "all"
             try:
                 stream = await self.docker.stream_logs(self.container, tail=tail, since_ns=since)
+            except HostKeyError:
+                raise
+            except UnreachableError as exc:
+                await self._wait_out(exc)
+                continue
             except SparkError:
                 if first:
                     raise
                 # The node is back but Docker hiccuped: try once more after a pause.
                 await asyncio.sleep(self.resume_pause)
-                await self.docker.reconnect()
+                await self._patiently(self.docker.reconnect)
                 continue
             self._stream = stream
             try:
@@ -108,11 +171,11 @@ class RankLogFollower:
                         yield rec
             finally:
                 stream.close()
-            first = False
             if self._closed:
                 return
             # The stream ended: the container stopped, or the connection dropped.
-            info = await self.docker.inspect(self.container)
+            info = await self._patiently(lambda: self.docker.inspect(self.container))
+            first = False
             if info is None:
                 return
             if (info.get("State") or {}).get("Running"):
@@ -122,7 +185,10 @@ class RankLogFollower:
                 continue
             # Exited: a drop may have coincided with the exit, so fetch what is left.
             self.dedupe.resume()
-            for rec in await self.docker.logs(self.container, since_ns=self.dedupe.last_ns or None):
+            rest = await self._patiently(
+                lambda: self.docker.logs(self.container, since_ns=self.dedupe.last_ns or None)
+            )
+            for rec in rest:
                 if self.dedupe.accept(rec):
                     yield rec
             return

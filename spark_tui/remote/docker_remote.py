@@ -22,7 +22,7 @@ from docker.types import DeviceRequest, Ulimit
 
 from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
 from spark_tui.core.facts import ContainerInfo, ImageInfo
-from spark_tui.remote.ssh import NodeConnection
+from spark_tui.remote.ssh import NodeConnection, OutageReport
 
 T = TypeVar("T")
 
@@ -256,6 +256,13 @@ class RemoteDocker:
     async def reconnect(self) -> None:
         """After a dropped SSH connection: reconnect it (with backoff) and the SDK."""
         await self.conn.ensure_connected()
+        self._close_clients()
+        await self._connect()
+
+    async def reconnect_patiently(self, report: OutageReport | None = None) -> None:
+        """After a dropped SSH connection: wait until it is back however long that takes
+        (see NodeConnection.reconnect_patiently), then reconnect the SDK."""
+        await self.conn.reconnect_patiently(report)
         self._close_clients()
         await self._connect()
 

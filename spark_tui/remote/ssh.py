@@ -7,6 +7,10 @@ has a timeout; the connection sends keepalives and is re-opened with backoff whe
 drops, re-creating its port and socket forwards at the same local addresses so that
 clients holding them (the Docker SDK, an HTTP client) carry on.
 
+`ensure_connected` gives up after a few attempts (a command the user waits for fails fast,
+naming the node); `reconnect_patiently` never does: what watches a running cluster waits
+out an outage of any length, reporting it as an `Outage` on every failed attempt.
+
 Commands are the fixed strings of `probe_commands` or `shlex.join(argv)`: `run_argv`
 quotes every value, so no user value reaches a remote shell unquoted.
 """
@@ -21,8 +25,9 @@ import shlex
 import shutil
 import socket
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import asyncssh
@@ -85,6 +90,28 @@ class _Forward:
     listener: Any = None
 
 
+@dataclass
+class Outage:
+    """A node's dropped connection that is being re-opened: since when, how often tried,
+    the last reason (with its remedy), and the pause before the next attempt."""
+
+    node: str
+    started: float = field(default_factory=time.monotonic)  # time.monotonic()
+    attempts: int = 0
+    reason: str = ""
+    remedy: str = ""
+    retry_in: float = 0.0
+    ended: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        """How long the node has been unreachable (until it came back, once it has)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+
+OutageReport = Callable[[Outage], None]
+
+
 def _short(cmd: str, limit: int = 60) -> str:
     return cmd if len(cmd) <= limit else cmd[: limit - 3] + "..."
 
@@ -137,6 +164,8 @@ class NodeConnection:
         self.username: str | None = node.user
         self.reconnects = 0
         self._docker_socket: str | None = None
+        # Set while a dropped connection is being re-opened (see reconnect_patiently).
+        self.outage: Outage | None = None
 
     # --- connecting -------------------------------------------------------------------
 
@@ -346,41 +375,79 @@ class NodeConnection:
                 self.reconnects += 1
                 await self._restore_forwards()
 
-    async def ensure_connected(self) -> None:
-        """Reconnect with exponential backoff if the connection dropped; restore forwards."""
-        if self.connected:
-            return
+    async def _reopen_once(self) -> SparkError | None:
+        """One attempt to re-open a dropped connection (and its forwards): None once
+        connected, else the reason. A changed host key is raised: it stays refused."""
         async with self._lock:
             if self.connected:
-                return
+                return None
             if self._closed:
                 raise UnreachableError(f"{self.name}: connection closed", "open the pool again")
-            delay = self.backoff_initial
-            last: SparkError | None = None
-            attempts = max(1, self.reconnect_attempts)
-            for attempt in range(attempts):
-                if attempt:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self.backoff_max)
-                try:
-                    await self._open()
-                except HostKeyError:
-                    raise  # a changed key stays refused however often we try
-                except SparkError as exc:
-                    last = exc
-                    continue
-                except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
-                    last = self._unreachable(exc)
-                    continue
-                self.reconnects += 1
+            try:
+                await self._open()
+            except HostKeyError:
+                raise
+            except SparkError as exc:
+                return exc
+            except (TimeoutError, OSError, asyncssh.Error, ValueError) as exc:
+                return self._unreachable(exc)
+            self.reconnects += 1
+            await self._restore_forwards()
+            return None
+
+    async def ensure_connected(self) -> None:
+        """Reconnect with exponential backoff if the connection dropped; restore forwards.
+        Gives up after `reconnect_attempts` (UnreachableError naming the node and why)."""
+        if self.connected:
+            return
+        delay = self.backoff_initial
+        last: SparkError | None = None
+        attempts = max(1, self.reconnect_attempts)
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.backoff_max)
+            last = await self._reopen_once()
+            if last is None:
                 log.info("%s: reconnected (attempt %d)", self.name, attempt + 1)
-                await self._restore_forwards()
+                self.outage = None
                 return
-            assert last is not None
-            raise UnreachableError(
-                f"{last.message} (after {attempts} attempts to reconnect)",
-                last.remedy,
-            )
+        assert last is not None
+        raise UnreachableError(
+            f"{last.message} (after {attempts} attempts to reconnect)",
+            last.remedy,
+        )
+
+    async def reconnect_patiently(
+        self, report: OutageReport | None = None, *, backoff_max: float | None = None
+    ) -> Outage | None:
+        """Re-open a dropped connection however long it takes (capped exponential backoff),
+        calling `report` after every failed attempt; cancel the caller to stop trying.
+        Returns the outage that ended (None when the connection was up), or raises
+        HostKeyError (a changed key) or UnreachableError once the pool is closed."""
+        if self.connected:
+            return None
+        cap = self.backoff_max if backoff_max is None else backoff_max
+        delay = self.backoff_initial
+        while True:
+            failure = await self._reopen_once()
+            outage = self.outage
+            if failure is None:
+                if outage is None:
+                    return None  # someone else's attempt got there first, at once
+                outage.ended = time.monotonic()
+                self.outage = None
+                log.info("%s: reachable again after %.1f s", self.name, outage.seconds)
+                return outage
+            if outage is None:
+                outage = self.outage = Outage(self.name)
+            outage.attempts += 1
+            outage.reason, outage.remedy = failure.message, failure.remedy
+            outage.retry_in = delay
+            if report is not None:
+                report(outage)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, cap)
 
     async def close(self) -> None:
         """Close forwards, the connection and its tunnels; remove the local socket folder."""
@@ -511,7 +578,8 @@ class NodeConnection:
         remote = remote_path or await self.docker_socket_path()
         if self._forward_dir is None:
             # mkdtemp makes the folder 0700: only this user can reach the forwarded socket.
-            self._forward_dir = tempfile.mkdtemp(prefix="spark-tui-")
+            # The pid in its name tells whose it is (a process killed with SIGKILL leaves it).
+            self._forward_dir = tempfile.mkdtemp(prefix=f"spark-tui-{os.getpid()}-")
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
         local = os.path.join(self._forward_dir, f"docker-{safe}.sock")
         await self.ensure_connected()

@@ -1,0 +1,136 @@
+"""Running a headless command so that Ctrl+C, SIGTERM and SIGHUP all end it cleanly.
+
+The first signal cancels the command's coroutine: its finally blocks run, so the pool
+closes (no `/tmp/spark-tui-*` socket folder is left) and a launch removes what it started.
+A second signal only says that the clean-up is under way; a third abandons it, and the
+command then says what is left and the command that removes it. The process exits with
+128 + the signal's number (130 for Ctrl+C, 143 for SIGTERM, 129 for SIGHUP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+HANDLED = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
+
+
+class CommandInterrupted(KeyboardInterrupt):
+    """A command ended by a signal (after its clean-up ran); `exit_code` is 128 + signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class Interrupts:
+    """The signals the running command received, in order."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.received)
+
+    @property
+    def abandoned(self) -> bool:
+        """True once the user interrupted the clean-up itself (a third signal)."""
+        return self.count >= 3
+
+
+# The signals of the command running now (one per process: the CLI runs one command).
+current = Interrupts()
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_command(main: Callable[[], Awaitable[T]]) -> T:
+    """Run `main()` in a new event loop with the signal handling described above; raises
+    CommandInterrupted (a KeyboardInterrupt) when a signal ended it."""
+    global current
+    current = Interrupts()
+    interrupts = current
+
+    async def guarded() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(signum: int) -> None:
+            interrupts.received.append(signum)
+            if interrupts.count == 2:
+                _say(
+                    "spark-tui: still cleaning up; interrupt once more to stop waiting "
+                    "(it then says what is left)"
+                )
+            else:
+                task.cancel()
+
+        installed = []
+        for sig in HANDLED:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, int(sig))
+                installed.append(sig)
+        try:
+            return await main()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if not interrupts.received:
+            raise
+        raise CommandInterrupted(interrupts.received[0]) from None
+
+
+def stop_command(args: Any) -> str:
+    """The `spark-tui stop ...` that removes what is left, for the nodes `args` named."""
+    argv = ["spark-tui", "stop"]
+    if getattr(args, "inventory", None):
+        argv += ["--inventory", str(args.inventory)]
+    elif getattr(args, "hosts", None):
+        argv += ["--hosts", str(args.hosts)]
+    return shlex.join(argv)
+
+
+async def remove_after_interrupt(pool: Any, cluster_id: str, remove_with: str) -> None:
+    """After an interrupt: remove every container of `cluster_id` and say so; if the user
+    interrupts that too, say exactly what is left and the command that removes it."""
+    from spark_tui.core.errors import SparkError
+    from spark_tui.ops.cluster import status, stop
+
+    _say(f"interrupted: stopping cluster {cluster_id} (removing its containers)...")
+    try:
+        report = await stop(pool, cluster_id)
+    except asyncio.CancelledError:
+        left = "its containers (not checked: the nodes did not answer in time)"
+        with contextlib.suppress(SparkError, TimeoutError, OSError):
+            found = await asyncio.wait_for(status(pool, cluster_id), 5)
+            left = ", ".join(
+                f"{r.container} on {r.node} ({r.state})" for c in found for r in c.ranks
+            )
+        if left:
+            _say(f"left on the nodes: {left}\n  remove them with: {remove_with}")
+        else:
+            _say(f"nothing of cluster {cluster_id} is left on the nodes")
+        raise
+    except SparkError as exc:
+        _say(f"spark-tui: {exc.message}\n  remove them with: {remove_with}")
+        return
+    removed = len(report.removed)
+    _say(f"removed {removed} container(s); nothing of cluster {cluster_id} is left on the nodes")

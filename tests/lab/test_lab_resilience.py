@@ -5,12 +5,33 @@ own runc wrapper (silent, and `docker exec` works)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import docker
+import httpx
 import pytest
 from labkit import lab_guard
 
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.ops.events import (
+    ClusterReady,
+    Event,
+    LogLine,
+    NodeReachable,
+    NodeUnreachable,
+    RankState,
+    RankStateChanged,
+)
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.image import LAB_IMAGE
 
@@ -61,3 +82,280 @@ def test_docker_exec_works_in_a_rank_like_container_and_its_log_starts_clean(lab
         if c is not None:
             c.remove(force=True)
         client.close()
+
+
+# --- a link drop is not a failure ---------------------------------------------------------
+
+RECIPE = "glm-5.3-flash"
+
+
+@pytest.fixture(scope="module")
+def inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("lab-resilience") / "lab.yaml"
+    lab.write_inventory(path)
+    return path
+
+
+def _pool(nodes: list[InventoryNode]) -> Any:
+    from spark_tui.remote.ssh import ConnectionPool
+
+    return ConnectionPool(nodes, ssh_config=(), connect_timeout=5, backoff_max=1.0)
+
+
+async def _plan(pool: Any) -> Any:
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.plan import build_plan
+    from spark_tui.core.recipe_loader import find_recipe
+    from spark_tui.remote.probe import probe_pool
+
+    recipe = find_recipe(RECIPE)
+    facts = await probe_pool(pool)
+    return build_plan(recipe, apply_overrides(recipe, []), facts)
+
+
+def _head_api(lab: Lab, plan: Any) -> str:
+    """The head's API straight across the lab bridge (not through SSH): requests keep
+    landing, and leaving lines in its log, while the node's sshd is down."""
+    return f"http://{lab.node(1).address}:{plan.endpoint['port']}"
+
+
+def _running(lab: Lab) -> dict[str, list[str]]:
+    out = {}
+    for node in lab.nodes:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+        out[node.name] = sorted(c.name for c in client.containers.list() if c.status == "running")
+        client.close()
+    return out
+
+
+def _texts(lab: Lab, index: int, container: str) -> list[str]:
+    """The container's whole log as Docker has it (the ground truth to compare with)."""
+    client = _client(lab, index)
+    try:
+        raw = client.containers.get(container).logs().decode()
+    finally:
+        client.close()
+    return [ln.rstrip("\r") for ln in raw.split("\n")][:-1]
+
+
+async def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def test_an_sshd_outage_after_ready_is_a_state_and_the_cluster_keeps_running(
+    lab: Lab, lab_nodes: list[InventoryNode]
+) -> None:
+    """Ready, then the head node's sshd (listener and sessions) is gone for 8 s: the watch
+    reports the node unreachable on every retry, fails no rank, stops nothing, and once the
+    node is back its log resumes (lines logged during the outage arrive)."""
+    from spark_tui.ops.cluster import stop
+    from spark_tui.ops.launch import launch
+
+    pool = _pool(lab_nodes)
+    await pool.open()
+    events: list[Event] = []
+    try:
+        plan = await _plan(pool)
+        api = _head_api(lab, plan)
+        agen = launch(plan, pool, follow=True, ready_timeout=60, settle=0.5)
+
+        async def consume() -> None:
+            async for ev in agen:
+                events.append(ev)
+
+        task = asyncio.create_task(consume())
+        await _until(lambda: any(isinstance(e, ClusterReady) for e in events), 60, "ready")
+        async with httpx.AsyncClient(timeout=5) as client:
+            await asyncio.to_thread(lab.stop_sshd, 1)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 8:
+                with contextlib.suppress(httpx.HTTPError):  # (a torn-down head says so below)
+                    await client.get(f"{api}/v1/models?during-outage")
+                await asyncio.sleep(0.5)
+            await asyncio.to_thread(lab.start_sshd, 1)
+            await _until(lambda: any(isinstance(e, NodeReachable) for e in events), 30, "node back")
+            await client.get(f"{api}/v1/models?after-outage")
+        await _until(
+            lambda: any(isinstance(e, LogLine) and "after-outage" in e.text for e in events),
+            30,
+            "a line logged after the outage",
+        )
+        assert not task.done(), "the watch is still running"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await agen.aclose()
+
+        down = [e for e in events if isinstance(e, NodeUnreachable)]
+        assert down and {e.node for e in down} == {lab.node(1).name}
+        assert down[-1].seconds >= 5 and down[-1].attempts >= 3, down[-1]
+        assert all(e.ranks == (0,) and e.reason and e.remedy for e in down)
+        bad = [
+            e
+            for e in events
+            if isinstance(e, RankStateChanged) and e.state in (RankState.FAILED, RankState.STOPPED)
+        ]
+        assert bad == [], f"an outage failed or stopped a rank: {bad}"
+        texts = [e.text for e in events if isinstance(e, LogLine) and e.rank == 0]
+        assert any("during-outage" in t for t in texts), "lines of the outage arrive"
+        assert len([t for t in texts if "after-outage" in t]) == 1, "and none twice"
+        assert _running(lab) == {
+            lab.node(1).name: [plan.ranks[0].container.name],
+            lab.node(2).name: [plan.ranks[1].container.name],
+        }
+        report = await stop(pool, plan.cluster_id)
+        assert report.ok
+    finally:
+        lab.start_sshd(1) if not lab.sshd_pids(1) else None
+        await pool.close()
+
+
+async def test_give_up_ends_the_watch_and_leaves_the_ranks(
+    lab: Lab, lab_nodes: list[InventoryNode]
+) -> None:
+    """The consumer may stop waiting for a node: the watch then ends with an error that
+    names the node and how to stop the ranks, and no rank is touched."""
+    from spark_tui.core.errors import UnreachableError
+    from spark_tui.ops.cluster import stop
+    from spark_tui.ops.launch import launch
+
+    pool = _pool(lab_nodes)
+    await pool.open()
+    try:
+        plan = await _plan(pool)
+        with pytest.raises(UnreachableError) as lost:
+            async for ev in launch(plan, pool, follow=True, ready_timeout=60, settle=0.5):
+                if isinstance(ev, ClusterReady):
+                    await asyncio.to_thread(lab.stop_sshd, 2)
+                if isinstance(ev, NodeUnreachable) and ev.attempts >= 2:
+                    ev.give_up()
+        assert lab.node(2).name in lost.value.message
+        assert "spark-tui stop" in lost.value.remedy
+        lab.start_sshd(2)
+        assert _running(lab) == {
+            lab.node(1).name: [plan.ranks[0].container.name],
+            lab.node(2).name: [plan.ranks[1].container.name],
+        }
+        await pool.close()
+        pool = _pool(lab_nodes)
+        await pool.open()
+        assert (await stop(pool, plan.cluster_id)).ok
+    finally:
+        lab.start_sshd(2) if not lab.sshd_pids(2) else None
+        await pool.close()
+
+
+def _spark_tui(*args: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "spark_tui", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+class Lines:
+    """A child's output lines, read by a thread as they come."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def has(self, text: str) -> bool:
+        return any(text in ln for ln in self.lines)
+
+    def join(self, timeout: float = 10) -> str:
+        self._thread.join(timeout)
+        return "\n".join(self.lines)
+
+
+def _socket_dirs(pid: int) -> list[str]:
+    """The SSH forward socket folders a spark-tui process made (named with its pid)."""
+    return sorted(str(p) for p in Path(tempfile.gettempdir()).glob(f"spark-tui-{pid}-*"))
+
+
+async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
+    lab: Lab, lab_nodes: list[InventoryNode], inventory: Path
+) -> None:
+    """`logs --follow` while the head node's sshd is gone for 15 s: it does not exit, the
+    healthy rank's stream goes on, and every rank's followed lines are exactly its
+    container's log (nothing lost, nothing twice). SIGTERM then ends it and its socket
+    folders go with it."""
+    pool = _pool(lab_nodes)
+    await pool.open()
+    try:
+        plan = await _plan(pool)
+        _ = [ev async for ev in _launch(plan, pool)]
+    finally:
+        await pool.close()
+    api = _head_api(lab, plan)
+    follow = _spark_tui("logs", "--follow", "--tail", "0", "--inventory", str(inventory))
+    out, err = Lines(follow.stdout), Lines(follow.stderr)
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            for i in range(3):
+                await client.get(f"{api}/v1/models?before={i}")
+            await _until(lambda: out.has("before=2"), 30, "the follower's first lines")
+            await asyncio.to_thread(lab.stop_sshd, 1)
+            t0 = time.monotonic()
+            n = 0
+            while time.monotonic() - t0 < 15:
+                await client.get(f"{api}/v1/models?during={n}")
+                n += 1
+                await asyncio.sleep(0.25)
+            assert follow.poll() is None, "logs --follow is still running: " + err.join(1)
+            await asyncio.to_thread(lab.start_sshd, 1)
+            for i in range(3):
+                await client.get(f"{api}/v1/models?after={i}")
+        await _until(lambda: out.has("after=2"), 60, "the lines after the outage")
+        assert follow.poll() is None, "logs --follow is still running: " + err.join(1)
+        pid = follow.pid
+        assert _socket_dirs(pid), "the follower forwards the Docker sockets"
+        follow.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(follow.wait, 30)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+    stderr = err.join()
+    assert code == 143, stderr
+    assert _socket_dirs(pid) == [], "SIGTERM left socket folders"
+    assert "unreachable since" in stderr and "reachable again" in stderr, stderr
+    assert "ended)" not in stderr, "no rank's stream ended"
+    assert "Traceback" not in stderr
+    for rank, index in ((0, 1), (1, 2)):
+        prefix = f"[{rank} {lab.node(index).name}] "
+        got = [ln[len(prefix) :] for ln in out.join().split("\n") if ln.startswith(prefix)]
+        full = _texts(lab, index, plan.ranks[rank].container.name)
+        assert got, f"rank {rank} was followed"
+        assert got == full[: len(got)], f"rank {rank}: a line lost, repeated or out of order"
+    head_got = [ln for ln in out.lines if ln.startswith("[0 ")]
+    assert sum("during=" in ln for ln in head_got) == n, "every line of the outage arrives"
+    await _stop_all(lab_nodes)
+
+
+async def _launch(plan: Any, pool: Any) -> AsyncIterator[Event]:
+    from spark_tui.ops.launch import launch
+
+    async for ev in launch(plan, pool, wait_ready=True, follow=False, ready_timeout=60):
+        yield ev
+
+
+async def _stop_all(nodes: list[InventoryNode]) -> None:
+    from spark_tui.ops.cluster import stop
+
+    pool = _pool(nodes)
+    await pool.open()
+    try:
+        assert (await stop(pool)).ok
+    finally:
+        await pool.close()

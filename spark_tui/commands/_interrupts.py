@@ -108,29 +108,41 @@ def stop_command(args: Any) -> str:
     return shlex.join(argv)
 
 
-async def remove_after_interrupt(pool: Any, cluster_id: str, remove_with: str) -> None:
-    """After an interrupt: remove every container of `cluster_id` and say so; if the user
-    interrupts that too, say exactly what is left and the command that removes it."""
+async def _say_what_is_left(pool: Any, cluster_id: str, remove_with: str) -> None:
     from spark_tui.core.errors import SparkError
-    from spark_tui.ops.cluster import status, stop
+    from spark_tui.ops.cluster import status
 
+    left = "its containers (not checked: the nodes did not answer in time)"
+    with contextlib.suppress(SparkError, TimeoutError, OSError):
+        found = await asyncio.wait_for(status(pool, cluster_id), 5)
+        left = ", ".join(f"{r.container} on {r.node} ({r.state})" for c in found for r in c.ranks)
+    if left:
+        _say(f"left on the nodes: {left}\n  remove them with: {remove_with}")
+    else:
+        _say(f"nothing of cluster {cluster_id} is left on the nodes")
+
+
+async def remove_after_interrupt(pool: Any, cluster_id: str, remove_with: str) -> None:
+    """After an interrupt: remove every container of `cluster_id` and say so; when the user
+    interrupted that too (a third signal), say exactly what is left and the command that
+    removes it instead."""
+    from spark_tui.core.errors import SparkError
+    from spark_tui.ops.cluster import stop
+
+    if current.abandoned:
+        await _say_what_is_left(pool, cluster_id, remove_with)
+        return
     _say(f"interrupted: stopping cluster {cluster_id} (removing its containers)...")
     try:
-        report = await stop(pool, cluster_id)
+        # A short grace: whoever interrupts wants out soon (a deaf rank is then killed).
+        report = await stop(pool, cluster_id, stop_timeout=5)
     except asyncio.CancelledError:
-        left = "its containers (not checked: the nodes did not answer in time)"
-        with contextlib.suppress(SparkError, TimeoutError, OSError):
-            found = await asyncio.wait_for(status(pool, cluster_id), 5)
-            left = ", ".join(
-                f"{r.container} on {r.node} ({r.state})" for c in found for r in c.ranks
-            )
-        if left:
-            _say(f"left on the nodes: {left}\n  remove them with: {remove_with}")
-        else:
-            _say(f"nothing of cluster {cluster_id} is left on the nodes")
+        await _say_what_is_left(pool, cluster_id, remove_with)
         raise
     except SparkError as exc:
         _say(f"spark-tui: {exc.message}\n  remove them with: {remove_with}")
         return
+    for node, name in report.killed:
+        _say(f"  {name} on {node} ignored SIGTERM: it was killed (SIGKILL)")
     removed = len(report.removed)
     _say(f"removed {removed} container(s); nothing of cluster {cluster_id} is left on the nodes")

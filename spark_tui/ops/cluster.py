@@ -8,6 +8,7 @@ Every container spark-tui starts carries `spark-tui.cluster`, `spark-tui.rank`,
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -169,6 +170,9 @@ class StopReport:
 
     removed: list[tuple[str, str]] = field(default_factory=list)  # (node, container)
     left: list[tuple[str, str]] = field(default_factory=list)
+    # Did not stop within the grace period after SIGTERM (real vLLM waiting for a peer
+    # ignores it), so they were killed with SIGKILL.
+    killed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -181,11 +185,41 @@ async def remove_ranks(
     *,
     emit: EventSink | None = None,
     stop_timeout: int = 10,
+    killed: list[tuple[str, str]] | None = None,
 ) -> list[tuple[str, str]]:
-    """Stop and remove (node, container, rank) targets at once; returns those removed."""
+    """Stop and remove (node, container, rank) targets at once; returns those removed.
+    Each gets SIGTERM and `stop_timeout` s to end, then SIGKILL; one that had to be killed
+    is named in a warning Notice (and appended to `killed`)."""
 
     async def one(node: str, name: str, rank: int) -> tuple[str, str] | None:
-        removed = await dockers[node].remove(name, stop_timeout=stop_timeout)
+        docker = dockers[node]
+        before = await docker.inspect(name)
+        if before is None:
+            return None
+        started = time.monotonic()
+        state = await docker.stop(name, timeout=stop_timeout)
+        if state is not None and state.get("Running"):
+            await docker.kill(name)  # docker stop gave up on it: kill it ourselves
+            state = {"ExitCode": 137}
+        was_running = bool((before.get("State") or {}).get("Running"))
+        if (
+            was_running
+            and state is not None
+            and state.get("ExitCode") == 137
+            and time.monotonic() - started >= stop_timeout * 0.9
+        ):
+            who = f"rank {rank} ({name})" if rank >= 0 else name
+            if killed is not None:
+                killed.append((node, name))
+            if emit is not None:
+                emit(
+                    Notice(
+                        "warning",
+                        f"{who} on {node} did not stop within {stop_timeout} s of SIGTERM: "
+                        "killed with SIGKILL",
+                    )
+                )
+        removed = await docker.remove(name, stop_timeout=stop_timeout)
         if emit is not None and rank >= 0:
             emit(RankStateChanged(rank=rank, node=node, state=RankState.STOPPED))
         return (node, name) if removed else None
@@ -220,7 +254,9 @@ async def stop(
         before = await status(pool, cluster_id, dockers=dockers)
         targets = [(r.node, r.container, r.rank) for c in before for r in c.ranks]
         report = StopReport()
-        report.removed = await remove_ranks(dockers, targets, emit=emit, stop_timeout=stop_timeout)
+        report.removed = await remove_ranks(
+            dockers, targets, emit=emit, stop_timeout=stop_timeout, killed=report.killed
+        )
         after = await status(pool, cluster_id, dockers=dockers)
         report.left = [(r.node, r.container) for c in after for r in c.ranks]
     finally:

@@ -415,6 +415,18 @@ class RemoteDocker:
             return False
         return True
 
+    async def stop(self, name: str, *, timeout: int = 10) -> dict[str, Any] | None:
+        """`docker stop`: SIGTERM, SIGKILL after `timeout` s; the container's State after it
+        (None when there is no such container)."""
+        try:
+            await self.call(lambda c: c.api.stop(name, timeout=timeout), f"stop {name}")
+        except docker.errors.NotFound:
+            return None
+        except OperationFailed:
+            pass  # already stopped or being removed: the state below tells
+        info = await self.inspect(name)
+        return dict(info.get("State") or {}) if info is not None else None
+
     async def kill(self, name: str) -> None:
         await self.call(lambda c: c.api.kill(name), f"kill {name}")
 

@@ -359,3 +359,132 @@ async def _stop_all(nodes: list[InventoryNode]) -> None:
         assert (await stop(pool)).ok
     finally:
         await pool.close()
+
+
+# --- interrupts leave nothing -------------------------------------------------------------
+
+
+def _all_containers(lab: Lab) -> dict[str, list[str]]:
+    out = {}
+    for node in lab.nodes:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+        out[node.name] = sorted(c.name for c in client.containers.list(all=True))
+        client.close()
+    return out
+
+
+async def _launch_and_signal(
+    inventory: Path, marker: str, delay: float, signals: list[int], gap: float = 0.05
+) -> tuple[int, str, int]:
+    """`spark-tui launch --wait` as the user runs it; once `marker` shows on its stderr,
+    wait `delay` s and send `signals` (`gap` s apart). Returns (exit code, stderr, pid)."""
+    proc = _spark_tui("launch", RECIPE, "--inventory", str(inventory), "--wait")
+    err = Lines(proc.stderr)
+    Lines(proc.stdout)
+    try:
+        await _until(lambda: err.has(marker) or proc.poll() is not None, 60, repr(marker))
+        assert proc.poll() is None, f"the launch ended before {marker!r}: {err.join(1)}"
+        await asyncio.sleep(delay)
+        for i, sig in enumerate(signals):
+            if i:
+                await asyncio.sleep(gap)
+            proc.send_signal(sig)
+        code = await asyncio.to_thread(proc.wait, 90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return code, err.join(), proc.pid
+
+
+# Phases of a launch as its progress lines show them (the launch cannot be ready before
+# any of these: the engine is still loading).
+PHASES = [
+    ("connecting to", 0.0),
+    ("fit:", 0.0),
+    ("as cluster", 0.0),
+    ("as cluster", 0.1),
+    ("rank 0 spark-lab-1: created", 0.0),
+    ("rank 1 spark-lab-2: starting", 0.0),
+    ("started in", 0.0),
+]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(("marker", "delay"), PHASES, ids=[f"{m}+{d}" for m, d in PHASES])
+async def test_an_interrupt_at_any_phase_of_launch_leaves_no_container(
+    lab: Lab, inventory: Path, marker: str, delay: float, sig: int
+) -> None:
+    code, stderr, pid = await _launch_and_signal(inventory, marker, delay, [sig])
+    assert code == 128 + sig, stderr
+    assert _all_containers(lab) == {n.name: [] for n in lab.nodes}, stderr
+    assert _socket_dirs(pid) == [], "the interrupted launch left socket folders"
+    assert "Traceback" not in stderr
+    if "as cluster" in stderr:
+        assert "nothing of cluster" in stderr, stderr
+
+
+async def test_a_double_ctrl_c_still_cleans_up_and_says_so(lab: Lab, inventory: Path) -> None:
+    code, stderr, pid = await _launch_and_signal(
+        inventory, "as cluster", 0.1, [signal.SIGINT, signal.SIGINT]
+    )
+    assert code == 130, stderr
+    assert "still cleaning up" in stderr
+    assert _all_containers(lab) == {n.name: [] for n in lab.nodes}, stderr
+    assert "nothing of cluster" in stderr, stderr
+    assert _socket_dirs(pid) == []
+
+
+async def test_a_triple_ctrl_c_says_exactly_what_is_left_and_how_to_remove_it(
+    lab: Lab, inventory: Path
+) -> None:
+    code, stderr, pid = await _launch_and_signal(
+        inventory, "rank 1 spark-lab-2: starting", 0.0, [signal.SIGINT] * 3, gap=0.02
+    )
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    left = [name for names in _all_containers(lab).values() for name in names]
+    for name in left:
+        assert name in stderr, f"{name} is left but not named: {stderr}"
+    if left:
+        assert f"spark-tui stop --inventory {inventory}" in stderr, stderr
+    else:
+        assert "nothing of cluster" in stderr, stderr
+    assert _socket_dirs(pid) == []
+    for node in lab.nodes:  # (what the message says to do)
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+        for c in client.containers.list(all=True):
+            c.remove(force=True)
+        client.close()
+
+
+# --- stop escalates -----------------------------------------------------------------------
+
+
+def test_stop_kills_a_rank_that_ignores_sigterm_and_says_so(lab: Lab, inventory: Path) -> None:
+    """Real vLLM waiting for a peer ignores SIGTERM: `stop` must still end the rank
+    (SIGKILL after the grace period) and say that it had to."""
+    from spark_tui.ops.cluster import CLUSTER_LABEL, RANK_LABEL, ROLE_LABEL
+
+    client = _client(lab, 2)
+    try:
+        client.containers.run(
+            LAB_IMAGE,
+            ["sh", "-c", 'trap "" TERM; echo waiting for a peer; while :; do sleep 1; done'],
+            name="spark-tui-deaf-r1",
+            labels={CLUSTER_LABEL: "deaf", RANK_LABEL: "1", ROLE_LABEL: "worker"},
+            network_mode="host",
+            detach=True,
+        )
+    finally:
+        client.close()
+    res = subprocess.run(
+        [sys.executable, "-m", "spark_tui", "stop", "--inventory", str(inventory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "removed spark-tui-deaf-r1 on spark-lab-2" in res.stdout
+    assert "spark-tui-deaf-r1 on spark-lab-2 ignored SIGTERM" in res.stderr, res.stderr
+    assert _all_containers(lab) == {n.name: [] for n in lab.nodes}

@@ -12,7 +12,7 @@ from mini_sshd import MiniServer
 from spark_tui.core.errors import EXIT_UNREACHABLE, UnreachableError
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.remote.hostkeys import HostKeyError
-from spark_tui.remote.ssh import CommandTimeout, ConnectionPool, NodeConnection
+from spark_tui.remote.ssh import CommandTimeout, ConnectionPool, NodeConnection, Outage
 
 FAST = {"ssh_config": None, "connect_timeout": 3.0, "backoff_initial": 0.05}
 
@@ -245,5 +245,36 @@ async def test_ssh_config_alias_and_proxyjump(
         # The target's session came through the jump host, not straight from us.
         assert len(a.conns) == 1
         assert a.forwarded == [(b.host, b.port)] * 2  # refused key, then accepted
+    finally:
+        await conn.close()
+
+
+async def test_reconnect_patiently_waits_out_an_outage_longer_than_the_budget(
+    tmp_path: Path, servers: list[MiniServer]
+) -> None:
+    """A watch must outlast any outage: past the bounded budget (2 attempts here) it keeps
+    trying with capped backoff, reports every attempt, and is back once the node is."""
+    conn = NodeConnection(
+        servers[0].node("a", known(tmp_path, servers[0])),
+        reconnect_attempts=2,
+        **{**FAST, "backoff_max": 0.2},
+    )
+    await conn.connect()
+    try:
+        await servers[0].stop()
+        await asyncio.sleep(0.1)
+        reports: list[Outage] = []
+        task = asyncio.create_task(conn.reconnect_patiently(reports.append))
+        while len(reports) < 6:
+            assert not task.done(), task
+            await asyncio.sleep(0.05)
+        assert conn.outage is not None and conn.outage.attempts >= 6
+        await servers[0].start()
+        outage = await asyncio.wait_for(task, 10)
+        assert outage is not None and outage.ended is not None
+        assert outage.attempts >= 6 and outage.reason and outage.remedy
+        assert max(r.retry_in for r in reports) <= 0.2, "the backoff is capped"
+        assert conn.outage is None
+        assert (await conn.run("echo back")).stdout == "back\n"
     finally:
         await conn.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from labkit import claim, footprint, leftovers, sweep_stale_test_labs, unique_config
+from labkit import claim, footprint, leftovers, release, sweep_stale_test_labs, unique_config
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.sim.lab import Lab, unavailable_reason
@@ -28,6 +28,8 @@ def lab() -> Iterator[Lab]:
         yield the_lab
     finally:
         left = the_lab.down(quiet=True)
+        if not left:
+            release(cfg)
     assert not left, f"lab down left: {left}"
     assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 

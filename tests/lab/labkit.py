@@ -16,7 +16,13 @@ from spark_tui.sim.lab.network import NETNS_DIR, lab_links, lab_namespaces
 
 TEST_STATE_ROOT = Path("/var/tmp")
 TEST_STATE_GLOB = "spark-tui-labtest-*"
-OWNER_FILE = "pytest-owner.pid"
+# Beside the state dir, not in it: `lab up` empties the state dir first, and a lab whose
+# owner cannot be read is swept by the next session, even one still under test.
+OWNER_SUFFIX = ".owner"
+
+
+def owner_file(state_dir: Path) -> Path:
+    return state_dir.with_name(state_dir.name + OWNER_SUFFIX)
 
 
 def lab_guard() -> None:
@@ -44,14 +50,21 @@ def claim(cfg: LabConfig) -> None:
     """Mark the state dir as this pytest process's (so a later run can sweep it if we die)."""
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     (cfg.state_dir / ".spark-tui-lab").touch()
-    (cfg.state_dir / OWNER_FILE).write_text(str(os.getpid()))
+    owner_file(cfg.state_dir).write_text(str(os.getpid()))
+
+
+def release(cfg: LabConfig) -> None:
+    """The lab is down: its owner mark goes too."""
+    owner_file(cfg.state_dir).unlink(missing_ok=True)
 
 
 def sweep_stale_test_labs() -> None:
     """Take down test labs whose pytest process is gone (a run that was killed)."""
     for d in TEST_STATE_ROOT.glob(TEST_STATE_GLOB):
+        if not d.is_dir():
+            continue
         try:
-            owner = int((d / OWNER_FILE).read_text())
+            owner = int(owner_file(d).read_text())
         except (OSError, ValueError):
             owner = 0
         if owner and procs.alive(owner):
@@ -59,6 +72,8 @@ def sweep_stale_test_labs() -> None:
         lab = Lab.load(d)
         if lab is not None:
             lab.down(quiet=True)
+        if not d.exists():
+            owner_file(d).unlink(missing_ok=True)
 
 
 @dataclass

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import docker
 import pytest
-from labkit import claim, footprint, lab_guard, leftovers, ssh_banner, unique_config
+from labkit import (
+    claim,
+    footprint,
+    lab_guard,
+    leftovers,
+    release,
+    ssh_banner,
+    unique_config,
+)
 
 from spark_tui.core.inventory import parse_inventory
 from spark_tui.sim.lab import Lab, procs
@@ -91,4 +99,5 @@ def test_cli_up_twice_then_down_leaves_nothing(tmp_path: Path) -> None:
         assert status.returncode == 1 and "no lab is up" in status.stderr
     finally:
         left = Lab(cfg).down(quiet=True)
+        release(cfg)
         assert not left

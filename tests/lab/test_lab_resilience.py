@@ -329,7 +329,9 @@ async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
     stderr = err.join()
     assert code == 143, stderr
     assert _socket_dirs(pid) == [], "SIGTERM left socket folders"
-    assert "unreachable since" in stderr and "reachable again" in stderr, stderr
+    assert "unreachable since" in stderr and "reachable again" in stderr, (
+        stderr + "\n--- stdout:\n" + "\n".join(out.lines[-20:])
+    )
     assert "ended)" not in stderr, "no rank's stream ended"
     assert "Traceback" not in stderr
     for rank, index in ((0, 1), (1, 2)):

@@ -24,6 +24,7 @@ def lab() -> Iterator[Lab]:
     the_lab = Lab(cfg)
     try:
         the_lab.up()
+        claim(cfg)  # (up emptied the state dir, and the mark in it with it)
         fp = footprint(the_lab)
         yield the_lab
     finally:

@@ -19,6 +19,8 @@ TEST_STATE_GLOB = "spark-tui-labtest-*"
 # Beside the state dir, not in it: `lab up` empties the state dir first, and a lab whose
 # owner cannot be read is swept by the next session, even one still under test.
 OWNER_SUFFIX = ".owner"
+# The mark inside the state dir that earlier sessions read (written again after up).
+OWNER_FILE = "pytest-owner.pid"
 
 
 def owner_file(state_dir: Path) -> Path:
@@ -51,6 +53,7 @@ def claim(cfg: LabConfig) -> None:
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     (cfg.state_dir / ".spark-tui-lab").touch()
     owner_file(cfg.state_dir).write_text(str(os.getpid()))
+    (cfg.state_dir / OWNER_FILE).write_text(str(os.getpid()))
 
 
 def release(cfg: LabConfig) -> None:
@@ -59,15 +62,19 @@ def release(cfg: LabConfig) -> None:
 
 
 def sweep_stale_test_labs() -> None:
-    """Take down test labs whose pytest process is gone (a run that was killed)."""
+    """Take down test labs whose pytest process is gone (a run that was killed). A lab whose
+    owner cannot be read is left alone: it may be another session's, still under test."""
     for d in TEST_STATE_ROOT.glob(TEST_STATE_GLOB):
         if not d.is_dir():
             continue
-        try:
-            owner = int(owner_file(d).read_text())
-        except (OSError, ValueError):
-            owner = 0
-        if owner and procs.alive(owner):
+        owner = 0
+        for mark in (owner_file(d), d / OWNER_FILE):
+            try:
+                owner = int(mark.read_text())
+                break
+            except (OSError, ValueError):
+                continue
+        if not owner or procs.alive(owner):
             continue
         lab = Lab.load(d)
         if lab is not None:

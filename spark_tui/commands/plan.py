@@ -55,9 +55,11 @@ def target_nodes(args: argparse.Namespace) -> list[NodeFacts]:
     else:
         inv = hosts_to_inventory(str(hosts))
     # Imported only here: the offline path loads neither asyncio nor asyncssh.
-    from spark_tui.remote.probe import probe_nodes_sync
+    from spark_tui.commands._interrupts import run_command
+    from spark_tui.remote.probe import probe_nodes
 
-    return list(probe_nodes_sync(inv, accept_new_host_keys=bool(args.accept_new_host_keys)))
+    accept = bool(args.accept_new_host_keys)
+    return list(run_command(lambda: probe_nodes(inv, accept_new_host_keys=accept)))
 
 
 def _masked(key: str, value: str) -> str:

@@ -307,6 +307,7 @@ async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
                 await client.get(f"{api}/v1/models?before={i}")
             await _until(lambda: out.has("before=2"), 30, "the follower's first lines")
             await asyncio.to_thread(lab.stop_sshd, 1)
+            assert lab.sshd_pids(1) == set(), "node 1's sshd and its sessions are gone"
             t0 = time.monotonic()
             n = 0
             while time.monotonic() - t0 < 15:

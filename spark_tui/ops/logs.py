@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from spark_tui.core.errors import SparkError, UnreachableError
@@ -109,12 +110,14 @@ class RankLogFollower:
 
         def report(o: Outage) -> None:
             outage.attempts += 1
-            outage.reason, outage.remedy, outage.retry_in = o.reason, o.remedy, o.retry_in
+            outage.reason = o.reason or outage.reason
+            outage.remedy = o.remedy or outage.remedy
+            outage.retry_in = o.retry_in
             if self.on_outage is not None:
-                self.on_outage(outage)
+                self.on_outage(replace(outage))  # a snapshot: the outage goes on changing
 
         if self.on_outage is not None:
-            self.on_outage(outage)
+            self.on_outage(replace(outage))
         delay = self.resume_pause
         while not self._closed:
             try:
@@ -123,6 +126,8 @@ class RankLogFollower:
             except HostKeyError:
                 raise
             except SparkError as again:
+                if self.docker.conn.closed:
+                    raise  # the pool was closed under us: nobody is waiting any more
                 # The link is back but Docker did not answer through it yet: try again.
                 report(
                     Outage(

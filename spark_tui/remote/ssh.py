@@ -353,6 +353,11 @@ class NodeConnection:
         )
 
     @property
+    def closed(self) -> bool:
+        """True once `close()` was called (nothing reconnects it then)."""
+        return self._closed
+
+    @property
     def connection(self) -> asyncssh.SSHClientConnection:
         """The live asyncssh connection (call `ensure_connected` first)."""
         if self._conn is None:

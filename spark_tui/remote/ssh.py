@@ -583,7 +583,9 @@ class NodeConnection:
         remote = remote_path or await self.docker_socket_path()
         if self._forward_dir is None:
             # mkdtemp makes the folder 0700: only this user can reach the forwarded socket.
-            # The pid in its name tells whose it is (a process killed with SIGKILL leaves it).
+            # The pid in its name tells whose it is: a process killed with SIGKILL (which
+            # nothing can catch) leaves its folder, and the next one removes it.
+            sweep_forward_dirs()
             self._forward_dir = tempfile.mkdtemp(prefix=f"spark-tui-{os.getpid()}-")
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
         local = os.path.join(self._forward_dir, f"docker-{safe}.sock")
@@ -610,6 +612,37 @@ class NodeConnection:
             except (OSError, asyncssh.Error) as exc:
                 log.warning("%s: could not restore forward %s: %s", self.name, fwd.listen, exc)
                 fwd.listener = None
+
+
+def sweep_forward_dirs(root: str | None = None) -> list[str]:
+    """Remove this user's forward socket folders (`spark-tui-<pid>-*`) whose process is
+    gone; returns the folders removed."""
+    import re
+
+    base = root or tempfile.gettempdir()
+    pattern = re.compile(r"^spark-tui-(\d+)-[^/]+$")
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    for name in names:
+        m = pattern.match(name)
+        if m is None:
+            continue
+        path = os.path.join(base, name)
+        try:
+            if os.lstat(path).st_uid != os.getuid() or not os.path.isdir(path):
+                continue
+            os.kill(int(m.group(1)), 0)
+            continue  # its process still runs
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OSError):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 class ConnectionPool:

@@ -278,3 +278,28 @@ async def test_reconnect_patiently_waits_out_an_outage_longer_than_the_budget(
         assert (await conn.run("echo back")).stdout == "back\n"
     finally:
         await conn.close()
+
+
+def test_forward_dirs_of_processes_that_are_gone_are_swept(tmp_path: Path) -> None:
+    """A process killed with SIGKILL cannot clean up: the next one removes its socket
+    folder (named with its pid), and nothing else."""
+    import os
+    import subprocess
+    import sys
+
+    from spark_tui.remote.ssh import sweep_forward_dirs
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = tmp_path / f"spark-tui-{int(gone.stdout)}-x1"
+    mine = tmp_path / f"spark-tui-{os.getpid()}-x2"
+    other = tmp_path / "spark-tui-demo-x3"
+    for d in (dead, mine, other):
+        d.mkdir()
+        (d / "docker-a.sock").touch()
+    assert sweep_forward_dirs(str(tmp_path)) == [str(dead)]
+    assert not dead.exists() and mine.exists() and other.exists()

@@ -20,7 +20,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from labkit import lab_guard
+from labkit import lab_guard, ssh_banner
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
@@ -138,6 +138,17 @@ def _texts(lab: Lab, index: int, container: str) -> list[str]:
     return [ln.rstrip("\r") for ln in raw.split("\n")][:-1]
 
 
+def _ensure_sshd(lab: Lab, index: int) -> None:
+    """Node `index` answers SSH again (after a test that failed while it was stopped)."""
+    try:
+        if ssh_banner(lab.node(index).address).startswith(b"SSH-"):
+            return
+    except OSError:
+        pass
+    lab.stop_sshd(index)  # any session left without its listener
+    lab.start_sshd(index)
+
+
 async def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -209,7 +220,7 @@ async def test_an_sshd_outage_after_ready_is_a_state_and_the_cluster_keeps_runni
         report = await stop(pool, plan.cluster_id)
         assert report.ok
     finally:
-        lab.start_sshd(1) if not lab.sshd_pids(1) else None
+        _ensure_sshd(lab, 1)
         await pool.close()
 
 
@@ -244,7 +255,7 @@ async def test_give_up_ends_the_watch_and_leaves_the_ranks(
         await pool.open()
         assert (await stop(pool, plan.cluster_id)).ok
     finally:
-        lab.start_sshd(2) if not lab.sshd_pids(2) else None
+        _ensure_sshd(lab, 2)
         await pool.close()
 
 
@@ -327,6 +338,7 @@ async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
     finally:
         if follow.poll() is None:
             follow.kill()
+        _ensure_sshd(lab, 1)
     stderr = err.join()
     assert code == 143, stderr
     assert _socket_dirs(pid) == [], "SIGTERM left socket folders"

@@ -354,13 +354,21 @@ class Lab:
         wait_for(f"sshd of {node.name}", lambda: _tcp_banner(node.address), 10.0, node.log("sshd"))
 
     def stop_sshd(self, index: int) -> None:
-        """Stop node `index`'s sshd and drop every SSH connection to it (a node going away)."""
-        left = procs.terminate(self.sshd_pids(index), grace=2.0)
-        if left:
-            raise OperationFailed(
-                f"sshd of {self.node(index).name} did not stop: {sorted(left)}",
-                "run `spark-tui lab down`",
-            )
+        """Stop node `index`'s sshd and drop every SSH connection to it (a node going away).
+        Until the listener has gone it may still accept a client that reconnects at once:
+        such late sessions are ended too, round after round, until none is left."""
+        left: set[int] = set()
+        for _ in range(5):
+            pids = self.sshd_pids(index)
+            if not pids:
+                return
+            left = procs.terminate(pids, grace=2.0)
+            if left:
+                break
+        raise OperationFailed(
+            f"sshd of {self.node(index).name} did not stop: {sorted(left or self.sshd_pids(index))}",
+            "run `spark-tui lab down`",
+        )
 
     def restart_sshd(self, index: int) -> None:
         """Drop every connection to node `index` and start its sshd again."""

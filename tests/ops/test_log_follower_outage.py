@@ -111,3 +111,46 @@ async def test_an_outage_of_any_length_is_waited_out_without_loss_or_repeat() ->
     assert all(r.node == "spark-b" and r.remedy for r in reports)
     assert len(backs) == 1 and backs[0].ended is not None and backs[0].attempts >= 29
     assert follower.outages == 1
+
+
+async def test_the_watch_reports_an_outage_as_a_state_asks_after_a_while_and_can_give_up() -> None:
+    import time
+
+    from spark_tui.ops.events import NodeReachable, NodeUnreachable, Notice
+    from spark_tui.ops.launch import ClusterWatch, WatchedRank
+
+    events: list[Any] = []
+    rank = WatchedRank(
+        rank=1,
+        node="spark-b",
+        name="c-r1",
+        serves_api=False,
+        conn=None,
+        docker=None,  # type: ignore[arg-type]
+    )
+    watch = ClusterWatch("c", [rank], events.append, ask_after=120)
+    early = Outage(
+        "spark-b", started=time.monotonic() - 3, attempts=2, reason="refused", remedy="r"
+    )
+    late = Outage(
+        "spark-b", started=time.monotonic() - 130, attempts=9, reason="refused", remedy="r"
+    )
+    watch._node_down(rank, early)
+    watch._node_down(rank, late)
+    notices = [e for e in events if isinstance(e, Notice)]
+    down = [e for e in events if isinstance(e, NodeUnreachable)]
+    assert len(notices) == 1 and notices[0].level == "warning", "one notice per outage"
+    assert [(e.node, e.ranks, e.ask) for e in down] == [
+        ("spark-b", (1,), False),
+        ("spark-b", (1,), True),
+    ]
+    assert "unreachable since 130 s" in down[1].text
+    down[1].give_up()
+    r, why = watch._ended.get_nowait()
+    assert r is rank and why.startswith("gave up")
+    lost = watch._lost(r, why)
+    assert "spark-b" in lost.message and "left as they are" in lost.message
+    assert "spark-tui stop" in lost.remedy
+    late.ended = time.monotonic()
+    watch._node_back(rank, late)
+    assert isinstance(events[-2], NodeReachable) and events[-2].outage_seconds >= 130

@@ -142,6 +142,8 @@ def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
             raise bad(f"{raw!r} is not a byte size")
         if value < 1:
             raise bad("the size must be at least 1 byte")
+        if value > schema.MAX_BYTES:
+            raise bad(f"{value} bytes is out of range")
         return value
     elif kind == "json":
         return _to_json(raw, bad)

@@ -24,6 +24,7 @@ from spark_tui.core.network_env import eth_interface, network_env
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
 from spark_tui.core.serve_args import parse_serve_args
+from spark_tui.core.wording import plural
 
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_DP_RPC_PORT = 13345
@@ -193,6 +194,8 @@ class LaunchPlan:
     data_parallel: int = 1
     serve_exec: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    # Nodes given but not used: the layout needs fewer ranks (the ranks use the first ones).
+    nodes_left_out: list[str] = field(default_factory=list)
 
     @property
     def head(self) -> RankSpec:
@@ -217,6 +220,8 @@ class LaunchPlan:
             "rendezvous": dict(self.rendezvous),
             "serve_exec": list(self.serve_exec) if self.serve_exec is not None else None,
             "notes": list(self.notes),
+            "nodes_used": [r.node for r in self.ranks],
+            "nodes_left_out": list(self.nodes_left_out),
         }
 
     def to_shell(self) -> str:
@@ -459,9 +464,7 @@ def build_plan(
         # A mod the recipe names and nobody found would be silently skipped: never plan that.
         first = prelaunch.findings(recipe)[0]
         raise RecipeError(f"{recipe.name}: {first[1]}", first[2])
-    if cluster_id is None:
-        cluster_id = default_cluster_id(recipe.name, names)
-    elif not _CLUSTER_ID.fullmatch(cluster_id):
+    if cluster_id is not None and not _CLUSTER_ID.fullmatch(cluster_id):
         raise InputError(
             f"cluster id {cluster_id!r} is not usable in a container name",
             "use up to 32 lower-case letters, digits, '.', '_' or '-'",
@@ -484,13 +487,24 @@ def build_plan(
             "use vllm-distributed (drop `distributed_executor_backend: ray` / "
             "`runtime: vllm-ray`), or --set data_parallel=1",
         )
-    if required != len(nodes):
+    if required > len(nodes):
         raise InputError(
-            f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {required} node(s); "
-            f"{len(nodes)} given ({', '.join(names)})",
-            f"pass exactly {required} node(s), head first, or change the layout with "
+            f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {plural(required, 'node')}; "
+            f"only {len(nodes)} given ({', '.join(names)})",
+            f"give {plural(required, 'node')}, head first, or change the layout with "
             "--set tensor_parallel=N (pipeline_parallel, data_parallel)",
         )
+    left_out = [n.name for n in nodes[required:]]
+    if left_out:
+        # As sparkrun: a layout of fewer ranks than nodes runs on the first ones.
+        nodes = nodes[:required]
+        names = names[:required]
+        notes.append(
+            f"runs on {', '.join(names)} (the first {plural(required, 'node')} given); "
+            f"left out: {', '.join(left_out)}"
+        )
+    if cluster_id is None:
+        cluster_id = default_cluster_id(recipe.name, names)
 
     # Every node's ConnectX facts are checked up front, so a bad worker fails the plan.
     cluster_ips = [eth_interface(n).ipv4 or "" for n in nodes]
@@ -618,6 +632,7 @@ def build_plan(
         data_parallel=dp,
         serve_exec=serve_exec,
         notes=notes,
+        nodes_left_out=left_out,
     )
 
 

@@ -381,12 +381,29 @@ def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
     )
 
 
-def test_node_count_must_match_the_layout() -> None:
+def test_too_few_nodes_for_the_layout_is_refused() -> None:
     recipe = find_recipe("glm-5.3-flash")
     with pytest.raises(InputError) as err:
-        build_plan(recipe, apply_overrides(recipe, []), cluster(3))
-    assert "TP 2 x PP 1 x DP 1 = 2" in err.value.message
-    assert "exactly 2" in err.value.remedy
+        build_plan(recipe, apply_overrides(recipe, []), cluster(1))
+    assert "TP 2 x PP 1 x DP 1 = 2 nodes; only 1 given" in err.value.message
+    assert "give 2 nodes" in err.value.remedy
+
+
+def test_more_nodes_than_the_layout_uses_the_first_ones() -> None:
+    recipe = find_recipe("glm-5.3-flash")
+    nodes = cluster(3)
+    plan = build_plan(recipe, apply_overrides(recipe, []), nodes)
+    assert [r.node for r in plan.ranks] == [nodes[0].name, nodes[1].name]
+    assert plan.nodes_left_out == [nodes[2].name]
+    data = plan.to_dict()
+    assert data["nodes_used"] == [nodes[0].name, nodes[1].name]
+    assert data["nodes_left_out"] == [nodes[2].name]
+    assert any(f"left out: {nodes[2].name}" in note for note in plan.notes)
+    # Same cluster id as a plan given only the nodes it uses.
+    assert plan.cluster_id == build_plan(recipe, apply_overrides(recipe, []), nodes[:2]).cluster_id
+    assert (
+        "--nnodes" in plan.head.argv and plan.head.argv[plan.head.argv.index("--nnodes") + 1] == "2"
+    )
 
 
 def test_single_node_has_no_rendezvous_flags() -> None:

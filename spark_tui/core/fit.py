@@ -14,6 +14,7 @@ from spark_tui.core.fact_ranges import check_fact_ranges
 from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
 from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, layout_for
 from spark_tui.core.model_facts import missing_for_fit
+from spark_tui.core.plan import undeclared_reference_error, undeclared_references
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.serve_rules import refusals
@@ -686,6 +687,9 @@ def check_fit(
     # A mod nobody found blocks: the serve command would start without what it needs.
     findings += [Finding("error", *f) for f in prelaunch.findings(recipe)]
     findings += [Finding("error", r.code, r.message, r.remedy) for r in refusals(args)]
+    for token in undeclared_references(argv, env):
+        err = undeclared_reference_error(token, recipe.name)
+        findings.append(Finding("error", "undeclared_variable", err.message, err.remedy))
     given = nodes
     nodes, left_out = used_nodes(args, nodes)
     offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")

@@ -425,8 +425,8 @@ async def _start_rank(
     assert r.spec is not None
     spec = r.spec.container
     env = resolve_secrets(spec.env, local_env)
-    # The command may carry `${NAME}` references (e.g. --api-key): resolved here, never logged.
-    resolved = _with_command(spec, resolve_argv(spec.command, local_env))
+    # The command may carry `${NAME}` references: only to variables the container gets.
+    resolved = _with_command(spec, resolve_argv(spec.command, env))
     await r.docker.create(resolved, env)
     if spec.copies:  # the mods must be in the container before its entrypoint runs them
         await put_copies(r.docker, spec.name, spec.copies)

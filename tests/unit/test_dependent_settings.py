@@ -95,3 +95,18 @@ def test_check_predicts_the_refusal_in_vllm_words() -> None:
         f.code != "tool_choice_without_parser"
         for f in check_fit(recipe, fine, {}, [_node()], _facts()).findings
     )
+
+
+def test_check_blocks_a_variable_the_recipe_does_not_declare() -> None:
+    recipe = _tools_recipe("vllm serve {model}")
+    argv = render_argv(
+        recipe, apply_overrides(recipe, ["served_model_name=${AWS_SECRET_ACCESS_KEY}"])
+    )
+    report = check_fit(recipe, argv, {}, [_node()], _facts())
+    found = [f for f in report.findings if f.code == "undeclared_variable"]
+    assert found and found[0].severity == "error" and report.verdict == "does_not_fit"
+    assert "${AWS_SECRET_ACCESS_KEY}" in found[0].message
+    assert "env:" in found[0].remedy
+    declared = check_fit(recipe, argv, {"AWS_SECRET_ACCESS_KEY": "${AWS_SECRET_ACCESS_KEY}"},
+                         [_node()], _facts())  # fmt: skip
+    assert all(f.code != "undeclared_variable" for f in declared.findings)

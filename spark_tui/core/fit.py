@@ -487,6 +487,7 @@ def _node_findings(
     args: ServeArgs,
     layout: KVLayout | None,
     max_len: int | None,
+    positions: int | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     util = args.gpu_memory_utilization
@@ -586,20 +587,24 @@ def _node_findings(
     if layout is not None and kv_budget is not None and needed is not None and max_len:
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
-            fp8 = "" if args.kv_cache_dtype.startswith("fp8") else ", or --set kv_cache_dtype=fp8"
+            # Never suggest a length past the model's own positions.
+            suggested = min(estimate, positions) if positions else estimate
+            options = [f"--set max_model_len={suggested}"]
             if args.kv_cache_memory_bytes is not None:
-                more = f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G"
+                options.append(f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G")
             else:
-                more = _raise_util(
-                    (weights or 0) + (fit.overhead_bytes or 0) + needed, total
-                ).rstrip(", ")
+                more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total)
+                if more.strip(", "):
+                    options.append(more.strip(", "))
+            if not args.kv_cache_dtype.startswith("fp8"):
+                options.append("--set kv_cache_dtype=fp8")
             out.append(
                 Finding(
                     "error",
                     "kv_max_seq_len",
                     "vLLM will stop at startup: "
                     + _max_seq_len_message(max_len, needed, kv_budget, estimate),
-                    f"--set max_model_len={estimate}; or {more}{fp8}",
+                    options[0] + ("; or " + ", or ".join(options[1:]) if options[1:] else ""),
                 )
             )
         elif (
@@ -753,7 +758,7 @@ def check_fit(
                 fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         fits.append(fit)
-        for f in _node_findings(node, fit, args, layout, max_len):
+        for f in _node_findings(node, fit, args, layout, max_len, limit):
             per_node.append((node.name, f))
     findings += _group_findings(per_node, len(nodes))
     if missing:

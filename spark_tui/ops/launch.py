@@ -32,6 +32,7 @@ import httpx
 
 from spark_tui.core import logclass, prelaunch
 from spark_tui.core.errors import InputError, OperationFailed, SparkError
+from spark_tui.core.launch_rules import rank_failure_remedy
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
@@ -297,7 +298,11 @@ class ClusterWatch:
             targets = [(r.node, r.name, r.rank) for r in self.ranks]
             dockers = {r.node: r.docker for r in self.ranks}
             await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
-            remedy = "read the lines above; fix the cause and launch again"
+            said = [line for _, ls in reasons.values() for line in ls]
+            specs = [r.spec for r in self.ranks if r.spec is not None]
+            remedy = rank_failure_remedy(said, specs) or (
+                "read the lines above; fix the cause and launch again"
+            )
         if not lines:
             # A rank killed from outside says nothing; the ranks that lost it often do.
             others = [reasons[r.rank][1] for r, _ in failed[1:] if reasons[r.rank][1]]

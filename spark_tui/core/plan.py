@@ -697,7 +697,7 @@ def build_plan(
         if dp > 1:
             rendezvous.update(data_parallel_address=head_ip, data_parallel_rpc_port=rpc_port)
             notes.append(
-                f"data parallel: {dp} replicas of {replica_size} node(s); each replica leader "
+                f"data parallel: {dp} replicas of {plural(replica_size, 'node')}; each replica leader "
                 "runs its own API server (vLLM's external load balancing, meant for MoE "
                 "models), the head's is the endpoint"
             )

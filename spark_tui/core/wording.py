@@ -18,3 +18,12 @@ def setting_text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return f"{key}={'true' if value else 'false'}"
     return f"{key}={value}"
+
+
+def change_text(key: str, old: Any, new: Any) -> str:
+    """One setting change as users read it: `tool_call_parser: glm47 -> none`."""
+    return f"{key}: {_value(old)} -> {_value(new)}"
+
+
+def _value(value: Any) -> str:
+    return setting_text("", value)[1:]

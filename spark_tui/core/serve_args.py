@@ -33,6 +33,7 @@ BOOLEAN_FLAGS = frozenset(
         "enable-prompt-embeds",
         "enable-sleep-mode",
         "enable-log-requests",
+        "enable-log-outputs",
         "enable-request-id-headers",
         "enable-mamba-fine-grained-prefix-cache",
         "enforce-eager",

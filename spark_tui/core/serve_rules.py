@@ -26,7 +26,7 @@ DEPENDENCIES: tuple[Dependency, ...] = (
     Dependency(
         setting="enable_auto_tool_choice",
         needs="tool_call_parser",
-        # vllm/entrypoints/openai/cli_args.py validate_parsed_serve_args (a TypeError)
+        # vllm/entrypoints/launchers/cli_args.py validate_parsed_serve_args (vLLM 0.32)
         vllm_error="Error: --enable-auto-tool-choice requires --tool-call-parser",
         example="hermes",
     ),
@@ -59,6 +59,15 @@ def refusals(args: ServeArgs) -> list[Refusal]:
                 f"name the model's parser (--set {dep.needs}={dep.example}, or the parser "
                 "the model card gives), or turn tool calling off with "
                 f"--set {dep.setting}=false",
+            )
+        )
+    if args.has("enable-log-outputs") and not args.has("enable-log-requests"):
+        out.append(
+            Refusal(
+                "log_outputs_without_requests",
+                "vLLM will stop at startup on every rank: "
+                "Error: --enable-log-outputs requires --enable-log-requests",
+                "add --enable-log-requests to the command, or drop --enable-log-outputs",
             )
         )
     return out

@@ -110,3 +110,16 @@ def test_check_blocks_a_variable_the_recipe_does_not_declare() -> None:
     declared = check_fit(recipe, argv, {"AWS_SECRET_ACCESS_KEY": "${AWS_SECRET_ACCESS_KEY}"},
                          [_node()], _facts())  # fmt: skip
     assert all(f.code != "undeclared_variable" for f in declared.findings)
+
+
+def test_check_predicts_log_outputs_without_log_requests() -> None:
+    recipe = _tools_recipe("vllm serve {model}")
+    bad = shlex.split("vllm serve org/m --enable-log-outputs --max-num-seqs 4")
+    found = [f for f in check_fit(recipe, bad, {}, [_node()], _facts()).findings
+             if f.code == "log_outputs_without_requests"]  # fmt: skip
+    assert found and "--enable-log-outputs requires --enable-log-requests" in found[0].message
+    good = shlex.split("vllm serve org/m --enable-log-outputs --enable-log-requests")
+    assert all(
+        f.code != "log_outputs_without_requests"
+        for f in check_fit(recipe, good, {}, [_node()], _facts()).findings
+    )

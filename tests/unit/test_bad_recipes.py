@@ -161,3 +161,21 @@ def test_a_good_recipe_still_loads(tmp_path: Path) -> None:
     )
     recipe = load_recipe_file(path)
     assert recipe.extra["other"] == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"nodes": [{"name": "a", "address": "h", "memory_total_bytes": Infinity}]}',
+        '{"nodes": [{"name": "a", "address": "h", "models": [{"repo_id": "m", '
+        '"config": {"rope_scaling": {"rope_type": "yarn", "factor": 1e999}}}]}]}',
+        '{"nodes": ' + "[" * 5000 + "]" * 5000 + "}",
+    ],
+)
+def test_facts_files_with_unusable_numbers_or_depth_are_refused(text: str) -> None:
+    from spark_tui.core.errors import FactsError
+    from spark_tui.core.facts import parse_facts
+
+    with pytest.raises(FactsError) as err:
+        parse_facts(text, source="facts.json")
+    assert err.value.message.startswith("facts.json") and err.value.remedy

@@ -7,6 +7,15 @@ EXIT_FAILED = 1  # the thing checked failed: does not fit, a smoke check failed
 EXIT_USAGE = 2  # usage or input error
 EXIT_UNREACHABLE = 3  # a node could not be reached
 
+# Longest message or remedy kept: an error quoting a huge user value stays readable.
+MAX_TEXT = 2000
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_TEXT:
+        return text
+    return text[: MAX_TEXT - 40] + f"... ({len(text) - MAX_TEXT + 40:,} characters cut)"
+
 
 class SparkError(Exception):
     """An error shown to the user as a message plus a remedy, never as a traceback."""
@@ -14,6 +23,7 @@ class SparkError(Exception):
     exit_code = EXIT_USAGE
 
     def __init__(self, message: str, remedy: str) -> None:
+        message, remedy = _capped(message), _capped(remedy)
         super().__init__(message)
         self.message = message
         self.remedy = remedy

@@ -222,6 +222,8 @@ def _pick(cls: Any, data: Any, where: str = "facts") -> Any:
 
 def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:
     """Parse a facts file (what `probe --json` prints) into nodes, in rank order."""
+    from spark_tui.core.fact_ranges import check_finite_numbers
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -229,6 +231,13 @@ def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:
             f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}",
             "regenerate the file with `spark-tui probe --json > FILE`",
         ) from exc
+    except RecursionError:
+        raise FactsError(
+            f"{source}: nested too deeply to be a facts file",
+            "regenerate the file with `spark-tui probe --json > FILE`",
+        ) from None
+    # Infinity, NaN or 1e400 in a config or a size would break the fit arithmetic later.
+    check_finite_numbers(data, source, FactsError)
     nodes = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(nodes, list) or not nodes:
         raise FactsError(

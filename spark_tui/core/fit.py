@@ -9,11 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tui.core import prelaunch
+from spark_tui.core.errors import FactsError
+from spark_tui.core.fact_ranges import check_fact_ranges
 from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
 from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, layout_for
 from spark_tui.core.model_facts import missing_for_fit
+from spark_tui.core.plan import undeclared_reference_error, undeclared_references
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
+from spark_tui.core.serve_rules import refusals
 
 MIB = 1024**2
 
@@ -119,7 +123,8 @@ class NodeFit:
 
 @dataclass
 class FitReport:
-    """A verdict, the findings behind it, the per-node memory table and the parallel layout."""
+    """A verdict, the findings behind it, the per-node memory table (of the nodes used) and
+    the parallel layout."""
 
     verdict: str
     findings: list[Finding] = field(default_factory=list)
@@ -127,6 +132,9 @@ class FitReport:
     parallel: dict[str, int] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     max_model_len: int | None = None
+    # The nodes the ranks run on (the first world-size given) and the ones left out.
+    nodes_used: list[str] = field(default_factory=list)
+    nodes_left_out: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -142,6 +150,8 @@ class FitReport:
             "parallel": dict(self.parallel),
             "missing": list(self.missing),
             "max_model_len": self.max_model_len,
+            "nodes_used": list(self.nodes_used),
+            "nodes_left_out": list(self.nodes_left_out),
         }
 
 
@@ -287,6 +297,17 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, limit + 1) if n % d == 0]
 
 
+def used_nodes(args: ServeArgs, nodes: list[NodeFacts]) -> tuple[list[NodeFacts], list[NodeFacts]]:
+    """(used, left out): a layout of fewer ranks than nodes runs on the first ones, as
+    sparkrun does; the rest are named as left out."""
+    world = max(1, args.world_size)
+    return list(nodes[:world]), list(nodes[world:])
+
+
+def _layout(tp: int, pp: int, dp: int) -> str:
+    return f"TP {tp} x PP {pp} x DP {dp} = {_count(tp * pp * dp, 'rank')}"
+
+
 def _parallel_findings(
     recipe: Recipe, args: ServeArgs, nodes: list[NodeFacts], facts: ModelFacts
 ) -> list[Finding]:
@@ -294,18 +315,40 @@ def _parallel_findings(
     tp, pp, dp = args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
     world = tp * pp * dp
     n = len(nodes)
-    if n != world:
-        if n % (pp * dp) == 0:
-            fix = f"--set tensor_parallel={n // (pp * dp)} to use all {n} nodes, or "
-        else:
-            fix = ""
+    heads = facts.num_attention_heads
+    most = recipe.max_nodes
+    if world > n:
+        fixes = []
+        fit_tp = n // (pp * dp) if n % (pp * dp) == 0 else 0
+        if (
+            fit_tp >= 1
+            and (most is None or n <= most)
+            and n >= recipe.min_nodes
+            and (heads is None or heads % fit_tp == 0)
+        ):
+            fixes.append(f"--set tensor_parallel={fit_tp} to run on the {_count(n, 'node')} given")
+        fixes.append(f"give {_count(world, 'node')} (inventory, --hosts or facts file)")
         out.append(
             Finding(
                 "error",
                 "nodes_mismatch",
-                f"TP {tp} x PP {pp} x DP {dp} = {_count(world, 'rank')} (one per Spark), "
-                f"but {_count(n, 'node')} given",
-                f"{fix}give exactly {_count(world, 'node')}",
+                f"{_layout(tp, pp, dp)} (one per Spark), but only {_count(n, 'node')} given",
+                ", or ".join(fixes),
+            )
+        )
+    elif world < n:
+        used, left = used_nodes(args, nodes)
+        if most is not None and most < n:
+            why = f"the recipe runs on at most {_count(most, 'node')}"
+        else:
+            why = f"to use all {n}, change the layout (--set tensor_parallel=N)"
+        out.append(
+            Finding(
+                "info",
+                "nodes_left_out",
+                f"{_layout(tp, pp, dp)}: runs on {', '.join(nd.name for nd in used)} (the first "
+                f"{_count(world, 'node')} given); left out: {', '.join(nd.name for nd in left)}",
+                f"nothing to do ({why}); to run on other nodes, list them first",
             )
         )
     if n < recipe.min_nodes:
@@ -318,17 +361,28 @@ def _parallel_findings(
                 f"give {_count(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
             )
         )
-    if recipe.max_nodes is not None and n > recipe.max_nodes:
+    elif world < recipe.min_nodes:
+        out.append(
+            Finding(
+                "error",
+                "too_few_ranks",
+                f"recipe {recipe.name} runs on at least {_count(recipe.min_nodes, 'node')}, but "
+                f"{_layout(tp, pp, dp)}",
+                f"--set tensor_parallel={recipe.min_nodes // (pp * dp) or 1} "
+                f"(the recipe's layout is for {_count(recipe.min_nodes, 'node')} or more)",
+            )
+        )
+    if most is not None and world > most:
         out.append(
             Finding(
                 "error",
                 "too_many_nodes",
-                f"recipe {recipe.name} runs on at most {_count(recipe.max_nodes, 'node')}, "
-                f"{n} given",
-                f"give at most {_count(recipe.max_nodes, 'node')}",
+                f"recipe {recipe.name} runs on at most {_count(most, 'node')}, but "
+                f"{_layout(tp, pp, dp)}",
+                f"--set tensor_parallel={max(1, most // (pp * dp))} (or a recipe made for "
+                f"{_count(world, 'node')})",
             )
         )
-    heads = facts.num_attention_heads
     if heads is not None and heads % tp != 0:
         good = ", ".join(str(d) for d in _divisors(heads, max(8, n, tp)))
         out.append(
@@ -362,6 +416,7 @@ def _parallel_findings(
                 "ray), or --set data_parallel=1",
             )
         )
+    nodes = used_nodes(args, nodes)[0]
     totals = [nd.memory_total_bytes for nd in nodes if nd.memory_total_bytes]
     if len(totals) > 1 and min(totals) > 0:
         spread = max(totals) / min(totals) - 1
@@ -432,6 +487,7 @@ def _node_findings(
     args: ServeArgs,
     layout: KVLayout | None,
     max_len: int | None,
+    positions: int | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     util = args.gpu_memory_utilization
@@ -531,20 +587,24 @@ def _node_findings(
     if layout is not None and kv_budget is not None and needed is not None and max_len:
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
-            fp8 = "" if args.kv_cache_dtype.startswith("fp8") else ", or --set kv_cache_dtype=fp8"
+            # Never suggest a length past the model's own positions.
+            suggested = min(estimate, positions) if positions else estimate
+            options = [f"--set max_model_len={suggested}"]
             if args.kv_cache_memory_bytes is not None:
-                more = f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G"
+                options.append(f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G")
             else:
-                more = _raise_util(
-                    (weights or 0) + (fit.overhead_bytes or 0) + needed, total
-                ).rstrip(", ")
+                more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total)
+                if more.strip(", "):
+                    options.append(more.strip(", "))
+            if not args.kv_cache_dtype.startswith("fp8"):
+                options.append("--set kv_cache_dtype=fp8")
             out.append(
                 Finding(
                     "error",
                     "kv_max_seq_len",
                     "vLLM will stop at startup: "
                     + _max_seq_len_message(max_len, needed, kv_budget, estimate),
-                    f"--set max_model_len={estimate}; or {more}{fp8}",
+                    options[0] + ("; or " + ", or ".join(options[1:]) if options[1:] else ""),
                 )
             )
         elif (
@@ -627,9 +687,16 @@ def check_fit(
     in an offline check); a gated model without it fails vLLM's download with a 401.
     """
     args = parse_serve_args(argv)
+    check_fact_ranges(facts, f"model facts of {facts.model_id}", FactsError)
     findings = _parallel_findings(recipe, args, nodes, facts)
     # A mod nobody found blocks: the serve command would start without what it needs.
     findings += [Finding("error", *f) for f in prelaunch.findings(recipe)]
+    findings += [Finding("error", r.code, r.message, r.remedy) for r in refusals(args)]
+    for token in undeclared_references(argv, env):
+        err = undeclared_reference_error(token, recipe.name)
+        findings.append(Finding("error", "undeclared_variable", err.message, err.remedy))
+    given = nodes
+    nodes, left_out = used_nodes(args, nodes)
     offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
     if recipe.metadata.get("gated") and hf_token_set is False and not offline:
         findings.append(
@@ -691,7 +758,7 @@ def check_fit(
                 fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         fits.append(fit)
-        for f in _node_findings(node, fit, args, layout, max_len):
+        for f in _node_findings(node, fit, args, layout, max_len, limit):
             per_node.append((node.name, f))
     findings += _group_findings(per_node, len(nodes))
     if missing:
@@ -706,7 +773,10 @@ def check_fit(
             "data_parallel": args.data_parallel_size,
             "world_size": args.world_size,
             "nodes": len(nodes),
+            "nodes_given": len(given),
         },
+        nodes_used=[nd.name for nd in nodes],
+        nodes_left_out=[nd.name for nd in left_out],
         missing=missing,
         max_model_len=max_len,
     )

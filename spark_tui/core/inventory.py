@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from spark_tui.core import safe_yaml
 from spark_tui.core.errors import FactsError
 
 
@@ -28,11 +29,13 @@ class InventoryNode:
 def parse_inventory(text: str, source: str = "<inventory>") -> list[InventoryNode]:
     """Parse inventory YAML into nodes in rank order."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml.load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise FactsError(f"{where}: not valid YAML", "fix the syntax at that position") from exc
+        line, column, problem = safe_yaml.error_location(exc)
+        where = f"{source}:{line}:{column}" if line is not None else source
+        raise FactsError(
+            f"{where}: not valid YAML ({problem})", "fix the syntax at that position"
+        ) from None
     entries = data.get("nodes") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise FactsError(

@@ -13,6 +13,7 @@ from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import OverrideError
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.render import placeholders, template_value
+from spark_tui.core.serve_rules import DEPENDENCIES
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TRUE = {"true", "on", "yes", "1"}
@@ -74,7 +75,47 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
                 "use one of: " + ", ".join(sorted(allowed)),
             )
         settings[key] = coerce_value(key, raw, recipe.defaults.get(key))
+    explicit = {key: settings[key] for key, _ in pairs}
+    _keep_dependencies(recipe, settings, explicit)
     return settings
+
+
+def _is_on(recipe: Recipe, settings: Mapping[str, Any], key: str) -> bool:
+    """Whether the rendered command will carry `key`: a set value, or the template's own."""
+    if key in settings:
+        return settings[key] is not None and settings[key] is not False
+    value = template_value(recipe, key)
+    return value is not None and value is not False
+
+
+def _keep_dependencies(
+    recipe: Recipe, settings: dict[str, Any], explicit: Mapping[str, Any]
+) -> None:
+    """Remove a setting together with the one it needs, or refuse a pair vLLM would refuse.
+
+    Removing tool_call_parser also turns enable_auto_tool_choice off (vLLM stops at
+    startup with the one and not the other); asking for both on and off is refused.
+    """
+    for dep in DEPENDENCIES:
+        wants = explicit.get(dep.setting)
+        needed_on = _is_on(recipe, settings, dep.needs)
+        if needed_on:
+            continue
+        if wants is True:
+            how = (
+                f"--set {dep.needs}=none removes {dep.needs}"
+                if dep.needs in explicit
+                else f"the recipe sets no {dep.needs}"
+            )
+            raise OverrideError(
+                f"--set {dep.setting}=true needs {dep.needs}, but {how} "
+                f"(vLLM would stop with: {dep.vllm_error})",
+                f"also give --set {dep.needs}=<parser> (e.g. {dep.example}), or leave "
+                f"{dep.setting} off",
+            )
+        if dep.needs in explicit and wants is None and _is_on(recipe, settings, dep.setting):
+            # The pair goes together: the user asked to remove what the other one needs.
+            settings[dep.setting] = False
 
 
 def _kind_of(key: str, default: Any) -> str:
@@ -142,6 +183,8 @@ def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
             raise bad(f"{raw!r} is not a byte size")
         if value < 1:
             raise bad("the size must be at least 1 byte")
+        if value > schema.MAX_BYTES:
+            raise bad(f"{value} bytes is out of range")
         return value
     elif kind == "json":
         return _to_json(raw, bad)

@@ -24,6 +24,7 @@ from spark_tui.core.network_env import eth_interface, network_env
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
 from spark_tui.core.serve_args import parse_serve_args
+from spark_tui.core.wording import plural
 
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_DP_RPC_PORT = 13345
@@ -193,6 +194,8 @@ class LaunchPlan:
     data_parallel: int = 1
     serve_exec: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    # Nodes given but not used: the layout needs fewer ranks (the ranks use the first ones).
+    nodes_left_out: list[str] = field(default_factory=list)
 
     @property
     def head(self) -> RankSpec:
@@ -217,6 +220,8 @@ class LaunchPlan:
             "rendezvous": dict(self.rendezvous),
             "serve_exec": list(self.serve_exec) if self.serve_exec is not None else None,
             "notes": list(self.notes),
+            "nodes_used": [r.node for r in self.ranks],
+            "nodes_left_out": list(self.nodes_left_out),
         }
 
     def to_shell(self) -> str:
@@ -276,12 +281,22 @@ def resolve_secrets(env: Mapping[str, str], local_env: Mapping[str, str]) -> dic
     return out
 
 
-def resolve_argv(argv: Sequence[str], local_env: Mapping[str, str]) -> list[str]:
-    """Like resolve_secrets, for argv elements that are `${NAME}` references."""
+def resolve_argv(argv: Sequence[str], rank_env: Mapping[str, str]) -> list[str]:
+    """Fill argv elements that are exactly `${NAME}` from the rank's own (resolved) env.
+
+    Only a variable the plan passes to the container (declared in the recipe's `env:`, or
+    a secret spark-tui passes by reference such as HF_TOKEN) can be named: any other name
+    raises, so a recipe cannot publish an arbitrary variable of the launching shell.
+    """
     out: list[str] = []
     for token in argv:
         m = REFERENCE.fullmatch(token)
-        out.append(_lookup(m, local_env) if m else token)
+        if m is None:
+            out.append(token)
+            continue
+        if m.group(1) not in rank_env:
+            raise RecipeError(*_undeclared_text(m.group(1), token))
+        out.append(_lookup(m, rank_env))
     return out
 
 
@@ -293,8 +308,86 @@ def _lookup(m: re.Match[str], local_env: Mapping[str, str]) -> str:
     return value
 
 
-def _mask_argv(argv: list[str], notes: list[str]) -> list[str]:
-    """Replace the values of secret-looking flags (`--api-key x`) with `${NAME}` references."""
+def _undeclared_text(name: str, token: str) -> tuple[str, str]:
+    return (
+        f"the command passes {token} (the launching shell's {name}), which the recipe "
+        "does not declare: it would be read from your whole environment and served as it is",
+        f"declare it under the recipe's `env:` (`{name}: ${{{name}}}`) to pass it on purpose, "
+        "or write the value into the command",
+    )
+
+
+def declared_names(recipe_env: Mapping[str, str]) -> set[str]:
+    """Variables a command may name as `${NAME}`: the recipe's env keys (each reaches the
+    container) and HF_TOKEN, which every rank gets by reference."""
+    return {*recipe_env, "HF_TOKEN", *_ENV_FOR_FLAG.values()}
+
+
+def undeclared_references(argv: Sequence[str], recipe_env: Mapping[str, str]) -> list[str]:
+    """The argv elements `${NAME}` whose NAME the recipe does not pass to the containers
+    (a rendered command, before the plan moves secret flags to the environment)."""
+    stripped, flag_env = _secret_flags_to_env(list(argv), [])
+    stripped = _mask_argv(stripped, [], flag_env)
+    names = declared_names({**recipe_env, **flag_env})
+    found: list[str] = []
+    for token in stripped:
+        m = REFERENCE.fullmatch(token)
+        if m is not None and m.group(1) not in names and token not in found:
+            found.append(token)
+    return found
+
+
+def undeclared_reference_error(token: str, recipe_name: str) -> RecipeError:
+    """The error for one undeclared `${NAME}` in a command."""
+    m = REFERENCE.fullmatch(token)
+    message, remedy = _undeclared_text(m.group(1) if m else token, token)
+    return RecipeError(f"{recipe_name}: {message}", remedy)
+
+
+# Secret flags vLLM (or the Hub client in it) also reads from an environment variable: the
+# value goes there, never into argv, where `ps`, `docker inspect` and vLLM's own
+# "non-default args" log line would show it.
+_ENV_FOR_FLAG = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
+
+
+def _secret_flags_to_env(argv: list[str], notes: list[str]) -> tuple[list[str], dict[str, str]]:
+    """argv without `--api-key` / `--hf-token` (any form), and the env references that
+    carry them instead."""
+    out: list[str] = []
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, eq, inline = token.partition("=")
+        name = _ENV_FOR_FLAG.get(flag.replace("_", "-")) if token.startswith("--") else None
+        if name is None:
+            out.append(token)
+            i += 1
+            continue
+        values = [inline] if eq else []
+        i += 1
+        if not eq:
+            while i < len(argv) and not argv[i].startswith("-"):
+                values.append(argv[i])
+                i += 1
+        value = values[0] if values else ""
+        if _is_reference(value):
+            env[name] = value
+        else:
+            env[name] = "${" + name + "}"
+            if value:
+                notes.append(
+                    f"{flag}: the recipe's literal value is not used; export {name} before launch"
+                )
+        if len(values) > 1:
+            notes.append(f"{flag}: only the first of {len(values)} values is passed (as {name})")
+        notes.append(f"{flag} is passed as the environment variable {name}, not on the command")
+    return out, env
+
+
+def _mask_argv(argv: list[str], notes: list[str], introduced: dict[str, str]) -> list[str]:
+    """Replace the values of other secret-looking flags (`--x-token v`) with `${NAME}`
+    references; each NAME is added to `introduced` so the containers get it too."""
     out = list(argv)
     i = 0
     while i < len(out):
@@ -302,6 +395,7 @@ def _mask_argv(argv: list[str], notes: list[str]) -> list[str]:
         if token.startswith("--") and is_secret_name(token.split("=", 1)[0]):
             name = token[2:].split("=", 1)[0].replace("-", "_").upper()
             ref_name = {"API_KEY": "VLLM_API_KEY"}.get(name, name)
+            introduced.setdefault(ref_name, "${" + ref_name + "}")
             if "=" in token:
                 if not _is_reference(token.split("=", 1)[1]):
                     out[i] = f"{token.split('=', 1)[0]}=${{{ref_name}}}"
@@ -459,16 +553,19 @@ def build_plan(
         # A mod the recipe names and nobody found would be silently skipped: never plan that.
         first = prelaunch.findings(recipe)[0]
         raise RecipeError(f"{recipe.name}: {first[1]}", first[2])
-    if cluster_id is None:
-        cluster_id = default_cluster_id(recipe.name, names)
-    elif not _CLUSTER_ID.fullmatch(cluster_id):
+    if cluster_id is not None and not _CLUSTER_ID.fullmatch(cluster_id):
         raise InputError(
             f"cluster id {cluster_id!r} is not usable in a container name",
             "use up to 32 lower-case letters, digits, '.', '_' or '-'",
         )
 
     notes: list[str] = []
-    base = _mask_argv(render_argv(recipe, settings), notes)
+    rendered = render_argv(recipe, settings)
+    undeclared = undeclared_references(rendered, recipe.env)
+    if undeclared:
+        raise undeclared_reference_error(undeclared[0], recipe.name)
+    rendered, flag_env = _secret_flags_to_env(rendered, notes)
+    base = _mask_argv(rendered, notes, flag_env)
     args = parse_serve_args(base)
     tp = _size(args.tensor_parallel_size)
     pp = _size(args.pipeline_parallel_size)
@@ -484,13 +581,24 @@ def build_plan(
             "use vllm-distributed (drop `distributed_executor_backend: ray` / "
             "`runtime: vllm-ray`), or --set data_parallel=1",
         )
-    if required != len(nodes):
+    if required > len(nodes):
         raise InputError(
-            f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {required} node(s); "
-            f"{len(nodes)} given ({', '.join(names)})",
-            f"pass exactly {required} node(s), head first, or change the layout with "
+            f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {plural(required, 'node')}; "
+            f"only {len(nodes)} given ({', '.join(names)})",
+            f"give {plural(required, 'node')}, head first, or change the layout with "
             "--set tensor_parallel=N (pipeline_parallel, data_parallel)",
         )
+    left_out = [n.name for n in nodes[required:]]
+    if left_out:
+        # As sparkrun: a layout of fewer ranks than nodes runs on the first ones.
+        nodes = nodes[:required]
+        names = names[:required]
+        notes.append(
+            f"runs on {', '.join(names)} (the first {plural(required, 'node')} given); "
+            f"left out: {', '.join(left_out)}"
+        )
+    if cluster_id is None:
+        cluster_id = default_cluster_id(recipe.name, names)
 
     # Every node's ConnectX facts are checked up front, so a bad worker fails the plan.
     cluster_ips = [eth_interface(n).ipv4 or "" for n in nodes]
@@ -504,7 +612,7 @@ def build_plan(
         _size(flag_value(base, DP_RPC_PORT), DEFAULT_DP_RPC_PORT),
     )
     ray_port = _int_setting(settings, "ray_port", DEFAULT_RAY_PORT)
-    recipe_env = render_env(recipe)
+    recipe_env = {**render_env(recipe), **flag_env}
     shash = settings_hash(settings)
     image = recipe.container
 
@@ -589,7 +697,7 @@ def build_plan(
         if dp > 1:
             rendezvous.update(data_parallel_address=head_ip, data_parallel_rpc_port=rpc_port)
             notes.append(
-                f"data parallel: {dp} replicas of {replica_size} node(s); each replica leader "
+                f"data parallel: {dp} replicas of {plural(replica_size, 'node')}; each replica leader "
                 "runs its own API server (vLLM's external load balancing, meant for MoE "
                 "models), the head's is the endpoint"
             )
@@ -618,6 +726,7 @@ def build_plan(
         data_parallel=dp,
         serve_exec=serve_exec,
         notes=notes,
+        nodes_left_out=left_out,
     )
 
 

@@ -10,10 +10,13 @@ from typing import Any
 import platformdirs
 import yaml
 
+from spark_tui.core import safe_yaml
 from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import RecipeError
+from spark_tui.core.fact_ranges import check_fact_ranges, check_finite_numbers
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.render import placeholders
+from spark_tui.core.safe_yaml import short_repr
 
 # Top-level keys that map onto `Recipe` fields; every other key is kept in `Recipe.extra`.
 _FIELD_KEYS = frozenset(
@@ -47,14 +50,16 @@ def _where(name: str, path: str | None) -> str:
 
 def _load_yaml(text: str, name: str, path: str | None) -> Any:
     try:
-        return yaml.safe_load(text)
+        return safe_yaml.load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        if mark is not None:
-            loc = f"{_where(name, path)}:{mark.line + 1}:{mark.column + 1}"
-        else:
-            loc = _where(name, path)
+        line, column, problem = safe_yaml.error_location(exc)
+        loc = _where(name, path) if line is None else f"{_where(name, path)}:{line}:{column}"
+        if isinstance(exc, safe_yaml.YamlLimitError):
+            raise RecipeError(
+                f"{loc}: YAML refused: {problem}",
+                "a recipe is a few flat mappings: write the values out instead of nesting "
+                "or repeating aliases (&name / *name)",
+            ) from None
         raise RecipeError(
             f"{loc}: YAML syntax error: {problem}",
             "fix the YAML at that line and column (indentation, a missing ':' or an unclosed "
@@ -64,7 +69,7 @@ def _load_yaml(text: str, name: str, path: str | None) -> Any:
 
 def _type_error(where: str, key: str, expected: str, value: Any) -> RecipeError:
     return RecipeError(
-        f"{where}: `{key}` must be {expected}, not {type(value).__name__} {value!r}",
+        f"{where}: `{key}` must be {expected}, not {type(value).__name__} {short_repr(value)}",
         f"write `{key}` as {expected} in the recipe",
     )
 
@@ -138,11 +143,12 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
             f"{where}: a recipe must be a YAML mapping, not {type(data).__name__}",
             'start the file with `recipe_version: "2"` and `model: ...` lines',
         )
+    check_finite_numbers(data, where)
     version_raw = data.get("recipe_version", data.get("sparkrun_version", "2"))
     version = str(version_raw).strip()
     if version not in ("1", "2"):
         raise RecipeError(
-            f"{where}: recipe_version {version_raw!r} is not supported",
+            f"{where}: recipe_version {short_repr(version_raw)} is not supported",
             'use recipe_version: "2" (sparkrun v2) or "1" (v1)',
         )
 
@@ -207,6 +213,7 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
             f"add `{key}: <value>` under `defaults:`, or write the value into the command",
         )
 
+    _check_metadata_facts(where, model.strip(), metadata)
     declared = _string(where, data, "runtime")
     description = _string(where, data, "description") or str(metadata.get("description", ""))
     return Recipe(
@@ -229,6 +236,17 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
         path=path,
         source=source,
     )
+
+
+def _check_metadata_facts(where: str, model: str, metadata: Mapping[str, Any]) -> None:
+    """The model facts the metadata gives must be readable and within a real model's range."""
+    from spark_tui.core.model_facts import facts_from_metadata
+
+    try:
+        facts = facts_from_metadata(model, metadata)
+    except RecipeError as exc:
+        raise RecipeError(f"{where}: {exc.message}", exc.remedy) from None
+    check_fact_ranges(facts, f"{where}: metadata")
 
 
 def _check_known_default(where: str, key: str, value: Any) -> None:
@@ -257,6 +275,18 @@ def _check_known_default(where: str, key: str, value: Any) -> None:
         ok = isinstance(value, str | int | float) and not isinstance(value, bool)
     if not ok:
         raise _type_error(where, f"defaults.{key}", setting.accepted_form(), value)
+    if kind in ("int", "float") and not _in_range(value, setting):
+        raise RecipeError(
+            f"{where}: `defaults.{key}` is {short_repr(value)}, out of range",
+            f"write `{key}` as {setting.accepted_form()}",
+        )
+
+
+def _in_range(value: float, setting: schema.Setting) -> bool:
+    lo, hi = setting.minimum, setting.maximum
+    if lo is not None and (value <= lo if setting.exclusive_minimum else value < lo):
+        return False
+    return hi is None or value <= hi
 
 
 def load_recipe_file(path: str | Path, source: str = "path") -> Recipe:

@@ -13,6 +13,10 @@ from spark_tui.core.errors import InputError
 # current releases, which is what the nightly images the recipes use carry).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 DEFAULT_PORT = 8000
+# Bounds on integers read from a command: far above any real value, low enough that the
+# fit arithmetic on them stays exact (a typo'd 10**400 is refused, not computed with).
+MAX_INT = 2**50
+MAX_PARALLEL = 1024
 
 # Flags that take no value (store_true or argparse.BooleanOptionalAction in vLLM).
 # A flag not listed here takes a value when the next token is not itself a flag.
@@ -29,6 +33,7 @@ BOOLEAN_FLAGS = frozenset(
         "enable-prompt-embeds",
         "enable-sleep-mode",
         "enable-log-requests",
+        "enable-log-outputs",
         "enable-request-id-headers",
         "enable-mamba-fine-grained-prefix-cache",
         "enforce-eager",
@@ -176,16 +181,19 @@ def _bad(flag: str, value: str | None, accepted: str) -> InputError:
     )
 
 
-def _int(flag: str, value: str | None, human: bool = False) -> int:
+def _int(flag: str, value: str | None, human: bool = False, maximum: int = MAX_INT) -> int:
     if value is None:
         raise _bad(flag, value, "an integer")
     try:
-        return human_readable_int(value) if human else int(value)
+        number = human_readable_int(value) if human else int(value)
     except ValueError as exc:
         accepted = (
             "an integer such as 3221225472, 3G (3 GiB) or 3g (3*10^9)" if human else ("an integer")
         )
         raise _bad(flag, value, accepted) from exc
+    if abs(number) > maximum:
+        raise _bad(flag, value, f"an integer of at most {maximum}")
+    return number
 
 
 def _bool(flag: str, value: str | None) -> bool:
@@ -318,7 +326,7 @@ def _apply(out: ServeArgs, name: str, value: str | None) -> None:
         "decode-context-parallel-size",
         "nnodes",
     ):
-        number = _int(name, value)
+        number = _int(name, value, maximum=MAX_PARALLEL)
         if number < 1:
             raise _bad(name, value, "an integer >= 1")
         setattr(out, name.replace("-", "_"), number)

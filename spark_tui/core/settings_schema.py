@@ -11,6 +11,13 @@ from typing import Any
 # `json` a JSON object passed to vLLM as one argument.
 KINDS = ("int", "float", "bool", "str", "choice", "size", "json")
 
+# Upper bounds where vLLM has none: far above any Spark cluster or model, low enough that
+# the fit arithmetic on them stays exact (a typo'd 10**400 is refused, not computed with).
+MAX_PARALLEL = 1024
+MAX_TOKENS = 2**32
+MAX_GIB = 2**20
+MAX_BYTES = 2**50
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -89,6 +96,7 @@ _SETTINGS: tuple[Setting, ...] = (
         "tensor-parallel ranks (one per Spark)",
         flag="--tensor-parallel-size",
         minimum=1,
+        maximum=MAX_PARALLEL,
         removable=False,
         aliases=("-tp",),
     ),
@@ -98,6 +106,7 @@ _SETTINGS: tuple[Setting, ...] = (
         "pipeline stages",
         flag="--pipeline-parallel-size",
         minimum=1,
+        maximum=MAX_PARALLEL,
         removable=False,
         aliases=("-pp",),
     ),
@@ -107,6 +116,7 @@ _SETTINGS: tuple[Setting, ...] = (
         "data-parallel replicas",
         flag="--data-parallel-size",
         minimum=1,
+        maximum=MAX_PARALLEL,
         removable=False,
         aliases=("-dp",),
     ),
@@ -115,6 +125,7 @@ _SETTINGS: tuple[Setting, ...] = (
         "int",
         "decode context-parallel size",
         minimum=1,
+        maximum=MAX_PARALLEL,
         aliases=("-dcp",),
     ),
     _s(
@@ -151,18 +162,37 @@ _SETTINGS: tuple[Setting, ...] = (
         "int",
         "context limit per request (tokens)",
         minimum=1,
-        accepted="an integer >= 1 (also 128k = 128000, 128K = 131072)",
+        maximum=MAX_TOKENS,
+        accepted="an integer from 1 to 4294967296 (also 128k = 128000, 128K = 131072)",
     ),
-    _s("max_num_seqs", "int", "sequences per scheduler iteration", minimum=1),
-    _s("max_num_batched_tokens", "int", "token budget per scheduler iteration", minimum=1),
-    _s("block_size", "int", "KV-cache block size (tokens)", minimum=1),
+    _s("max_num_seqs", "int", "sequences per scheduler iteration", minimum=1, maximum=2**20),
+    _s(
+        "max_num_batched_tokens",
+        "int",
+        "token budget per scheduler iteration",
+        minimum=1,
+        maximum=MAX_TOKENS,
+    ),
+    _s("block_size", "int", "KV-cache block size (tokens)", minimum=1, maximum=2**16),
     _s("enable_prefix_caching", "bool", "reuse cached prompt prefixes", vllm_default=True),
     _s("enable_chunked_prefill", "bool", "mix prefill chunks with decode", vllm_default=True),
-    _s("cpu_offload_gb", "float", "GiB of weights offloaded to CPU memory", minimum=0.0),
-    _s("swap_space", "float", "CPU swap space per GPU (GiB)", minimum=0.0),
+    _s(
+        "cpu_offload_gb",
+        "float",
+        "GiB of weights offloaded to CPU memory",
+        minimum=0.0,
+        maximum=MAX_GIB,
+    ),
+    _s("swap_space", "float", "CPU swap space per GPU (GiB)", minimum=0.0, maximum=MAX_GIB),
     _s("enforce_eager", "bool", "disable CUDA graphs", vllm_default=False),
     _s("mamba_cache_mode", "str", "Mamba/linear-attention state cache mode"),
-    _s("mm_processor_cache_gb", "float", "multimodal processor cache (GiB)", minimum=0.0),
+    _s(
+        "mm_processor_cache_gb",
+        "float",
+        "multimodal processor cache (GiB)",
+        minimum=0.0,
+        maximum=MAX_GIB,
+    ),
     _s("mm_encoder_tp_mode", "choice", "multimodal encoder TP mode", choices=("weights", "data")),
     _s("limit_mm_per_prompt", "json", "multimodal items per prompt"),
     # model and weights
@@ -177,7 +207,7 @@ _SETTINGS: tuple[Setting, ...] = (
     _s("trust_remote_code", "bool", "run the model's own code", vllm_default=False),
     _s("revision", "str", "model revision"),
     _s("tokenizer", "str", "tokenizer repo or path"),
-    _s("seed", "int", "random seed", minimum=0),
+    _s("seed", "int", "random seed", minimum=0, maximum=2**63 - 1),
     _s("hf_overrides", "json", "overrides of the model's config"),
     # kernels and compilation
     _s("attention_backend", "str", "attention kernel backend"),
@@ -206,7 +236,7 @@ _SETTINGS: tuple[Setting, ...] = (
     _s("generation_config", "str", "generation config source"),
     _s("default_chat_template_kwargs", "json", "default chat-template arguments"),
     _s("override_generation_config", "json", "generation parameter overrides"),
-    _s("max_logprobs", "int", "logprobs per token", minimum=0),
+    _s("max_logprobs", "int", "logprobs per token", minimum=0, maximum=2**20),
     # rendezvous: the launch plan writes these per rank
     _s(
         "master_port",

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Sequence
 
 from spark_tui.core.plan import FALLBACK_HOME, REFERENCE, LaunchPlan, RankSpec
+from spark_tui.core.wording import plural
 
 INDENT = "  "
 
@@ -173,7 +174,7 @@ def plan_to_shell(plan: LaunchPlan) -> str:
     lines = [
         "#!/usr/bin/env bash",
         f"# spark-tui launch plan: recipe {plan.recipe}, cluster {plan.cluster_id}, "
-        f"{len(plan.ranks)} node(s), runtime {plan.runtime}",
+        f"{plural(len(plan.ranks), 'node')}, runtime {plan.runtime}",
         f"# settings hash {plan.settings_hash}; API on {head.node} port {plan.endpoint['port']}",
         "# Run each section on the node it names, head first: `bash THIS_FILE rank0` on "
         f"{head.node}, and so on;",

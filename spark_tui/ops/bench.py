@@ -34,7 +34,7 @@ import httpx
 
 from spark_tui.ops.events import ResultEvent
 from spark_tui.ops.prometheus import vllm_gauges
-from spark_tui.ops.smoke import normalize_base_url
+from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
 
 # Common English words that most tokenizers encode as one token each (with their space).
 _WORDS = (
@@ -482,7 +482,7 @@ class BenchRun:
         res = self.result
         res.started_at = _now()
         limits = httpx.Limits(max_connections=max(cfg.concurrency) + 4)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = auth_headers(self.api_key)
         timeout = httpx.Timeout(cfg.timeout_s, connect=5.0)
         try:
             async with httpx.AsyncClient(
@@ -517,6 +517,10 @@ class BenchRun:
 
     async def _first_model(self, client: httpx.AsyncClient) -> str:
         resp = await client.get(self.base + "/v1/models")
+        if resp.status_code == 401:
+            raise BenchError(
+                f"/v1/models answered HTTP 401: the server requires an API key; {API_KEY_REMEDY}"
+            )
         if resp.status_code != 200:
             raise BenchError(f"/v1/models answered HTTP {resp.status_code}")
         data = resp.json().get("data") or []

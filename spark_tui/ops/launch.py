@@ -38,6 +38,7 @@ import httpx
 
 from spark_tui.core import logclass, prelaunch
 from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
+from spark_tui.core.launch_rules import rank_failure_remedy
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
@@ -394,7 +395,11 @@ class ClusterWatch:
             targets = [(r.node, r.name, r.rank) for r in self.ranks]
             dockers = {r.node: r.docker for r in self.ranks}
             await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
-            remedy = "read the lines above; fix the cause and launch again"
+            said = [line for _, ls in reasons.values() for line in ls]
+            specs = [r.spec for r in self.ranks if r.spec is not None]
+            remedy = rank_failure_remedy(said, specs) or (
+                "read the lines above; fix the cause and launch again"
+            )
         if not lines:
             # A rank killed from outside says nothing; the ranks that lost it often do.
             others = [reasons[r.rank][1] for r, _ in failed[1:] if reasons[r.rank][1]]
@@ -528,8 +533,8 @@ async def _start_rank(
     assert r.spec is not None
     spec = r.spec.container
     env = resolve_secrets(spec.env, local_env)
-    # The command may carry `${NAME}` references (e.g. --api-key): resolved here, never logged.
-    resolved = _with_command(spec, resolve_argv(spec.command, local_env))
+    # The command may carry `${NAME}` references: only to variables the container gets.
+    resolved = _with_command(spec, resolve_argv(spec.command, env))
     if halt is not None and halt.is_set():
         return
     await r.docker.create(resolved, env)

@@ -9,9 +9,10 @@ the answer and, on failure, the likely cause and the remedy.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -121,6 +122,29 @@ class SmokeResult:
 
 def _fmt_latency(s: float) -> str:
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+# The variable vLLM reads its API key from; spark-tui's launch passes `--api-key` as it.
+API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_REMEDY = (
+    f"export {API_KEY_ENV}=<the key the server was launched with> in this shell and run "
+    "again (smoke and bench send it as the bearer token)"
+)
+
+
+def api_key_or_env(api_key: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key to send: the one given, else VLLM_API_KEY of this process's environment
+    (the variable vLLM itself reads); an empty string means none."""
+    if api_key is not None:
+        return api_key or None
+    env = os.environ if environ is None else environ
+    return env.get(API_KEY_ENV) or None
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The Authorization header for `api_key` (resolved with api_key_or_env)."""
+    key = api_key_or_env(api_key)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def normalize_base_url(base_url: str) -> str:
@@ -258,7 +282,7 @@ class _Checker:
             remedy = "wait for 'Application startup complete.' in the head rank's log, then retry"
         elif resp.status_code == 401:
             cause = "HTTP 401: the server requires an API key"
-            remedy = "pass the key the server was started with (--api-key / VLLM_API_KEY)"
+            remedy = API_KEY_REMEDY
         return SmokeResult(
             name,
             False,
@@ -770,8 +794,11 @@ async def iter_smoke(
     checks: tuple[str, ...] = CHECKS,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[SmokeResult]:
-    """Run the checks in order, yielding each result as soon as it is known."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    """Run the checks in order, yielding each result as soon as it is known.
+
+    `api_key` None sends VLLM_API_KEY from the environment when it is set.
+    """
+    headers = auth_headers(api_key)
     base = normalize_base_url(base_url)
     limits = httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S))
     # trust_env off: an http_proxy in the environment must not intercept a loopback forward.

@@ -324,7 +324,8 @@ class NodeConnection:
         if isinstance(exc, asyncio.TimeoutError | TimeoutError):
             return UnreachableError(
                 f"{where}: no answer within {self.connect_timeout:g} s",
-                "check that the node is powered on and reachable (ping it) and the address",
+                "check that the node is powered on and reachable (ping its address) and that "
+                "the inventory (or ~/.ssh/config) gives the right address and port",
             )
         if isinstance(exc, FileNotFoundError) and exc.filename:
             return UnreachableError(

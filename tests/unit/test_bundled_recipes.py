@@ -124,7 +124,9 @@ def test_playbook_override_changes_only_that_flag() -> None:
     ]
     no_tools = render_argv(recipe, apply_overrides(recipe, ["tool_call_parser=none"]))
     assert "--tool-call-parser" not in no_tools and "glm47" not in no_tools
-    assert len(no_tools) == len(base) - 2
+    # vLLM refuses --enable-auto-tool-choice without a parser: the pair goes together.
+    assert "--enable-auto-tool-choice" in base and "--enable-auto-tool-choice" not in no_tools
+    assert len(no_tools) == len(base) - 3
 
 
 def test_nemotron_is_the_sparkrun_example_verbatim() -> None:

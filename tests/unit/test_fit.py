@@ -177,7 +177,7 @@ def test_tp3_on_three_nodes_gives_vllms_heads_message() -> None:
 # --- parallel layout ---------------------------------------------------------------------------
 
 
-def test_nodes_must_equal_tp_x_pp_x_dp() -> None:
+def test_fewer_ranks_than_nodes_run_on_the_first_nodes() -> None:
     report = check_fit(
         recipe(),
         argv("--tensor-parallel-size 2"),
@@ -185,10 +185,46 @@ def test_nodes_must_equal_tp_x_pp_x_dp() -> None:
         [node("a"), node("b"), node("c")],
         llama70b(),
     )
+    f = finding(report, "nodes_left_out")
+    assert f.severity == "info"
+    assert f.message == (
+        "TP 2 x PP 1 x DP 1 = 2 ranks: runs on a, b (the first 2 nodes given); left out: c"
+    )
+    assert report.nodes_used == ["a", "b"] and report.nodes_left_out == ["c"]
+    assert [n.name for n in report.nodes] == ["a", "b"]
+    assert report.to_dict()["nodes_left_out"] == ["c"]
+    assert "nodes_mismatch" not in codes(report)
+
+
+def test_more_ranks_than_nodes_does_not_fit() -> None:
+    report = check_fit(
+        recipe(), argv("--tensor-parallel-size 4"), {}, [node("a"), node("b")], llama70b()
+    )
     f = finding(report, "nodes_mismatch")
-    assert f.message == "TP 2 x PP 1 x DP 1 = 2 ranks (one per Spark), but 3 nodes given"
-    assert "--set tensor_parallel=3" in f.remedy and "exactly 2 nodes" in f.remedy
+    assert f.message == "TP 4 x PP 1 x DP 1 = 4 ranks (one per Spark), but only 2 nodes given"
+    assert f.remedy == (
+        "--set tensor_parallel=2 to run on the 2 nodes given, or give 4 nodes "
+        "(inventory, --hosts or facts file)"
+    )
     assert report.verdict == "does_not_fit"
+
+
+def test_single_node_recipe_on_two_nodes_has_no_contradicting_remedies() -> None:
+    # A recipe for one Spark (max_nodes 1, TP 1) given two: it runs on the first, and no
+    # finding asks for both "use all 2 nodes" and "at most 1 node".
+    one = recipe(max_nodes=1)
+    report = check_fit(one, argv(""), {}, [node("a"), node("b")], llama70b())
+    assert "nodes_mismatch" not in codes(report) and "too_many_nodes" not in codes(report)
+    f = finding(report, "nodes_left_out")
+    assert "runs on a" in f.message and "left out: b" in f.message
+    assert "at most 1 node" in f.remedy and "tensor_parallel" not in f.remedy
+    # Asking for TP 2 on it is refused with one remedy that respects the recipe.
+    report = check_fit(one, argv("-tp 2"), {}, [node("a"), node("b")], llama70b())
+    f = finding(report, "too_many_nodes")
+    assert "--set tensor_parallel=1" in f.remedy
+    assert "nodes_mismatch" not in codes(report)
+    remedies = " ".join(x.remedy for x in report.findings)
+    assert "tensor_parallel=2" not in remedies
 
 
 def test_recipe_node_limits_pp_layers_and_ray_dp() -> None:
@@ -608,3 +644,18 @@ def test_gated_model_without_token_is_a_warning_with_the_remedy() -> None:
     assert "gated_model" not in codes(withtoken)
     unknown = check_fit(recipe, argv, render_env(recipe), nodes, facts)
     assert "gated_model" not in codes(unknown)
+
+
+def test_max_seq_len_remedy_reads_well_and_stays_within_the_models_positions() -> None:
+    # 1M tokens on a 131072-position model (allowed knowingly): no utilization holds it, so
+    # the remedy offers a length and fp8 only, and the length is the model's own limit.
+    r = check_fit(
+        recipe(),
+        argv("-tp 2 --max-model-len 1000000"),
+        {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+        [node("a"), node("b")],
+        llama70b(),
+    )
+    f = finding(r, "kv_max_seq_len")
+    assert "or ," not in f.remedy and ", ," not in f.remedy and not f.remedy.endswith("or ")
+    assert f.remedy == "--set max_model_len=131072; or --set kv_cache_dtype=fp8"

@@ -75,7 +75,7 @@ def test_gpu_memory_utilization_range(recipe: Recipe) -> None:
 
 def test_parallel_sizes_and_ports(recipe: Recipe) -> None:
     err = reject(recipe, "tensor_parallel=0")
-    assert ">= 1" in err.remedy
+    assert "from 1 to 1024" in err.remedy
     reject(recipe, "pipeline_parallel=-1")
     reject(recipe, "data_parallel=two")
     assert "1 to 65535" in reject(recipe, "port=70000").remedy
@@ -178,10 +178,15 @@ def test_settings_diff(recipe: Recipe) -> None:
     base = apply_overrides(recipe, [])
     new = apply_overrides(recipe, ["max_num_seqs=8", "tool_call_parser=none", "port=8000"])
     # without the recipe, removing a flag the template hard-codes is invisible: pass the recipe
-    assert settings_diff(base, new) == {"max_num_seqs": (4, 8)}
+    # removing the parser turns tool choice off with it (vLLM refuses one without the other)
+    assert settings_diff(base, new) == {
+        "max_num_seqs": (4, 8),
+        "enable_auto_tool_choice": (None, False),
+    }
     assert settings_diff(base, new, recipe) == {
         "max_num_seqs": (4, 8),
         "tool_call_parser": ("glm47", None),
+        "enable_auto_tool_choice": (True, False),
     }
     new = apply_overrides(recipe, ["enable_auto_tool_choice=false"])
     assert settings_diff(base, new, recipe) == {"enable_auto_tool_choice": (True, False)}

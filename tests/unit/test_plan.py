@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui.core.errors import FactsError, InputError
+from spark_tui.core.errors import FactsError, InputError, RecipeError
 from spark_tui.core.facts import GIB, Interface, NodeFacts
 from spark_tui.core.network_env import network_env
 from spark_tui.core.overrides import apply_overrides
@@ -381,12 +381,29 @@ def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
     )
 
 
-def test_node_count_must_match_the_layout() -> None:
+def test_too_few_nodes_for_the_layout_is_refused() -> None:
     recipe = find_recipe("glm-5.3-flash")
     with pytest.raises(InputError) as err:
-        build_plan(recipe, apply_overrides(recipe, []), cluster(3))
-    assert "TP 2 x PP 1 x DP 1 = 2" in err.value.message
-    assert "exactly 2" in err.value.remedy
+        build_plan(recipe, apply_overrides(recipe, []), cluster(1))
+    assert "TP 2 x PP 1 x DP 1 = 2 nodes; only 1 given" in err.value.message
+    assert "give 2 nodes" in err.value.remedy
+
+
+def test_more_nodes_than_the_layout_uses_the_first_ones() -> None:
+    recipe = find_recipe("glm-5.3-flash")
+    nodes = cluster(3)
+    plan = build_plan(recipe, apply_overrides(recipe, []), nodes)
+    assert [r.node for r in plan.ranks] == [nodes[0].name, nodes[1].name]
+    assert plan.nodes_left_out == [nodes[2].name]
+    data = plan.to_dict()
+    assert data["nodes_used"] == [nodes[0].name, nodes[1].name]
+    assert data["nodes_left_out"] == [nodes[2].name]
+    assert any(f"left out: {nodes[2].name}" in note for note in plan.notes)
+    # Same cluster id as a plan given only the nodes it uses.
+    assert plan.cluster_id == build_plan(recipe, apply_overrides(recipe, []), nodes[:2]).cluster_id
+    assert (
+        "--nnodes" in plan.head.argv and plan.head.argv[plan.head.argv.index("--nnodes") + 1] == "2"
+    )
 
 
 def test_single_node_has_no_rendezvous_flags() -> None:
@@ -529,14 +546,63 @@ def test_secrets_only_as_references_even_when_set(monkeypatch: pytest.MonkeyPatc
     assert env["MY_SERVICE_PASSWORD"] == "${MY_SERVICE_PASSWORD}"
     assert env["OTHER_TOKEN"] == "${OTHER_TOKEN}"
     assert env["PLAIN"] == "x"
-    assert _flag(plan.ranks[0].argv, "--api-key") == "${VLLM_API_KEY}"
+    # The API key travels as the variable vLLM reads, never on the command line.
+    for rank in plan.ranks:
+        assert "--api-key" not in " ".join(rank.argv)
+        assert rank.env["VLLM_API_KEY"] == "${VLLM_API_KEY}"
     # The ops layer fills the references at launch time from its own environment.
     local = {"HF_TOKEN": "hf_x", "MY_SERVICE_PASSWORD": "pw", "VLLM_API_KEY": "k"}
     resolved = resolve_secrets(env, local)
     assert resolved["HF_TOKEN"] == "hf_x" and resolved["MY_SERVICE_PASSWORD"] == "pw"
     assert resolved["OTHER_TOKEN"] == "" and resolved["PLAIN"] == "x"
-    assert _flag(resolve_argv(plan.ranks[0].argv, local), "--api-key") == "k"
+    assert resolved["VLLM_API_KEY"] == "k"
     assert resolve_secrets({"A": "${B:-dflt}"}, {}) == {"A": "dflt"}
+
+
+@pytest.mark.parametrize("flags", ["--api-key {key}", "--api-key={key}", "--api_key {key}"])
+def test_api_key_reference_moves_to_the_environment(flags: str) -> None:
+    recipe = simple_recipe(
+        f"vllm serve {{model}} --port {{port}} {flags} --max-num-seqs 4",
+        defaults={"key": "${MY_KEY}"},
+        env={"MY_KEY": "${MY_KEY}"},
+    )
+    plan = build_plan(recipe, apply_overrides(recipe, []), cluster(1))
+    argv = plan.ranks[0].argv
+    assert "${MY_KEY}" not in argv and not any("api" in t for t in argv)
+    assert argv[-2:] == ["--max-num-seqs", "4"]
+    assert plan.ranks[0].env["VLLM_API_KEY"] == "${MY_KEY}"
+    resolved = resolve_secrets(plan.ranks[0].env, {"MY_KEY": "sk-1"})
+    assert resolved["VLLM_API_KEY"] == "sk-1"
+    assert "sk-1" not in json.dumps(plan.to_dict()) + plan.to_shell()
+
+
+def test_undeclared_variable_in_the_command_is_refused() -> None:
+    # The reference arrives as a value (a default, or --set), not as template text.
+    recipe = simple_recipe("vllm serve {model} --port {port}")
+    sets = ["served_model_name=${AWS_SECRET_ACCESS_KEY}"]
+    with pytest.raises(RecipeError) as err:
+        build_plan(recipe, apply_overrides(recipe, sets), cluster(1))
+    assert "${AWS_SECRET_ACCESS_KEY}" in err.value.message
+    assert "env:" in err.value.remedy and "AWS_SECRET_ACCESS_KEY: ${AWS_SECRET_ACCESS_KEY}" in (
+        err.value.remedy
+    )
+    # Declared in the recipe's env, it is passed on purpose.
+    ok = simple_recipe(
+        "vllm serve {model} --port {port} --served-model-name {alias}",
+        defaults={"alias": "${ALIAS}"},
+        env={"ALIAS": "${ALIAS}"},
+    )
+    plan = build_plan(ok, apply_overrides(ok, []), cluster(1))
+    rank_env = resolve_secrets(plan.ranks[0].env, {"ALIAS": "my-model", "OTHER": "x"})
+    assert resolve_argv(plan.ranks[0].argv, rank_env)[-1] == "my-model"
+
+
+def test_resolve_argv_reads_only_the_rank_environment() -> None:
+    # Even a plan built elsewhere cannot pull a variable the container does not get.
+    with pytest.raises(RecipeError) as err:
+        resolve_argv(["vllm", "serve", "m", "--x", "${AWS_SECRET_ACCESS_KEY}"], {"HF_TOKEN": "t"})
+    assert "AWS_SECRET_ACCESS_KEY" in err.value.message
+    assert resolve_argv(["--t", "${HF_TOKEN}"], {"HF_TOKEN": "t"}) == ["--t", "t"]
 
 
 def test_recipe_may_point_hf_token_at_another_variable() -> None:

@@ -80,6 +80,10 @@ def show(event: Any) -> None:
         )
     elif isinstance(event, ev.ClusterReady):
         err(f"cluster {event.cluster_id} is ready")
+    elif isinstance(event, ev.NodeUnreachable):
+        err(f"warning: {event.text}\n  remedy: {event.remedy}")
+    elif isinstance(event, ev.NodeReachable):
+        err(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
     elif isinstance(event, ev.Evaluated):
         e = event.evaluation
         err(f"fit: {e.verdict}")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from spark_tui.ops.events import (
     ClusterReady,
     LogLine,
+    NodeReachable,
+    NodeUnreachable,
     Notice,
     RankState,
     RankStateChanged,
@@ -36,6 +38,8 @@ __all__ = [
     "Endpoint",
     "Evaluated",
     "LogLine",
+    "NodeReachable",
+    "NodeUnreachable",
     "Notice",
     "Probed",
     "Question",

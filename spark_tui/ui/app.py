@@ -339,6 +339,12 @@ class SparkApp(App[int]):
                 self.post_message(msg.EndpointKnown(event))
             elif isinstance(event, ev.Notice):
                 self.post_message(msg.ServiceNotice(event))
+            elif isinstance(event, ev.NodeUnreachable):
+                # The link is down, the ranks are not failed for it: say so, keep waiting.
+                self.post_message(msg.ServiceNotice(ev.Notice("warning", event.text, event.remedy)))
+            elif isinstance(event, ev.NodeReachable):
+                text = f"{event.node} reachable again after {event.outage_seconds:.0f} s"
+                self.post_message(msg.ServiceNotice(ev.Notice("info", text)))
             elif isinstance(event, ev.SmokeChecked):
                 smoke.append(event.result.to_dict())
                 self.post_message(msg.SmokeUpdate(list(smoke), None))

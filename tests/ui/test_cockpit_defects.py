@@ -63,11 +63,13 @@ async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() ->
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 5, "the question")
         assert "earlier spark-tui run" in str(app.screen.body)
+        await settle(pilot)
         await pilot.press("n")
         await wait_until(pilot, lambda: "containers were kept" in results_text(app), 5, "kept")
         assert "stale removed" not in session.calls
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 5, "asked again")
+        await settle(pilot)
         await pilot.press("y")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
         assert "stale removed" in session.calls

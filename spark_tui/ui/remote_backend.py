@@ -175,29 +175,28 @@ class DemoBackend(RemoteBackend):
     async def start(self) -> None:
         if self.cluster is not None:
             return
-        from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
+        from spark_tui.sim.nodes import Scenario, SimCluster
 
         if self.state_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="spark-tui-demo-")
             self.state_dir = Path(self._tmp.name)
-        # The usual addresses (127.0.0.11, .12, ...) first; another demo or test may hold
-        # them, so fall back to a random loopback range.
-        for base in (None, random_loopback_base()):
-            extra = {"base_address": base} if base else {}
-            scenario = Scenario(**self.scenario_args, **extra)
-            self.cluster = SimCluster(scenario, state_dir=self.state_dir)
-            try:
-                await self.cluster.start()
-                break
-            except OSError as exc:
-                await self.cluster.close()
-                error = exc
-        else:
-            self.cluster = None
+        # Free loopback addresses (127.0.0.11, .12, ... when nobody holds them), so another
+        # demo or `spark-tui sim` never shares them; a loop of their own beside Textual's.
+        cluster = SimCluster(
+            Scenario(**self.scenario_args),
+            state_dir=self.state_dir,
+            free_addresses=True,
+            own_loop=True,
+        )
+        try:
+            await cluster.start()
+        except OSError as exc:
             raise SparkError(
-                f"could not start the simulated Sparks: {error}",
-                "free the loopback addresses 127.0.0.x or run `spark-tui demo` again",
-            )
+                f"could not start the simulated Sparks: {exc}",
+                "free some loopback addresses 127.x.y.z (stop other demos or `spark-tui sim`), "
+                "then run `spark-tui demo` again",
+            ) from None
+        self.cluster = cluster
         self.inventory = list(self.cluster.inventory)
 
     async def close(self) -> None:

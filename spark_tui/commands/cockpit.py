@@ -41,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
 
         return open_demo(nodes=2, memory_gb=128, recipe=args.recipe, theme=args.theme)
     nodes, target = inventory_nodes(args.inventory or config.inventory, args.hosts)
+    from spark_tui.commands.terminal import require_terminal
+
+    require_terminal("spark-tui")
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.remote_backend import RemoteBackend
     from spark_tui.ui.runner import run_cockpit

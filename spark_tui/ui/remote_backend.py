@@ -199,6 +199,15 @@ class DemoBackend(RemoteBackend):
         self.cluster = cluster
         self.inventory = list(self.cluster.inventory)
 
+    async def refresh(self) -> list[NodeProbe]:
+        from dataclasses import replace
+
+        from spark_tui.sim.nodes.remedies import UNREACHABLE_IN_DEMO
+
+        # A real node's remedies (ping it, check its sshd) do not apply to a simulated one.
+        probes = await super().refresh()
+        return [replace(p, remedy=UNREACHABLE_IN_DEMO) if p.error else p for p in probes]
+
     async def close(self) -> None:
         try:
             await super().close()

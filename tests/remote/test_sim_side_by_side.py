@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
 from test_launch_sim import ENV, make_plan, pool_for
 
+from spark_tui.core.inventory import parse_inventory
 from spark_tui.ops.events import ClusterReady
 from spark_tui.ops.launch import launch
 from spark_tui.remote.probe import probe_nodes
@@ -96,3 +102,50 @@ def test_an_address_with_any_listener_is_not_free(sim_scenario) -> None:
         holder.listen()
         assert base in (listening_addresses() or set())
         assert free_base_address(1, 0, base) != base
+
+
+def start_sim_command(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "spark_tui", "sim", "--pace", "0.05", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_spark_tui_sim_beside_a_demo_takes_other_addresses(tmp_path: Path) -> None:
+    inventory = tmp_path / "sim.yaml"
+    async with SimCluster(demo_scenario(), free_addresses=True, own_loop=True) as demo:
+        proc = start_sim_command("--nodes", "2", "--inventory", str(inventory))
+        try:
+            deadline = time.monotonic() + 30
+            while not inventory.exists() and proc.poll() is None:
+                assert time.monotonic() < deadline, "no inventory from `spark-tui sim`"
+                await asyncio.sleep(0.05)
+            assert proc.poll() is None, proc.communicate()
+            hosts = {n.host for n in parse_inventory(inventory.read_text())}
+            assert len(hosts) == 2 and not hosts & {n.address for n in demo.nodes}
+            facts = await probe_nodes(parse_inventory(inventory.read_text()), ssh_config=None)
+            assert [f.errors for f in facts] == [[], []]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_spark_tui_sim_refuses_a_base_address_an_engine_port_is_taken_on(
+    tmp_path: Path, sim_scenario
+) -> None:
+    base = sim_scenario(1).base_address
+    with socket.socket() as holder:
+        holder.bind((base, ENGINE_PORTS[0]))  # another demo's engine, say
+        holder.listen()
+        proc = start_sim_command(
+            "--nodes", "1", "--inventory", str(tmp_path / "inv.yaml"), "--base-address", base
+        )
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2, err
+    assert f"{base} already in use" in err and "leave out --base-address" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "inv.yaml").exists()

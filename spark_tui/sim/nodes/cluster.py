@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import os
 import sys
 import tempfile
 from collections.abc import Coroutine
@@ -190,10 +191,13 @@ class SimCluster:
         ]
         self.inventory_path = self._given_inventory or self.state_dir / "inventory.yaml"
         self.inventory_path.parent.mkdir(parents=True, exist_ok=True)
-        self.inventory_path.write_text(
+        # Whole or not at all: a script waiting for the file never reads half of it.
+        partial = self.inventory_path.with_name(f".{self.inventory_path.name}.partial")
+        partial.write_text(
             "# Simulated DGX Sparks (spark-tui sim): loopback SSH servers, no GPU.\n"
             + inventory_to_yaml(self.inventory)
         )
+        os.replace(partial, self.inventory_path)
 
     def known_hosts(self) -> str:
         """One known_hosts line per node (`[addr]:port` unless the port is 22)."""

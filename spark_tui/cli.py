@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--ssh-port", type=int, default=2222, help="SSH port of every node (0: any free port)"
     )
     p.add_argument(
-        "--base-address", default="127.0.0.11", help="loopback address of node 1 (others follow)"
+        "--base-address",
+        help="loopback address of node 1, the others follow (default: the first free range "
+        "from 127.0.0.11 on)",
     )
     p.add_argument("--state-dir", metavar="DIR", help="keep keys and homes here (default: temp)")
 

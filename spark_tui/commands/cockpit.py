@@ -28,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
             "--hosts spark-a,spark-b, or set `inventory:` in the config file",
         )
     nodes, target = inventory_nodes(targets), targets.as_flags()
+    from spark_tui.commands.terminal import require_terminal
+
+    require_terminal("spark-tui")
     from spark_tui.service.session import Session
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.runner import run_cockpit

@@ -19,6 +19,9 @@ def open_demo(
     """Start simulated Sparks in this process and open the cockpit on them."""
     if nodes < 1:
         raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    from spark_tui.commands.terminal import require_terminal
+
+    require_terminal("spark-tui demo")
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.config import load_config
     from spark_tui.ui.demo_session import DemoSession

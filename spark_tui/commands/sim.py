@@ -8,7 +8,9 @@ from pathlib import Path
 
 from spark_tui.core.errors import EXIT_OK, InputError
 from spark_tui.sim.nodes import Scenario, SimCluster
+from spark_tui.sim.nodes.addresses import ENGINE_PORTS, address_is_free, listening_addresses
 from spark_tui.sim.nodes.foreground import serve_until_signalled
+from spark_tui.sim.nodes.scenario import DEFAULT_BASE_ADDRESS
 
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
@@ -35,13 +37,31 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             page_cache_gb=args.page_cache_gb,
             worker_dies_after=args.worker_dies_after,
             pace=args.pace,
-            base_address=args.base_address,
+            base_address=args.base_address or DEFAULT_BASE_ADDRESS,
             ssh_port=args.ssh_port,
         )
     except ValueError as exc:
         raise InputError(
             f"invalid simulated cluster: {exc}", "pass e.g. --base-address 127.0.0.11"
         ) from None
+
+
+def check_addresses_free(scenario: Scenario) -> None:
+    """A --base-address range someone listens on (another demo or `spark-tui sim`) would
+    start and then collide when an engine binds its port: refuse it now."""
+    listening = listening_addresses()
+    ports = (*ENGINE_PORTS, scenario.ssh_port) if scenario.ssh_port else ENGINE_PORTS
+    taken = [
+        n.address for n in scenario.all_nodes() if not address_is_free(n.address, ports, listening)
+    ]
+    if taken:
+        raise InputError(
+            f"cannot start the simulated nodes: {', '.join(taken)} already in use "
+            "(something listens there, e.g. another demo or `spark-tui sim`)",
+            "leave out --base-address (the first free range is taken), pass another one "
+            "such as 127.0.1.11, or stop the other simulated Sparks; "
+            "--ssh-port 0 picks any free SSH port",
+        )
 
 
 def _announce(cluster: SimCluster) -> None:
@@ -51,10 +71,13 @@ def _announce(cluster: SimCluster) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
+    if args.base_address is not None:
+        check_addresses_free(scenario)
     cluster = SimCluster(
         scenario,
         state_dir=Path(args.state_dir) if args.state_dir else None,
         inventory_path=Path(args.inventory),
+        free_addresses=args.base_address is None,
     )
     asyncio.run(serve_until_signalled(cluster, _announce))
     print("Stopped: every simulated node and container is gone.", flush=True)

@@ -1,5 +1,6 @@
 """What every headless command shares: the nodes from its flags, the session over them,
-questions answered on the terminal (or by a flag), progress lines on stderr."""
+questions answered on the terminal (or by a flag), progress lines on stderr; the cockpit's
+need of a terminal."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from spark_tui.core.errors import InputError
 from spark_tui.service.targets import Targets
 
 if TYPE_CHECKING:
@@ -124,3 +126,20 @@ async def consume(
             on_event(event)
         seen.append(event)
     return seen
+
+
+def require_terminal(command: str) -> None:
+    """Raise an InputError when stdin or stdout is not a terminal (a pipe, /dev/null, a file)."""
+    missing = [
+        name
+        for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout))
+        if stream is None or not stream.isatty()
+    ]
+    if missing:
+        raise InputError(
+            f"`{command}` needs a terminal, but {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not one",
+            "run it in a terminal (over SSH: `ssh -t`); without one, use the headless "
+            "commands: `spark-tui sim` for simulated Sparks, then probe, check, launch, "
+            "smoke, bench with --inventory",
+        )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import SparkError
+from spark_tui.core.facts import NodeFacts
 from spark_tui.service.session import Session
 
 if TYPE_CHECKING:
@@ -55,31 +56,52 @@ class DemoSession(Session):
     async def start(self) -> None:
         if self.sim is not None:
             return
-        from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
+        from spark_tui.sim.nodes import Scenario, SimCluster
 
         if self.state_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="spark-tui-demo-")
             self.state_dir = Path(self._tmp.name)
-        # The usual addresses (127.0.0.11, .12, ...) first; another demo or test may hold
-        # them, so fall back to a random loopback range.
-        error: OSError | None = None
-        for base in (self.base_address, random_loopback_base()):
-            extra = {"base_address": base} if base else {}
-            scenario = Scenario(**self.scenario_args, **extra)
-            self.sim = SimCluster(scenario, state_dir=self.state_dir)
-            try:
-                await self.sim.start()
-                break
-            except OSError as exc:
-                await self.sim.close()
-                error = exc
-        else:
-            self.sim = None
+        # Free loopback addresses (127.0.0.11, .12, ... when nobody holds them), so another
+        # demo or `spark-tui sim` never shares them; a loop of their own beside Textual's,
+        # since Textual's eager task factory (3.12+) stalls asyncssh's server-side auth.
+        extra = {"base_address": self.base_address} if self.base_address else {}
+        sim = SimCluster(
+            Scenario(**self.scenario_args, **extra),
+            state_dir=self.state_dir,
+            free_addresses=True,
+            own_loop=True,
+        )
+        try:
+            await sim.start()
+        except OSError as exc:
+            await sim.close()
             raise SparkError(
-                f"could not start the simulated Sparks: {error}",
-                "free the loopback addresses 127.0.0.x or run `spark-tui demo` again",
-            )
+                f"could not start the simulated Sparks: {exc}",
+                "free some loopback addresses 127.x.y.z (stop other demos or `spark-tui sim`), "
+                "then run `spark-tui demo` again",
+            ) from None
+        self.sim = sim
         self.inventory = list(self.sim.inventory)
+
+    async def _probe(self) -> list[NodeFacts]:
+        from dataclasses import replace
+
+        from spark_tui.sim.nodes.remedies import UNREACHABLE_IN_DEMO
+
+        # A real node's remedies (ping it, check its sshd) do not apply to a simulated one.
+        facts = await super()._probe()
+        return [
+            replace(
+                f,
+                errors=[
+                    e.partition(" (remedy: ")[0] + f" (remedy: {UNREACHABLE_IN_DEMO})"
+                    for e in f.errors
+                ],
+            )
+            if f.errors and f.memory_total_bytes is None
+            else f
+            for f in facts
+        ]
 
     async def close(self) -> None:
         try:

@@ -81,13 +81,15 @@ class MiniServer:
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        # Connections first: from Python 3.12 on, wait_closed also waits for them to end.
         if self.server is not None:
             self.server.close()
-            await self.server.wait_closed()
-            self.server = None
         for conn in self.conns:
             conn.abort()
         self.conns = []
+        if self.server is not None:
+            await self.server.wait_closed()
+            self.server = None
 
     def drop_connections(self) -> None:
         for conn in self.conns:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+if shutil.which("tmux") is None and os.environ.get("CI"):
+    raise RuntimeError("tmux is not installed: CI must run the terminal test (.ci/run installs it)")
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)"
 )
@@ -80,6 +82,21 @@ def kill_left(pane_pid: int) -> None:
             pass
 
 
+def assert_demo_runs_on_this_python_in_a_terminal(pane_pid: int) -> None:
+    """The pane runs the demo with this interpreter (the venv's, so its Python version),
+    its stdin and stdout on the pane's pseudo-terminal."""
+    demos = []
+    for pid in {pane_pid} | descendants(pane_pid):
+        argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        if argv[1:4] == ["-m", "spark_tui", "demo"]:
+            demos.append((pid, argv[0]))
+    assert len(demos) == 1, demos
+    pid, python = demos[0]
+    assert python == sys.executable
+    for fd in (0, 1):
+        assert os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/pts/"), fd
+
+
 def running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -106,6 +123,7 @@ def test_demo_in_tmux_reaches_ready_passes_smoke_and_quits_clean(tmp_path: Path)
     try:
         pane_pid = int(tmux.run("display", "-p", "-t", tmux.name, "#{pane_pid}").stdout)
         tmux.wait_for(lambda s: "2 of 2 nodes reachable" in s, 30, "discovery")
+        assert_demo_runs_on_this_python_in_a_terminal(pane_pid)
         tmux.run("send-keys", "-t", tmux.name, "l")
         screen = tmux.wait_for(
             lambda s: "cluster" in s and "ready (t smoke" in s, 90, "both ranks ready"

@@ -24,6 +24,12 @@ exits that many seconds after ready), `odd_digest_node` (its image digests diffe
 others follow; `random_loopback_base()` keeps parallel test runs apart), `ssh_port`
 (default 2222; 0 picks a free port per node) and `user`.
 
+`SimCluster(..., free_addresses=True)` takes the first loopback range from `base_address`
+on where nothing listens and the SSH and engine ports bind (`addresses`), so two demos or
+a demo and `spark-tui sim` never share an address. `own_loop=True` runs the nodes on an
+event loop of their own in a thread (`loop_thread`): what the demo does beside Textual,
+whose eager tasks (Python 3.12+) asyncssh's server authentication does not survive.
+
 Each `SimNode` (attributes `name`, `hostname`, `address`, `port`, `user`, `home`,
 `docker_socket`, `engine`, `page_cache_bytes`):
 - serves SSH on `address:port`, key-only, for `user` with the cluster's client key;

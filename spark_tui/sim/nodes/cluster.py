@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import errno
+import os
 import sys
 import tempfile
+from collections.abc import Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from spark_tui.core.inventory import InventoryNode, inventory_to_yaml
+from spark_tui.sim.nodes.addresses import free_base_address
 from spark_tui.sim.nodes.gb10 import primary_netdev
 from spark_tui.sim.nodes.images import bundled_image_refs
+from spark_tui.sim.nodes.loop_thread import LoopThread
 from spark_tui.sim.nodes.node import (
     SimNode,
     load_or_create_key,
@@ -19,7 +25,11 @@ from spark_tui.sim.nodes.node import (
     socket_dir_for,
     write_vllm_shim,
 )
-from spark_tui.sim.nodes.scenario import Scenario
+from spark_tui.sim.nodes.scenario import Scenario, random_loopback_base
+
+T = TypeVar("T")
+# How many free-looking address ranges to try when another process takes one first.
+_ADDRESS_RACES = 5
 
 
 class SimCluster:
@@ -31,6 +41,13 @@ class SimCluster:
     the `SimNode`s. Leaving the block stops the SSH servers and Docker APIs and kills every
     container's process group. Without `state_dir` the files live in a temp dir that is
     removed at the end; `inventory_path` may put the inventory elsewhere.
+
+    `free_addresses`: the nodes take the first free loopback range from the scenario's
+    `base_address` on (then random ranges): nothing listens there, and the SSH port (when
+    fixed) and the engines' ports (`addresses.ENGINE_PORTS`) bind. `scenario` is then the
+    one that started. `own_loop`: the nodes run on an event loop of their own in a thread
+    (see `loop_thread`: needed beside a Textual app); their coroutines must then be run
+    with `await cluster.call(coro)`.
     """
 
     def __init__(
@@ -40,8 +57,13 @@ class SimCluster:
         state_dir: str | Path | None = None,
         inventory_path: str | Path | None = None,
         image_refs: list[str] | None = None,
+        free_addresses: bool = False,
+        own_loop: bool = False,
     ) -> None:
         self.scenario = scenario or Scenario()
+        self.free_addresses = free_addresses
+        self.own_loop = own_loop
+        self._loop_thread: LoopThread | None = None
         self._given_state_dir = Path(state_dir) if state_dir is not None else None
         self._given_inventory = Path(inventory_path) if inventory_path is not None else None
         self._image_refs = image_refs
@@ -73,7 +95,25 @@ class SimCluster:
                 return n
         raise KeyError(name)
 
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the loop the nodes run on (their own, or the caller's)."""
+        if self._loop_thread is None:
+            return await coro
+        return await self._loop_thread.run(coro)
+
     async def start(self) -> None:
+        """Start every node (on their own loop when `own_loop`); write inventory files."""
+        if self.own_loop:
+            self._loop_thread = LoopThread("simulated-sparks")
+            try:
+                await self._loop_thread.run(self._start())
+            except BaseException:
+                await self._stop_loop()
+                raise
+        else:
+            await self._start()
+
+    async def _start(self) -> None:
         if self._given_state_dir is not None:
             self.state_dir = self._given_state_dir
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -87,6 +127,35 @@ class SimCluster:
         client_key = load_or_create_key(self.identity_file)
         shim_dir = write_vllm_shim(self.state_dir / "bin", sys.executable)
         refs = self._image_refs if self._image_refs is not None else bundled_image_refs()
+        self._started = True
+        try:
+            if not self.free_addresses:
+                await self._start_nodes(client_key, shim_dir, socket_dir, refs)
+            else:
+                await self._start_on_free_addresses(client_key, shim_dir, socket_dir, refs)
+        except BaseException:
+            await self._close()
+            raise
+        self._write_files()
+
+    async def _start_on_free_addresses(self, *args: Any) -> None:
+        first = self.scenario.base_address
+        for attempt in range(_ADDRESS_RACES):
+            base = free_base_address(self.scenario.nodes, self.scenario.ssh_port, first)
+            self.scenario = dataclasses.replace(self.scenario, base_address=base)
+            try:
+                await self._start_nodes(*args)
+                return
+            except OSError as exc:
+                # Another process bound one of these addresses since the probe: next range.
+                if exc.errno != errno.EADDRINUSE or attempt == _ADDRESS_RACES - 1:
+                    raise
+                await self._close_nodes()
+                first = random_loopback_base(self.scenario.nodes)
+
+    async def _start_nodes(
+        self, client_key: Any, shim_dir: Path, socket_dir: Path, refs: list[str]
+    ) -> None:
         peers = self.scenario.all_nodes()
         self.nodes = [
             SimNode(
@@ -104,12 +173,9 @@ class SimCluster:
             )
             for s in peers
         ]
-        self._started = True
-        try:
-            await asyncio.gather(*(n.start() for n in self.nodes))
-        except BaseException:
-            await self.close()
-            raise
+        await asyncio.gather(*(n.start() for n in self.nodes))
+
+    def _write_files(self) -> None:
         self.known_hosts_path = self.state_dir / "known_hosts"
         self.known_hosts_path.write_text(self.known_hosts())
         self.inventory = [
@@ -125,10 +191,13 @@ class SimCluster:
         ]
         self.inventory_path = self._given_inventory or self.state_dir / "inventory.yaml"
         self.inventory_path.parent.mkdir(parents=True, exist_ok=True)
-        self.inventory_path.write_text(
+        # Whole or not at all: a script waiting for the file never reads half of it.
+        partial = self.inventory_path.with_name(f".{self.inventory_path.name}.partial")
+        partial.write_text(
             "# Simulated DGX Sparks (spark-tui sim): loopback SSH servers, no GPU.\n"
             + inventory_to_yaml(self.inventory)
         )
+        os.replace(partial, self.inventory_path)
 
     def known_hosts(self) -> str:
         """One known_hosts line per node (`[addr]:port` unless the port is 22)."""
@@ -141,10 +210,28 @@ class SimCluster:
 
     async def close(self) -> None:
         """Stop every node and kill every container process; remove temp dirs."""
+        if self._loop_thread is None:
+            await self._close()
+            return
+        try:
+            if self._loop_thread.running:
+                await self._loop_thread.run(self._close())
+        finally:
+            await self._stop_loop()
+
+    async def _stop_loop(self) -> None:
+        if self._loop_thread is not None:
+            await self._loop_thread.stop()
+            self._loop_thread = None
+
+    async def _close_nodes(self) -> None:
+        await asyncio.gather(*(n.close() for n in self.nodes), return_exceptions=True)
+
+    async def _close(self) -> None:
         if not self._started:
             return
         self._started = False
-        await asyncio.gather(*(n.close() for n in self.nodes), return_exceptions=True)
+        await self._close_nodes()
         for path in self._temp_dirs:
             remove_tree(path)
         self._temp_dirs.clear()

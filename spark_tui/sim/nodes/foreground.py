@@ -45,8 +45,8 @@ def start_error(cluster: SimCluster, exc: OSError) -> InputError | OperationFail
     if exc.errno == errno.EADDRINUSE:
         return InputError(
             f"cannot start the simulated nodes: {where} is already in use",
-            "stop the other `spark-tui sim`, or pass --ssh-port 0 (any free port) "
-            "or another --base-address such as 127.0.1.11",
+            "stop the other `spark-tui sim` or demo, leave out --base-address (the first "
+            "free range is taken), or pass --ssh-port 0 (any free port)",
         )
     if exc.errno == errno.EADDRNOTAVAIL:
         return InputError(

@@ -232,15 +232,18 @@ class SimNode:
         """Stop serving, drop every SSH connection, kill every process this node started."""
         if self._server is not None:
             self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
         # Closing the listener keeps open connections: close them, which ends their commands.
+        # Before waiting for the listener: from Python 3.12 on, its wait_closed also waits
+        # for every connection it accepted to end.
         for conn in list(self.connections):
             conn.close()
         for conn in list(self.connections):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 2)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            self._server = None
         for group in list(self.command_groups):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)

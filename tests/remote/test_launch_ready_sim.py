@@ -5,12 +5,11 @@ died) is not ready; a healthy one is ready only after a 1-token request streamed
 from __future__ import annotations
 
 import pytest
+from test_launch_sim import ENV, make_plan, pool_for
 
 from spark_tui.ops.events import ClusterReady, Event
 from spark_tui.ops.launch import LaunchFailed, launch
 from spark_tui.sim.nodes import SimCluster
-
-from test_launch_sim import ENV, make_plan, pool_for
 
 
 async def test_healthy_head_that_cannot_answer_is_not_ready(sim_scenario) -> None:

@@ -122,7 +122,7 @@ exit 127
 """
 HAS_HUB_CLI = "command -v hf >/dev/null 2>&1 || command -v huggingface-cli >/dev/null 2>&1"
 
-_DD_BYTES = re.compile(rb"(?:^|[\r\n])(\d+) bytes")
+DD_BYTES = re.compile(rb"(?:^|[\r\n])(\d+) bytes")
 _REVISION = re.compile(r"^[A-Za-z0-9._-]+$")
 _CHUNK = 1 << 20
 
@@ -597,7 +597,7 @@ class ModelSync:
                 if not chunk:
                     break
                 tail = (tail + chunk)[-256:]
-                for m in _DD_BYTES.finditer(tail):
+                for m in DD_BYTES.finditer(tail):
                     report(int(m.group(1)))
                 errors = (errors + chunk)[-2048:]
                 tail = tail[-64:]
@@ -608,7 +608,7 @@ class ModelSync:
         if result.exit_status != 0:
             raise SyncFailed(
                 f"sending {fc.path} from {src_conn.name} failed (exit {result.exit_status}): "
-                f"{_last_error(errors)}",
+                f"{last_error(errors)}",
                 f"run `spark-tui models sync {self.recipe_name} {self.where}` again: it resumes",
             )
 
@@ -661,7 +661,7 @@ class ModelSync:
                 reader.close()
         if result.exit_status != 0:
             raise SyncFailed(
-                f"{conn.name} did not take {fc.path}: {_last_error(result.stderr or b'')}",
+                f"{conn.name} did not take {fc.path}: {last_error(result.stderr or b'')}",
                 f"run `spark-tui models sync {self.recipe_name} {self.where}` again: it resumes",
             )
 
@@ -671,7 +671,7 @@ def _source_path(folder: str, rev: str, fc: FileCopy) -> str:
     return f"{folder}/snapshots/{rev}/{fc.path}"
 
 
-def _last_error(data: bytes | str) -> str:
+def last_error(data: bytes | str) -> str:
     text = data.decode(errors="replace") if isinstance(data, bytes) else data
     lines = [
         ln.strip()

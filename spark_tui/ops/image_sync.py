@@ -30,7 +30,7 @@ PULL = 'docker pull -q "$1"'
 # $1 image, $2 user@peer, $3 port: the image streamed node to node.
 SAVE_TO_PEER = (
     'docker save "$1" | dd bs=1M status=progress | '
-    'ssh -o BatchMode=yes -o ConnectTimeout=10 -p "$3" "$2" docker load'
+    'ssh -o BatchMode=yes -o ConnectTimeout=30 -p "$3" "$2" docker load'
 )
 SAVE = 'exec docker save "$1"'
 LOAD = "docker load"

@@ -92,17 +92,19 @@ if [ -n "$4" ]; then mkdir -p "$(dirname "$hub/$4")"; ln -sfn "$5" "$hub/$4"; fi
 )
 
 # Runs on the sending node: $1 user@peer, $2 port, $3 the file under hub/, $4 the offset,
-# $5 the receiving command. dd reports the bytes sent on stderr about once a second.
+# $5 the receiving command. No process more in the pipe (progress is read on the receiver).
 SEND_SCRIPT = (
     _HUB
     + r"""
-tail -c +"$(($4 + 1))" "$hub/$3" | dd bs=1M status=progress |
-  ssh -o BatchMode=yes -o ConnectTimeout=10 -p "$2" "$1" "$5"
+tail -c +"$(($4 + 1))" "$hub/$3" | ssh -o BatchMode=yes -o ConnectTimeout=30 -p "$2" "$1" "$5"
 """
 )
+# The size of a file under hub/ (0 when absent): the receiver's partial file, for progress.
+SIZE_SCRIPT = _HUB + '\nstat -c %s "$hub/$1" 2>/dev/null || echo 0'
+
 
 # Can this node SSH to $1 (user@peer) on port $2 without a password?
-PEER_CHECK = 'ssh -o BatchMode=yes -o ConnectTimeout=5 -p "$2" "$1" true'
+PEER_CHECK = 'ssh -o BatchMode=yes -o ConnectTimeout=20 -p "$2" "$1" true'
 
 # Sends one file's bytes from the offset on to stdout (the relay through the control machine).
 READ_SCRIPT = _HUB + '\nexec tail -c +"$(($2 + 1))" "$hub/$1"'
@@ -258,6 +260,7 @@ class ModelSync:
     local_cache: Path | None = None  # where a control-machine download goes (None: HF default)
     peer_port: int = 22
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
+    progress_interval: float = 1.0
     _queue: asyncio.Queue[SyncEvent] = field(default_factory=asyncio.Queue)
 
     # --- the run ------------------------------------------------------------------------
@@ -556,7 +559,9 @@ class ModelSync:
                 self.emit(meter.progress(conn.name, item, "copy", base + n))
 
             if direct and src_conn is not None:
-                await self._send_direct(src_conn, peer, fc, folder, rev, receive, report)
+                await self._send_direct(
+                    src_conn, peer, fc, folder, rev, receive, report, conn, pl.partial
+                )
             else:
                 await self._send_relayed(src_conn, fc, folder, rev, conn, receive, report, from_dir)
             sent += fc.remaining
@@ -582,35 +587,52 @@ class ModelSync:
         rev: str,
         receive: str,
         report: Callable[[int], None],
+        dest: NodeConnection,
+        partial: str,
     ) -> None:
         path = _source_path(folder, rev, fc)
         cmd = sh(SEND_SCRIPT, peer, str(self.peer_port), path, str(fc.offset), receive)
         await src_conn.ensure_connected()
         # On a terminal: closing the channel (a cancelled sync) ends the pipeline on the node
-        # (OpenSSH ignores signals in root sessions). dd's progress comes on that terminal.
+        # (OpenSSH ignores signals in root sessions); the terminal also carries its errors.
         proc = await src_conn.connection.create_process(cmd, encoding=None, term_type="dumb")
-        tail = b""
+        watch = asyncio.create_task(self._watch_partial(dest, partial, fc.offset, report))
         errors = b""
         try:
-            while True:
-                chunk = await proc.stdout.read(4096)
-                if not chunk:
-                    break
-                tail = (tail + chunk)[-256:]
-                for m in DD_BYTES.finditer(tail):
-                    report(int(m.group(1)))
+            while chunk := await proc.stdout.read(4096):
                 errors = (errors + chunk)[-2048:]
-                tail = tail[-64:]
-        except BaseException:
+            result = await proc.wait()
+        except BaseException as exc:
             proc.close()
-            raise
-        result = await proc.wait()
+            if not isinstance(exc, asyncssh.Error | OSError):
+                raise
+            raise SyncFailed(
+                f"the connection to {src_conn.name} broke off while it sent {fc.path}: {exc}",
+                f"run `spark-tui models sync {self.recipe_name} {self.where}` again: it resumes",
+            ) from None
+        finally:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
         if result.exit_status != 0:
             raise SyncFailed(
                 f"sending {fc.path} from {src_conn.name} failed (exit {result.exit_status}): "
                 f"{last_error(errors)}",
                 f"run `spark-tui models sync {self.recipe_name} {self.where}` again: it resumes",
             )
+
+    async def _watch_partial(
+        self, dest: NodeConnection, partial: str, offset: int, report: Callable[[int], None]
+    ) -> None:
+        """Report the receiver's partial file growing, once a second, while a copy runs."""
+        while True:
+            await asyncio.sleep(self.progress_interval)
+            try:
+                res = await dest.run(sh(SIZE_SCRIPT, partial), timeout=10)
+            except SparkError:
+                continue
+            size = res.stdout.strip()
+            if size.isdigit() and int(size) > offset:
+                report(int(size) - offset)
 
     async def _send_relayed(
         self,

@@ -25,6 +25,11 @@ from spark_tui.sim.lab import Lab
 
 lab_guard()
 
+
+def notices(events: list[SyncEvent]) -> list[str]:
+    return [f"{e.message} / {e.remedy}" for e in events if isinstance(e, Notice)]
+
+
 pytestmark = pytest.mark.lab
 
 
@@ -69,7 +74,7 @@ def test_head_built_image_reaches_the_worker_node_to_node(
 ) -> None:
     ref = head_only_image
     events = asyncio.run(sync(lab_nodes, ref))
-    assert isinstance(events[-1], SyncFinished) and events[-1].ok, events
+    assert isinstance(events[-1], SyncFinished) and events[-1].ok, notices(events)
     copy = next(e for e in events if isinstance(e, SyncStep) and e.action == "copy")
     assert f"over the link (root@{lab.node(2).address})" in copy.message
     assert not [e for e in events if isinstance(e, Notice) and e.level != "info"]
@@ -92,7 +97,7 @@ def test_without_node_keys_the_image_is_relayed(
     lab: Lab, lab_nodes: list[InventoryNode], head_only_image: str
 ) -> None:
     events = asyncio.run(sync(lab_nodes, head_only_image))
-    assert isinstance(events[-1], SyncFinished) and events[-1].ok, events
+    assert isinstance(events[-1], SyncFinished) and events[-1].ok, notices(events)
     assert any(
         isinstance(e, Notice) and "relaying the image through this machine" in e.message
         for e in events

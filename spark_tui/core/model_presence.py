@@ -35,10 +35,11 @@ class NodePresence:
     present_bytes: int = 0
     missing: list[str] = field(default_factory=list)  # files absent or of the wrong size
     missing_bytes: int | None = 0  # None: the size of what is missing is not known
+    found: bool = True  # whether the node has the model at that revision at all
 
     @property
     def complete(self) -> bool:
-        return self.revision is not None and not self.missing
+        return self.found and not self.missing
 
 
 @dataclass
@@ -150,6 +151,7 @@ def _node_presence(
             None,
             missing=sorted(reference) or ["(every file)"],
             missing_bytes=sum(reference.values()) if reference else None,
+            found=False,
         )
     files = found.files
     expected = dict(reference)
@@ -206,7 +208,7 @@ def presence_findings(
             if node.complete:
                 continue
             facts = by_name.get(node.node)
-            if node.revision is None:
+            if not node.found:
                 others = [m.revision for m in _copies(facts, res.need.repo_id)] if facts else []
                 if others and res.revision:
                     msg = (

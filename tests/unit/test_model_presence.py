@@ -118,3 +118,29 @@ def test_scan_lists_files_and_fills_in_cut_shard_names() -> None:
     (m,) = p.parse_hf_cache_scan(scan)
     assert m.files == {"config.json": 700, "model-00001-of-00003.safetensors": 5}
     assert m.shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+
+
+def test_copies_without_file_lists_or_revisions_are_taken_as_present() -> None:
+    # An older facts file: only that the model is there is known.
+    bare = CachedModel(repo_id=REPO)
+    _, found = findings([node("a", bare), node("b", bare)])
+    assert found == []
+
+
+def test_check_names_a_node_without_the_model(tmp_path, capsys) -> None:
+    import json
+    from pathlib import Path
+
+    from spark_tui import cli
+
+    data = json.loads(
+        (Path(__file__).parent.parent / "fixtures" / "simulated_facts_glm53_2x128.json").read_text()
+    )
+    data["nodes"][1]["models"] = []
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(data))
+    cli.main(["check", "glm-5.3-flash", "--facts", str(facts), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    gaps = [f for f in doc["findings"] if f["code"] == "model_missing_on_node"]
+    assert len(gaps) == 1 and gaps[0]["message"].startswith("spark-b has no copy of")
+    assert "spark-tui models sync glm-5.3-flash" in gaps[0]["remedy"]

@@ -329,8 +329,8 @@ class ModelSync:
         )
         source = next((i for i, lst in enumerate(listings) if lst.complete), None)
         if source is None:
-            await self._download(need, conns[0])
-            listings[0] = await self.list_node(conns[0], need, need.revision)
+            got = await self._download(need, conns[0])
+            listings[0] = await self.list_node(conns[0], need, got or need.revision)
             if not listings[0].complete:
                 raise SyncFailed(
                     f"the download on {conns[0].name} left an incomplete snapshot "
@@ -369,7 +369,8 @@ class ModelSync:
 
     # --- download -----------------------------------------------------------------------
 
-    async def _download(self, need: ModelNeed, head: NodeConnection) -> None:
+    async def _download(self, need: ModelNeed, head: NodeConnection) -> str | None:
+        """Download the model onto the head; the revision it got (None: the head's main)."""
         item = need.repo_id
         if offline(self.env):
             raise SyncFailed(
@@ -381,7 +382,7 @@ class ModelSync:
         if has_cli:
             self.emit(SyncStep(head.name, item, "download", f"downloading {item} on {head.name}"))
             if await self._download_on_node(need, head):
-                return
+                return None
             self.emit(
                 Notice(
                     "warning",
@@ -399,7 +400,7 @@ class ModelSync:
                     f"then sending it to {head.name}",
                 )
             )
-        await self._download_here_and_send(need, head)
+        return await self._download_here_and_send(need, head)
 
     async def _download_on_node(self, need: ModelNeed, head: NodeConnection) -> bool:
         token = self.env.get("HF_TOKEN", "")
@@ -432,26 +433,45 @@ class ModelSync:
             done = lst.total_bytes + sum(lst.partial.values())
             self.emit(meter.progress(head.name, need.repo_id, "download", done))
 
-    async def _download_here_and_send(self, need: ModelNeed, head: NodeConnection) -> None:
+    async def _download_here_and_send(self, need: ModelNeed, head: NodeConnection) -> str | None:
         snapshot = await asyncio.to_thread(self._snapshot_download, need)
         self.emit(SyncStep("(this machine)", need.repo_id, "download", f"downloaded: {snapshot}"))
         local = local_listing(snapshot)
+        if need.revision in (None, "main"):
+            local.main = local.revision  # the head's main is what was downloaded
         dest = await self.list_node(head, need, local.revision)
         await self._send(need, None, local, head, dest, from_dir=snapshot)
+        return local.revision
 
     def _snapshot_download(self, need: ModelNeed) -> Path:
         # Imported here: only a download needs it.
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import HfApi, hf_hub_download
         from huggingface_hub.errors import HfHubHTTPError
 
+        token = self.env.get("HF_TOKEN") or None
+        endpoint = self.env.get("HF_ENDPOINT") or None
         try:
-            path = snapshot_download(
-                need.repo_id,
-                revision=need.revision,
-                cache_dir=self.local_cache,
-                token=self.env.get("HF_TOKEN") or None,
-                endpoint=self.env.get("HF_ENDPOINT") or None,
+            # The file list from the model's info, then each file: the Hub's own download
+            # (resumable, verified, into the Hub cache layout).
+            info = HfApi(endpoint=endpoint, token=token).model_info(
+                need.repo_id, revision=need.revision
             )
+            names = [s.rfilename for s in info.siblings or [] if s.rfilename]
+            path = ""
+            for name in names:
+                path = hf_hub_download(
+                    need.repo_id,
+                    name,
+                    revision=info.sha,
+                    cache_dir=self.local_cache,
+                    token=token,
+                    endpoint=endpoint,
+                )
+            if not path:
+                raise SyncFailed(f"the Hub lists no files for {need.repo_id}", "check the model id")
+            snapshot = Path(path)
+            for _ in names[-1].split("/"):
+                snapshot = snapshot.parent
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else "?"
             raise SyncFailed(
@@ -464,7 +484,7 @@ class ModelSync:
                 f"downloading {need.repo_id} failed: {exc}",
                 "check this machine's network access to the Hub (HF_ENDPOINT, proxy)",
             ) from None
-        return Path(path)
+        return snapshot
 
     # --- copy ---------------------------------------------------------------------------
 

@@ -169,6 +169,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fmt.add_argument("--json", action="store_true", help="print JSON")
 
+    p = sub.add_parser("models", help="the recipe's model (and draft) on every node")
+    msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    p = msub.add_parser(
+        "sync",
+        help="download the model once, copy it node to node over the ConnectX link",
+        epilog="exit status: 0 the model is complete on every node; 1 a download or copy "
+        "failed (the message says how to go on: a rerun resumes); 2 bad input; 3 a node "
+        "could not be reached",
+    )
+    p.add_argument("recipe")
+    _targets(p)
+    _sets(p)
+
     p = sub.add_parser("launch", help="start one container per rank")
     p.add_argument("recipe")
     _targets(p)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Mapping
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.facts import GIB, NodeFacts
-from spark_tui.core.fit import FitReport, NodeFit
+from spark_tui.core.fit import Finding, FitReport, NodeFit
+from spark_tui.core.recipe import Recipe
 
 EXIT_HELP = (
     "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
@@ -143,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         raise result.problem
     assert result.report is not None and result.model_facts is not None
     sources = result.model_facts.sources
+    result.report.findings += _presence(args, recipe, result.argv, result.env, nodes)
     if args.json:
         doc = result.report.to_dict()
         doc["facts_sources"] = dict(sorted(sources.items()))
@@ -153,6 +157,27 @@ def run(args: argparse.Namespace) -> int:
             held = ", ".join(f"{k} {v / GIB:.1f} GiB" for k, v in result.credited.items())
             print(f"(counted as available: memory our running cluster holds: {held})")
     return exit_code(result.report)
+
+
+def _presence(
+    args: argparse.Namespace,
+    recipe: Recipe,
+    argv: list[str],
+    env: Mapping[str, str],
+    nodes: list[NodeFacts],
+) -> list[Finding]:
+    """The model (and draft) on every node: one finding per gap, naming `models sync`."""
+    from spark_tui.core.model_presence import model_needs, presence, presence_findings
+
+    if getattr(args, "inventory", None):
+        where = f"--inventory {args.inventory}"
+    elif getattr(args, "hosts", None):
+        where = f"--hosts {args.hosts}"
+    else:
+        where = "--inventory FILE"
+    offline = str({**env, **os.environ}.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
+    results = [presence(need, nodes) for need in model_needs(recipe, argv)]
+    return presence_findings(recipe.name, results, nodes, offline=offline, where=where)
 
 
 def _sources_lines(sources: dict[str, str]) -> list[str]:

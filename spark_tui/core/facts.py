@@ -104,6 +104,9 @@ class CachedModel:
 
     `config` is the model's config.json as a dict and `weight_bytes` the safetensors
     total size, when known: a facts file may carry them so checks work offline.
+    `files` maps each file of the snapshot whose content is there (a link to a blob not
+    yet downloaded is not) to its size; `shards` names the weight files the safetensors
+    index lists (as far as the probe read it). Both are None when the probe did not say.
     """
 
     repo_id: str
@@ -111,6 +114,8 @@ class CachedModel:
     size_bytes: int | None = None
     weight_bytes: int | None = None
     config: dict[str, Any] | None = None
+    files: dict[str, int] | None = None
+    shards: list[str] | None = None
 
 
 @dataclass

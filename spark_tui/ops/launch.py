@@ -167,6 +167,7 @@ class ClusterWatch:
         self.tail = tail
         self.base_url: str | None = None
         self.ready = asyncio.Event()
+        self.not_answering: str | None = None  # why a healthy head gave no first token
         self._ended: asyncio.Queue[tuple[WatchedRank, str]] = asyncio.Queue()
         self._stopping = False
         self._backlogs: set[int] = set()
@@ -316,7 +317,8 @@ class ClusterWatch:
             while True:
                 try:
                     resp = await client.get(base + "/health")
-                    if resp.status_code == 200:
+                    # Health alone is not ready: a head whose engine core died still says 200.
+                    if resp.status_code == 200 and await self._first_token(client, base):
                         break
                 except httpx.HTTPError:
                     pass  # not listening yet, or the forward is being re-made
@@ -332,11 +334,43 @@ class ClusterWatch:
         self.emit(ClusterReady(cluster_id=self.cluster_id, base_url=base))
         self.ready.set()
 
+    async def _first_token(self, client: httpx.AsyncClient, base: str) -> bool:
+        """Whether a 1-token streamed completion brings its first token (as sparkrun checks
+        readiness); the last refusal is kept for the timeout's reason."""
+        # The key the plan resolved from this machine's environment, when the server has one.
+        key = os.environ.get("VLLM_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        models = await client.get(base + "/v1/models", headers=headers)
+        if models.status_code == 401:
+            return True  # a key this machine does not hold: the API answers, no more to see
+        data = models.json().get("data") if models.status_code == 200 else None
+        if not data:
+            self.not_answering = f"/v1/models answered {models.status_code}"
+            return False
+        body = {"model": data[0]["id"], "prompt": "ready?", "max_tokens": 1, "stream": True}
+        url = base + "/v1/completions"
+        async with client.stream("POST", url, json=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                self.not_answering = f"a 1-token request got {resp.status_code}: {text[:160]}"
+                return False
+            async for line in resp.aiter_lines():
+                if line.startswith("data:") and '"choices"' in line:
+                    return True
+        self.not_answering = "a 1-token request ended without a token"
+        return False
+
     # --- failure --------------------------------------------------------------------------
 
     async def _explain(self, r: WatchedRank, why: str) -> tuple[str, tuple[str, ...]]:
         """(reason, lines that explain it); no lines when the classifier recognises none."""
         lines = tuple(logclass.explain_failure(list(r.lines)))
+        if why == "timeout" and self.not_answering:
+            return (
+                f"/health said 200 but no first token came within {self.ready_timeout:g} s "
+                f"({self.not_answering})",
+                lines,
+            )
         if why == "timeout":
             return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
         if why.startswith("error"):

@@ -364,6 +364,37 @@ def parse_df_b1(text: str) -> int | None:
 # --- Hugging Face cache --------------------------------------------------------------------
 
 _TOTAL_SIZE = re.compile(r'"total_size"\s*:\s*(\d+)')
+_SHARD_NAME = re.compile(r'"([^"\\]+\.safetensors)"')
+_NUMBERED = re.compile(r"^(?P<stem>.*-)(?P<i>\d+)-of-(?P<n>\d+)\.safetensors$")
+
+
+def parse_file_sizes(text: str) -> dict[str, int]:
+    """`SIZE PATH` lines (the scan's `find -printf`) as {path: size}; other lines skipped."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        size, _, path = line.strip().partition(" ")
+        if size.isdigit() and path:
+            out[path] = int(size)
+    return out
+
+
+def index_shards(text: str) -> list[str]:
+    """The weight files a (possibly truncated) safetensors index names, sorted.
+
+    A cut index still names its numbered shards completely: `model-00001-of-00014` says
+    there are 14 of them, so the names the cut hid are filled in.
+    """
+    names = set(_SHARD_NAME.findall(text))
+    for name in list(names):
+        m = _NUMBERED.match(name)
+        if m:
+            width, count = len(m.group("i")), int(m.group("n"))
+            first = 0 if "-" + "0" * width + "-of-" in text else 1
+            for i in range(first, count + first):
+                names.add(f"{m.group('stem')}{i:0{width}d}-of-{m.group('n')}.safetensors")
+    return sorted(names)
+
+
 _SNAPSHOT = re.compile(r"/models--(?P<repo>[^/]+)/snapshots/(?P<rev>[^/\s]+)/?$")
 
 
@@ -401,6 +432,9 @@ def parse_hf_cache_scan(text: str) -> list[CachedModel]:
         elif section == "model.safetensors.index.json" and content:
             m = _TOTAL_SIZE.search(content)
             current.weight_bytes = int(m.group(1)) if m else None
+            current.shards = index_shards(content)
+        elif section == "files":
+            current.files = parse_file_sizes(content)
 
     for line in text.splitlines():
         if line.startswith("==> "):

@@ -27,12 +27,14 @@ NET_SPEEDS = (
 DISK_FREE = (
     'sh -c \'d="${HF_HOME:-$HOME/.cache/huggingface}"; [ -d "$d" ] || d="$HOME"; df -B1 "$d"\''
 )
-# Every snapshot of every cached model: its path, its size on disk, its config.json and
-# the metadata of its safetensors index, between markers the parser splits on.
+# Every snapshot of every cached model: its path, its size on disk, each complete file with
+# its size (a link to a missing blob is not listed), its config.json and the metadata of its
+# safetensors index, between markers the parser splits on.
 HF_CACHE_SCAN = (
     'sh -c \'hub="${HF_HOME:-$HOME/.cache/huggingface}/hub"; '
     'for s in "$hub"/models--*/snapshots/*; do [ -d "$s" ] || continue; '
     'echo "==> $s"; echo "--- size"; du -sLb "$s" 2>/dev/null | cut -f1; '
+    'echo "--- files"; find -L "$s" -type f -printf "%s %P\\n" 2>/dev/null; '
     'for f in config.json model.safetensors.index.json; do echo "--- $f"; '
     '[ -f "$s/$f" ] && head -c 65536 "$s/$f"; echo; done; done\''
 )

@@ -128,6 +128,8 @@ class ApiState:
         self.channel = channel
         self.ready = False
         self.dead_reason: str | None = None
+        # Real vLLM keeps /health at 200 after its engine core died; requests then get 500.
+        self.health_despite_dead = False
         self.created = int(time.time())
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
@@ -253,7 +255,7 @@ class Handler(BaseHTTPRequestHandler):
             self._json(401, {"error": "Unauthorized"})
             return
         if path in ("/health", "/ping"):
-            if st.ready and st.dead_reason is None:
+            if st.ready and (st.dead_reason is None or st.health_despite_dead):
                 self._send(200, b"")
             else:
                 self._send(503, b"")
@@ -293,6 +295,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path == "/ping":
             self._send(200 if st.ready else 503, b"")
+            return
+        if st.ready and st.dead_reason is not None and st.health_despite_dead:
+            self._error(ApiError(500, st.dead_reason, "InternalServerError"))
             return
         if not st.ready or st.dead_reason is not None:
             reason = st.dead_reason or "The server is starting up."

@@ -819,6 +819,11 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     ctx.api.uvicorn(f"Started server process [{ctx.pid}]")
     ctx.api.uvicorn("Waiting for application startup.")
     ctx.api.uvicorn("Application startup complete.")
+    if ctx.st.engine_dead_health_ok:  # scenario: the engine core is gone, /health still 200
+        state.dead_reason = (
+            "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        )
+        state.health_despite_dead = True
     state.ready = True
     ctx.ready = True
     ctx.api.uvicorn(f"Uvicorn running on {url} (Press CTRL+C to quit)")

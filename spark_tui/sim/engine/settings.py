@@ -9,6 +9,7 @@
 | SPARK_SIM_TOKEN_SCALE | 1.0 | multiplier on every token timing (1.0 = GB10 speed) |
 | SPARK_SIM_BIND_ADDRESS | unset | bind the API and rendezvous here instead of --host / 0.0.0.0 |
 | SPARK_SIM_DIE_AFTER_READY_S | unset | scenario: this rank exits N s after it is ready (a node that dies) |
+| SPARK_SIM_ENGINE_DEAD_HEALTH_OK | unset | scenario: `/health` says 200 but every request fails with 500 "EngineCore encountered an issue" (real vLLM after its engine core died) |
 | SPARK_SIM_RENDEZVOUS_TIMEOUT_S | max(60 x pace, 5) | how long ranks wait for each other |
 | SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
 | SPARK_SIM_STATS_INTERVAL_S | 10 | period of the "Engine 000: Avg prompt throughput" log line |
@@ -57,6 +58,7 @@ class SimSettings:
     token_scale: float
     bind_address: str | None
     die_after_ready_s: float | None
+    engine_dead_health_ok: bool
     rendezvous_timeout_s: float
     heartbeat_timeout_s: float
     stats_interval_s: float
@@ -79,6 +81,8 @@ class SimSettings:
             token_scale=max(0.0, _float(env, "SPARK_SIM_TOKEN_SCALE", 1.0)),
             bind_address=(env.get("SPARK_SIM_BIND_ADDRESS") or "").strip() or None,
             die_after_ready_s=_opt_float(env, "SPARK_SIM_DIE_AFTER_READY_S"),
+            engine_dead_health_ok=env.get("SPARK_SIM_ENGINE_DEAD_HEALTH_OK", "").strip()
+            in ("1", "true", "yes"),
             rendezvous_timeout_s=timeout if timeout is not None else max(60.0 * pace, 5.0),
             heartbeat_timeout_s=_float(env, "SPARK_SIM_HEARTBEAT_TIMEOUT_S", 5.0),
             stats_interval_s=max(0.05, _float(env, "SPARK_SIM_STATS_INTERVAL_S", 10.0)),

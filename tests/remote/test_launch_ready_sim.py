@@ -1,0 +1,47 @@
+"""Ready means a first token: a head whose /health says 200 while its engine cannot answer
+(the simulated engine's SPARK_SIM_ENGINE_DEAD_HEALTH_OK, as real vLLM after its engine core
+died) is not ready; a healthy one is ready only after a 1-token request streamed a token."""
+
+from __future__ import annotations
+
+import pytest
+from test_launch_sim import ENV, make_plan, pool_for
+
+from spark_tui.ops.events import ClusterReady, Event
+from spark_tui.ops.launch import LaunchFailed, launch
+from spark_tui.sim.nodes import SimCluster
+
+
+async def test_healthy_head_that_cannot_answer_is_not_ready(sim_scenario) -> None:
+    async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
+        plan = await make_plan(pool)
+        plan.ranks[0].container.env["SPARK_SIM_ENGINE_DEAD_HEALTH_OK"] = "1"
+        events: list[Event] = []
+        with pytest.raises(LaunchFailed) as err:
+            async for ev in launch(plan, pool, follow=False, ready_timeout=8, local_env=ENV):
+                events.append(ev)
+        assert not [e for e in events if isinstance(e, ClusterReady)]
+        assert "/health said 200 but no first token came" in err.value.message
+        assert "500" in err.value.message and "EngineCore encountered an issue" in (
+            err.value.message
+        )
+
+
+async def test_ready_comes_after_a_first_token(sim_scenario) -> None:
+    async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
+        plan = await make_plan(pool)
+        events = [
+            ev async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV)
+        ]
+        ready = [e for e in events if isinstance(e, ClusterReady)]
+        assert len(ready) == 1
+        # The engine counted the readiness request: one prompt, one generated token.
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            metrics = (await client.get(ready[0].base_url + "/metrics")).text
+        assert "vllm:generation_tokens_total" in metrics
+        line = next(
+            ln for ln in metrics.splitlines() if ln.startswith("vllm:generation_tokens_total")
+        )
+        assert float(line.rsplit(" ", 1)[1]) >= 1

@@ -171,8 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where export writes the script and report")
 
     p = sub.add_parser("lab", help="real sshd + dockerd in network namespaces (Linux, root)")
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument("action", choices=["up", "down", "status", "build"])
     p.add_argument("--nodes", type=int, default=2)
+    p.add_argument(
+        "--engine",
+        choices=["sim", "vllm"],
+        default="sim",
+        help="the image's vllm: the stand-in (sim) or real vLLM's CPU build (vllm)",
+    )
+    p.add_argument("--cache-dir", metavar="DIR", help="where built images are kept")
     p.add_argument("--memory-gb", type=int, default=128)
     p.add_argument("--inventory", metavar="FILE")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")

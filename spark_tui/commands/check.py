@@ -105,6 +105,26 @@ def render_report(
     return "\n".join(lines)
 
 
+def _check_image_flags(
+    args: argparse.Namespace, report: FitReport, image: str, argv: list[str], head: str
+) -> None:
+    """Add the findings of the head image's own `vllm serve` flag table (see ops.image_flags)."""
+    from spark_tui.core.fit import verdict_of
+    from spark_tui.core.inventory import hosts_to_inventory, parse_inventory
+    from spark_tui.ops.image_flags import check_image_flags_sync
+
+    if getattr(args, "inventory", None):
+        with open(args.inventory, encoding="utf-8") as f:
+            inv = parse_inventory(f.read(), source=str(args.inventory))
+    else:
+        inv = hosts_to_inventory(str(args.hosts))
+    accept = bool(getattr(args, "accept_new_host_keys", False))
+    found = check_image_flags_sync(inv, head, image, argv, accept_new_host_keys=accept)
+    report.findings.extend(found)
+    if any(f.severity == "error" for f in found):
+        report.verdict = verdict_of(report.findings, report.missing)
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
     from spark_tui.commands.plan import target_nodes
@@ -125,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if hub_finding is not None:
         report.findings.append(hub_finding)
+    if not getattr(args, "facts", None) and recipe.container and nodes:
+        _check_image_flags(args, report, recipe.container, argv, nodes[0].name)
     if getattr(args, "json", False):
         doc = report.to_dict()
         doc["facts_sources"] = dict(sorted(facts.sources.items()))

@@ -107,6 +107,22 @@ _PHASES: tuple[tuple[str, str], ...] = (
     ("api_starting", r"Starting vLLM API server|Starting vLLM server on"),
     ("ray", r"Ray runtime started"),
 )
+# The phases in the order a rank goes through them, for telling how far a rank got.
+STARTUP_ORDER = (
+    "ray",
+    "engine_init",
+    "distributed_init",
+    "nccl",
+    "rank_assigned",
+    "loading",
+    "weights_loaded",
+    "compile",
+    "memory_profile",
+    "kv_cache",
+    "cuda_graphs",
+    "engine_ready",
+    "api_starting",
+)
 _PHASE_RE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in _PHASES))
 
 _HTTP_ACCESS = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) \S+ HTTP/[\d.]+" (\d{3})')

@@ -171,8 +171,9 @@ if [ -n "$cmd" ] && [ -f "$bundle/config.json" ]; then
   done
   nofile=""; memlock=""; stack=""; nproc=""
   if [ $(( (0x$eff >> 24) & 1 )) -eq 0 ]; then
-    hard() { v=$(ulimit -H "$1"); [ "$v" = unlimited ] || echo "$v"; }
-    nofile=$(hard -n); nproc=$(hard -u)
+    # Errors stay quiet: they would land in the container's log. dash names nproc -p.
+    hard() { v=$(ulimit -H "$1" 2>/dev/null) || return 0; [ "$v" = unlimited ] || echo "$v"; }
+    nofile=$(hard -n); nproc=$(hard -u); [ -n "$nproc" ] || nproc=$(hard -p)
     v=$(hard -l); [ -n "$v" ] && memlock=$((v * 1024))
     v=$(hard -s); [ -n "$v" ] && stack=$((v * 1024))
   fi

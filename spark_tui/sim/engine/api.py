@@ -49,6 +49,15 @@ AUTO_TOOL_ERROR = (
 )
 
 
+# Fixed per process, like a build's hash in vLLM's fingerprint.
+_BUILD_ID = secrets.token_hex(4)
+
+
+def fingerprint() -> str:
+    """vLLM's system_fingerprint: its version and a short id of the build."""
+    return f"vllm-{VERSION}-{_BUILD_ID}"
+
+
 class ApiError(Exception):
     """An error answered as vLLM's error JSON."""
 
@@ -219,6 +228,16 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             data = json.loads(raw.decode("utf-8") or "{}")
+        except json.JSONDecodeError as exc:
+            # vLLM 0.32 answers with its request validator's (pydantic's) wording.
+            raise ApiError(
+                400,
+                "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body."
+                f"{exc.pos}', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', "
+                f"'ctx': {{'error': '{exc.msg}'}}}}",
+                "Bad Request",
+                f"body.{exc.pos}",
+            ) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"Invalid JSON body: {exc}") from exc
         if not isinstance(data, dict):
@@ -353,7 +372,12 @@ class Handler(BaseHTTPRequestHandler):
             return st.served_names[0]
         if model in st.served_names or model == st.args.model:
             return str(model)
-        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        raise ApiError(
+            404,
+            f"The model `{model}` does not exist. Valid aliases: {', '.join(st.served_names)}.",
+            "NotFoundError",
+            "model",
+        )
 
     def _max_tokens(self, body: dict[str, Any], prompt_len: int, default: int | None) -> int:
         st = self.state
@@ -362,8 +386,11 @@ class Handler(BaseHTTPRequestHandler):
         if prompt_len >= limit:
             raise ApiError(
                 400,
-                f"This model's maximum context length is {limit} tokens. However, your request "
-                f"has {prompt_len} input tokens. Please reduce the length of the input messages.",
+                f"This model's maximum context length is {limit} tokens. However, your prompt "
+                f"contains at least {prompt_len} input tokens, which exceeds this limit even "
+                "without any output tokens. Please reduce the length of the input prompt. "
+                f"(parameter=input_tokens, value={prompt_len})",
+                param="input_tokens",
             )
         value = body.get("max_completion_tokens")
         if value is None:
@@ -375,16 +402,21 @@ class Handler(BaseHTTPRequestHandler):
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "max_tokens must be an integer", param="max_tokens") from exc
         if value < 1:
-            raise ApiError(400, f"max_tokens must be at least 1, got {value}.", param="max_tokens")
-        if prompt_len + value > limit:
             raise ApiError(
                 400,
-                f"'max_tokens' or 'max_completion_tokens' is too large: {value}. This model's "
-                f"maximum context length is {limit} tokens and your request has {prompt_len} "
-                f"input tokens ({value} > {limit} - {prompt_len}).",
+                f"max_tokens must be at least 1, got {value}. (parameter=max_tokens, value={value})",
                 param="max_tokens",
             )
-        return value
+        if value > limit:
+            raise ApiError(
+                400,
+                f"max_tokens={value} cannot be greater than max_model_len={limit}. Please request "
+                f"fewer output tokens. (parameter=max_tokens, value={value})",
+                param="max_tokens",
+            )
+        # vLLM 0.32 accepts a request whose prompt plus max_tokens passes max_model_len and
+        # stops it at the context's end.
+        return min(value, limit - prompt_len)
 
     # --- chat -------------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> None:
@@ -516,9 +548,11 @@ class Handler(BaseHTTPRequestHandler):
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": calls,
             "reasoning": reasoning,
         }
+        if calls:  # vLLM leaves the key out when there is no call
+            message = {**message, "tool_calls": calls}
+            message["reasoning"] = message.pop("reasoning")
         body = {
             "id": req.request_id,
             "object": "chat.completion",
@@ -532,19 +566,24 @@ class Handler(BaseHTTPRequestHandler):
                     "finish_reason": finish,
                     "stop_reason": stop_reason,
                     "token_ids": None,
+                    "routed_experts": None,
                 }
             ],
             "service_tier": None,
-            "system_fingerprint": None,
+            "system_fingerprint": fingerprint(),
             "usage": {
                 "prompt_tokens": prompt_len,
                 "total_tokens": prompt_len + len(got),
                 "completion_tokens": len(got),
                 "prompt_tokens_details": None,
+                "completion_tokens_details": None,
             },
             "prompt_logprobs": None,
             "prompt_token_ids": None,
+            "prompt_text": None,
             "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
         }
         self._json(200, body)
 
@@ -613,7 +652,7 @@ class Handler(BaseHTTPRequestHandler):
                         "logprobs": None,
                         "finish_reason": None,
                     },
-                    {"prompt_token_ids": None},
+                    {"prompt_token_ids": None, "prompt_text": None},
                 )
             )
             while True:
@@ -640,6 +679,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "logprobs": None,
                                 "finish_reason": finish,
                                 "stop_reason": stop_reason,
+                                "token_ids": None,
                             }
                         )
                     )
@@ -656,6 +696,7 @@ class Handler(BaseHTTPRequestHandler):
                                     "total_tokens": prompt_len + count,
                                     "completion_tokens": count,
                                 },
+                                "system_fingerprint": fingerprint(),
                             }
                         )
                     break
@@ -752,17 +793,23 @@ class Handler(BaseHTTPRequestHandler):
                             "finish_reason": finish,
                             "stop_reason": stop_reason,
                             "prompt_logprobs": None,
+                            "prompt_token_ids": None,
+                            "token_ids": None,
+                            "routed_experts": None,
                         }
                     ],
                     "service_tier": None,
-                    "system_fingerprint": None,
+                    "system_fingerprint": fingerprint(),
                     "usage": {
                         "prompt_tokens": prompt_len,
                         "total_tokens": prompt_len + len(got),
                         "completion_tokens": len(got),
                         "prompt_tokens_details": None,
+                        "completion_tokens_details": None,
                     },
                     "kv_transfer_params": None,
+                    "ec_transfer_params": None,
+                    "metrics": None,
                 },
             )
         finally:

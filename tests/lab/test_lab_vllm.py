@@ -10,6 +10,7 @@ come last. Select them with `-m vllm`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -80,10 +81,13 @@ def _real_vllm_once(lab: Lab, index: int, args: list[str]) -> tuple[int, str]:
             detach=True,
         )
         try:
+            # Follow the log to the end (it ends when the process does), then the exit code.
+            out = b"".join(c.logs(stream=True, follow=True))
             code = int(c.wait(timeout=600)["StatusCode"])
-            return code, c.logs().decode("utf-8", "replace")
+            return code, out.decode("utf-8", "replace")
         finally:
-            c.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
     finally:
         client.close()
 

@@ -4,6 +4,7 @@ meet over TCP, reach ready, and fail as a real cluster does when one node dies."
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -47,7 +48,7 @@ def pair() -> Iterator[Pair]:
         p.stop()
 
 
-def test_two_ranks_reach_ready_and_worker_death_kills_head(pair: Pair) -> None:
+def test_two_ranks_reach_ready_and_a_dead_worker_fails_the_next_request(pair: Pair) -> None:
     pair.head.wait_healthy(pair.api_port)
     models = httpx.get(f"http://127.0.0.1:{pair.api_port}/v1/models").json()
     assert models["data"][0]["max_model_len"] == 500000
@@ -62,7 +63,24 @@ def test_two_ranks_reach_ready_and_worker_death_kills_head(pair: Pair) -> None:
     assert "Maximum concurrency for 500,000 tokens per request: 2.8" in head_log
     assert "APIServer" not in worker_log and "Starting vLLM API server" not in worker_log
 
+    # As real vLLM 0.32: the head's /health stays 200 after its worker died (past the
+    # heartbeat timeout), the next request fails with 500, then the head exits.
     pair.worker.proc.send_signal(signal.SIGKILL)
+    base = f"http://127.0.0.1:{pair.api_port}"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert httpx.get(base + "/health", timeout=5).status_code == 200
+        time.sleep(0.5)
+    assert pair.head.proc.poll() is None, "the head is still up"
+    chat = {"model": models["data"][0]["id"], "messages": [{"role": "user", "content": "hi"}]}
+    resp = httpx.post(base + "/v1/chat/completions", json=chat, timeout=30)
+    assert resp.status_code == 500
+    assert resp.json()["error"] == {
+        "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }
     rc = pair.head.wait_exit(15)
     assert rc != 0
     out = pair.head.output
@@ -94,6 +112,12 @@ def test_worker_dies_after_ready_scenario() -> None:
         p.head.wait_healthy(p.api_port)
         assert p.worker.wait_exit(10) == 137
         assert "simulated node failure" in p.worker.output
+        resp = httpx.post(
+            f"http://127.0.0.1:{p.api_port}/v1/completions",
+            json={"prompt": "x", "max_tokens": 2},
+            timeout=30,
+        )
+        assert resp.status_code == 500
         assert p.head.wait_exit(10) == 1
         assert "ncclRemoteError" in p.head.output
     finally:

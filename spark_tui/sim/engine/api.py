@@ -53,6 +53,10 @@ AUTO_TOOL_ERROR = (
 _BUILD_ID = secrets.token_hex(4)
 
 
+# The routes that need the engine (a broken engine fails them; /health does not notice).
+_ENGINE_ROUTES = ("/v1/chat/completions", "/v1/completions", "/invocations", "/tokenize")
+
+
 def fingerprint() -> str:
     """vLLM's system_fingerprint: its version and a short id of the build."""
     return f"vllm-{VERSION}-{_BUILD_ID}"
@@ -137,6 +141,11 @@ class ApiState:
         self.channel = channel
         self.ready = False
         self.dead_reason: str | None = None
+        # Set when a worker rank was lost after ready: real vLLM's head keeps answering
+        # /health 200 until a request needs the engine; that request then fails and the
+        # head exits. `on_engine_broken` (called once, from that request) does the rest.
+        self.engine_broken: str | None = None
+        self.on_engine_broken: Any = None
         self.created = int(time.time())
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
@@ -244,6 +253,18 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(400, "The request body must be a JSON object.")
         return data
 
+    def _engine_broken(self) -> None:
+        """The first request after a worker's loss: 500 as vLLM answers, then the head goes."""
+        st = self.state
+        assert st is not None
+        message = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        with st.lock:
+            first, st.on_engine_broken = st.on_engine_broken, None
+        st.dead_reason = message
+        if first is not None:
+            first()
+        self._error(ApiError(500, message, "InternalServerError"))
+
     def _authorised(self) -> bool:
         st = self.state
         if st is None or not st.api_keys or not self.path.startswith("/v1"):
@@ -316,6 +337,9 @@ class Handler(BaseHTTPRequestHandler):
         if not st.ready or st.dead_reason is not None:
             reason = st.dead_reason or "The server is starting up."
             self._error(ApiError(503, reason, "ServiceUnavailableError"))
+            return
+        if st.engine_broken is not None and path in _ENGINE_ROUTES:
+            self._engine_broken()
             return
         try:
             if path in ("/v1/chat/completions", "/invocations"):

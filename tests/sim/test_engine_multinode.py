@@ -152,3 +152,30 @@ def test_data_parallel_ranks_meet_and_fail_together() -> None:
     finally:
         for engine in ranks:
             engine.stop()
+
+
+def test_a_head_whose_worker_never_comes_waits_and_ignores_sigterm() -> None:
+    # As real vLLM 0.32: stuck in the process group's init, SIGTERM and SIGINT do nothing
+    # and there is no timeout of its own; only SIGKILL ends it.
+    api, master = free_port(), free_port()
+    argv, env = recipe_argv("glm-5.3-flash", host="127.0.0.1", port=api)
+    rdv = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(master)]
+    head = Engine(argv + rdv + ["--node-rank", "0"], env)
+    try:
+        deadline = time.monotonic() + 20
+        while "distributed_init_method=" not in head.output and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "distributed_init_method=" in head.output, head.output
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            head.proc.send_signal(sig)
+        time.sleep(7)  # longer than the default rendezvous timeout at test pace
+        assert head.proc.poll() is None, "the head must still be waiting"
+        try:
+            health = httpx.get(f"http://127.0.0.1:{api}/health", timeout=2).status_code
+        except httpx.HTTPError:
+            health = None
+        assert health != 200
+        head.proc.send_signal(signal.SIGKILL)
+        assert head.wait_exit(10) == -signal.SIGKILL
+    finally:
+        head.stop()

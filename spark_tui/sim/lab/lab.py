@@ -134,7 +134,9 @@ class Lab:
         require_lab_host()
         started = time.monotonic()
         self._check_state_dir()
+        kept = self._foreign_files()
         left = self.down(quiet=True)
+        self._restore(kept)
         if left:
             raise OperationFailed(
                 "an earlier lab could not be cleaned: " + "; ".join(left),
@@ -146,6 +148,38 @@ class Lab:
             self.say("lab up failed: cleaning up what it made")
             self.down(quiet=True)
             raise
+
+    # What the lab itself writes at the top of its state directory.
+    _OWN = {
+        MARKER,
+        "state.json",
+        "id_ed25519",
+        "id_ed25519.pub",
+        "authorized_keys",
+        "known_hosts",
+        "nodes",
+        "image",
+    }
+
+    def _foreign_files(self) -> dict[str, bytes]:
+        """Small files someone else keeps in the state dir (a test session's owner mark):
+        cleaning an earlier lab must not delete them, or the lab looks abandoned meanwhile."""
+        d = self.cfg.state_dir
+        if not d.is_dir():
+            return {}
+        return {
+            p.name: p.read_bytes()
+            for p in d.iterdir()
+            if p.name not in self._OWN and p.is_file() and p.stat().st_size < 65536
+        }
+
+    def _restore(self, kept: dict[str, bytes]) -> None:
+        if not kept:
+            return
+        self.cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.cfg.state_dir / MARKER).touch()
+        for name, data in kept.items():
+            (self.cfg.state_dir / name).write_bytes(data)
 
     def _check_state_dir(self) -> None:
         d = self.cfg.state_dir

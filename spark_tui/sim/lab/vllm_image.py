@@ -533,6 +533,30 @@ def ensure_archive(d: Path, venv: Path, base_python: str, say: Say) -> tuple[Pat
     return out, image_id, _since(started)
 
 
+BUILD_RECORD = "build-times.json"
+
+
+def _record(d: Path, seconds: dict[str, float]) -> None:
+    """Keep how long each step took when it was last built (the first build's figures)."""
+    path = d / BUILD_RECORD
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = {}
+    new = {k: v for k, v in seconds.items() if v > 0}
+    if new:
+        path.write_text(json.dumps({**old, **new}, indent=2) + "\n")
+
+
+def build_times(cache_dir: Path = DEFAULT_CACHE_DIR) -> dict[str, float]:
+    """The seconds each build step took when it last ran (empty before any build)."""
+    try:
+        data: dict[str, float] = json.loads((build_dir(cache_dir) / BUILD_RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
 def ensure(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> VllmBuild:
     """Build (or find) the venv, the model and the image archive; idempotent, locked."""
     say = say or (lambda _m: None)
@@ -541,6 +565,7 @@ def ensure(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> VllmB
         venv, base, venv_s = ensure_venv(d, say)
         hub, revision, model_s = ensure_model(d, venv, say)
         archive, image_id, archive_s = ensure_archive(d, venv, base, say)
+        _record(d, {"venv_seconds": venv_s, "model_seconds": model_s, "archive_seconds": archive_s})
     return VllmBuild(
         version=VLLM_VERSION,
         image=VLLM_IMAGE,

@@ -34,6 +34,8 @@ lab_guard()
 
 pytestmark = [pytest.mark.lab, pytest.mark.vllm]
 
+# Real vLLM's outputs of the refused launches, kept for the stand-in's comparison below.
+REAL_REFUSALS: dict[str, tuple[int, str]] = {}
 READY_TIMEOUT = 900  # seconds: two real vLLM ranks on a busy 2-core machine
 MODEL_DIR = f"/root/.cache/huggingface/hub/models--{vllm_image.MODEL_REPO.replace('/', '--')}"
 
@@ -179,6 +181,7 @@ def test_check_predicts_what_real_vllm_refuses_in_its_own_words(
         return dict(zip(jobs, done, strict=True))
 
     real = asyncio.run(all_real())
+    REAL_REFUSALS.update(real)
 
     def line_of(output: str, needle: str) -> str:
         found = [ln for ln in output.splitlines() if needle in ln]
@@ -374,6 +377,159 @@ def test_bench_figures_agree_with_vllms_own_counters(
     served = after["vllm:request_success_total"] - before["vllm:request_success_total"]
     assert requests == 8 and served == pytest.approx(requests, rel=0.05)
     assert tokens == pytest.approx(served_tokens, rel=0.05), (tokens, served_tokens)
+
+
+# --- the stand-in held against real vLLM ---------------------------------------------------
+
+
+def _stand_in(*flags: str) -> Any:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+    from engine_harness import Engine, free_port
+
+    port = free_port()
+    argv = ["serve", STAND_IN_MODEL, "--host", "127.0.0.1", "--port", str(port), *flags]
+    return Engine(argv), port
+
+
+STAND_IN_MODEL = "Qwen/Qwen3-0.6B"  # a model of the stand-in's catalogue (4 heads it has not)
+SERVE_FLAGS = (
+    "--served-model-name",
+    "tiny-qwen2",
+    "--max-model-len",
+    "2048",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+)
+
+
+def test_the_stand_in_answers_like_real_vllm(
+    cluster: dict[str, Any], vllm_lab: Lab, files: dict[str, Path]
+) -> None:
+    import standin_compare as sc
+
+    assert cluster["launch"].returncode == 0
+    real_base = f"http://{vllm_lab.node(1).address}:8000"
+    engine, port = _stand_in(*SERVE_FLAGS)
+    try:
+        engine.wait_healthy(port, timeout=60)
+        sim_base = f"http://127.0.0.1:{port}"
+        real = sc.send(real_base, "tiny-qwen2")
+        sim = sc.send(sim_base, "tiny-qwen2")
+        real_metrics = sc.metric_names(httpx.get(real_base + "/metrics", timeout=30).text)
+        sim_metrics = sc.metric_names(httpx.get(sim_base + "/metrics", timeout=30).text)
+        sim_log = engine.output.splitlines()
+    finally:
+        engine.stop()
+    problems: list[str] = []
+    for name, r in real.items():
+        m = sim[name]
+        if (r.status, r.content_type) != (m.status, m.content_type):
+            problems.append(
+                f"{name}: real {r.status} {r.content_type}, stand-in {m.status} {m.content_type}"
+            )
+        if r.events or m.events:
+            if sc.stream_summary(r.events) != sc.stream_summary(m.events):
+                problems.append(
+                    f"{name}: chunks {sc.stream_summary(r.events)} vs {sc.stream_summary(m.events)}"
+                )
+            if r.framing[-3:] != m.framing[-3:] or set(r.framing) != set(m.framing):
+                problems.append(f"{name}: SSE framing {r.framing[-4:]} vs {m.framing[-4:]}")
+            for i in (0, 1, -2, -1):
+                for d in sc.diff_shapes(sc.shape(r.events[i]), sc.shape(m.events[i])):
+                    problems.append(f"{name} chunk {i}: {d}")
+        else:
+            problems += [f"{name}: {d}" for d in sc.diff_shapes(sc.shape(r.body), sc.shape(m.body))]
+        if name.startswith("err") and isinstance(r.body, dict) and "error" in r.body:
+            rt, mt = r.body["error"], (m.body or {}).get("error", {})
+            if (rt.get("type"), rt.get("code")) != (mt.get("type"), mt.get("code")):
+                problems.append(f"{name}: error type/code {rt} vs {mt}")
+    # Every metric the stand-in serves is a real one, with labels real vLLM has; the ones
+    # spark-tui reads are served by both.
+    for metric, labels in sim_metrics.items():
+        if metric not in real_metrics:
+            problems.append(f"metric {metric} is not real vLLM's")
+        elif labels - real_metrics[metric]:
+            problems.append(f"metric {metric}: labels {sorted(labels - real_metrics[metric])}")
+    for used in (
+        "vllm:generation_tokens_total",
+        "vllm:request_success_total",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+    ):
+        if used not in real_metrics or used not in sim_metrics:
+            problems.append(
+                f"metric {used}: real {used in real_metrics}, stand-in {used in sim_metrics}"
+            )
+    # Every classifier label real vLLM's startup shows, the stand-in's shows too.
+    real_head = _cli(
+        "logs", "--inventory", str(files["inventory"]), "--rank", "0", "--tail", "5000"
+    )
+    real_labels = _labels(real_head.stdout.splitlines())
+    sim_labels = _labels(sim_log)
+    missing = real_labels - sim_labels - {("phase", "distributed_init"), ("phase", "rank_assigned")}
+    if missing:
+        problems.append(f"log labels the stand-in never shows: {sorted(missing)}")
+    assert not problems, "\n".join(problems)
+
+
+def _labels(lines: list[str]) -> set[tuple[str, str]]:
+    c = logclass.StreamClassifier()
+    out = set()
+    for line in lines:
+        r = c.classify(line)
+        if r.kind in ("phase", "ready", "progress"):
+            out.add((r.kind, r.scope or ""))
+    return out
+
+
+def test_the_stand_in_refuses_what_real_vllm_refuses_in_the_same_words() -> None:
+    import re
+
+    assert REAL_REFUSALS, "runs after test_check_predicts_what_real_vllm_refuses_in_its_own_words"
+    common = ["--dtype", "float32", "--enforce-eager"]
+    cases = {
+        "tp3": (
+            [*common, "--tensor-parallel-size", "3"],
+            "must be divisible by tensor parallel size",
+        ),
+        "long": ([*common, "--max-model-len", "100000"], "User-specified max_model_len"),
+        "flag": ([*common, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        "choice": (["--dtype", "float33"], "invalid choice: 'float33'"),
+    }
+
+    def words(line: str, start: str) -> str:
+        text = line[line.index(start) :].split(" [type=", 1)[0]
+        text = text.split("(max_position_embeddings", 1)[0]
+        return re.sub(r"\d+(\.\d+)?", "N", text).strip()
+
+    problems = []
+    for name, (flags, needle) in cases.items():
+        engine, _port = _stand_in(*flags)
+        try:
+            code = engine.wait_exit(60)
+        finally:
+            engine.stop()
+        real_code, real_out = REAL_REFUSALS[name]
+        real_line = next(ln for ln in real_out.splitlines() if needle in ln)
+        sim_lines = [ln for ln in engine.output.splitlines() if needle in ln]
+        if code != real_code:
+            problems.append(f"{name}: exit {code}, real vLLM {real_code}")
+        if not sim_lines:
+            problems.append(f"{name}: the stand-in never says {needle!r}:\n{engine.output[-800:]}")
+            continue
+        start = needle.split(" ", 1)[0] if name != "tp3" else "Total number"
+        if words(sim_lines[-1], start) != words(real_line, start):
+            problems.append(f"{name}: {sim_lines[-1]!r} vs real {real_line!r}")
+        real_cause = logclass.classify(real_line).detail
+        if logclass.classify(sim_lines[-1]).detail != real_cause:
+            problems.append(
+                f"{name}: classified {logclass.classify(sim_lines[-1])} vs {real_cause}"
+            )
+    assert not problems, "\n".join(problems)
 
 
 # --- faults, as real vLLM behaves (these end the cluster: keep them last) --------------------

@@ -265,7 +265,8 @@ def test_launch_wait_brings_both_real_ranks_to_ready_with_labelled_phases(
 ) -> None:
     res = cluster["launch"]
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "rank 0 spark-lab-1: ready" in res.stdout and "rank 1 spark-lab-2: ready" in res.stdout
+    said = res.stdout + res.stderr  # progress goes to stderr, the result to stdout
+    assert "rank 0 spark-lab-1: ready" in said and "rank 1 spark-lab-2: ready" in said
     seen: dict[int, dict[str, set[str]]] = {}
     for rank in (0, 1):
         logs = _cli(

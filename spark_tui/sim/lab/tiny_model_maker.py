@@ -4,8 +4,9 @@ trained on local text, laid out as a Hugging Face hub-cache entry.
 Run as a script by the real-vLLM venv's interpreter (it needs torch, transformers and
 tokenizers, which spark-tui itself does not depend on):
 `VENV/bin/python tiny_model_maker.py OUT_HUB_DIR ORG/NAME`. It prints the revision.
-The weights are random (seeded): the model answers gibberish, but every file vLLM, the
-tokenizer and spark-tui's probe read is real.
+The weights are random (seeded) but for a planted reply: the model answers every prompt
+with REPLY and stops (see plant_reply); every file vLLM, the tokenizer and spark-tui's probe
+read is real.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 CORPUS_DIRS = ("/usr/share/common-licenses", "/usr/share/doc/python3", "/usr/share/dict")
 VOCAB_SIZE = 4096
@@ -53,6 +55,8 @@ CHAT_TEMPLATE = """{%- if tools %}
 {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
 """
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# What the model answers to any prompt before its end token (see plant_reply).
+REPLY = " Spark lab ready"
 ADDED = [
     "<tool_call>",
     "</tool_call>",
@@ -109,7 +113,36 @@ def make_tokenizer(out: Path) -> int:
     return len(fast)
 
 
-def make_model(out: Path, vocab: int, eos_id: int, pad_id: int) -> None:
+def plant_reply(model: Any, reply_ids: list[int], eos_id: int) -> None:
+    """Make the random model answer every prompt with `reply_ids` and then stop, like a
+    chat model (a purely random one never samples its end token in 2048 steps).
+
+    Each token's embedding gets a large component on one of a few reserved dimensions
+    (ordinary tokens on the first, the reply's tokens on the next ones); that component
+    dominates the residual stream, so the final norm turns it into a near one-hot vector,
+    and the LM head maps it to the next token of the chain: any token -> reply[0] -> ... ->
+    end. Everything else stays random, so guided decoding can still force any output."""
+    import torch
+
+    if len(set(reply_ids)) != len(reply_ids) or eos_id in reply_ids:
+        raise SystemExit(f"the planted reply's tokens must differ: {reply_ids}")
+    emb = model.model.embed_tokens.weight
+    head = model.lm_head.weight
+    chain = [*reply_ids, eos_id]
+    # Large enough to outweigh what two random layers add to the residual stream (~3).
+    mark, sharp = 20.0, 1.5
+    with torch.no_grad():
+        emb[:, : len(chain)] = 0.0
+        emb[:, 0] = mark
+        head[:, : len(chain)] = 0.0
+        for i, tok in enumerate(chain[:-1]):
+            emb[tok, 0] = 0.0
+            emb[tok, i + 1] = mark
+        for i, nxt in enumerate(chain):
+            head[nxt, i] = sharp
+
+
+def make_model(out: Path, vocab: int, eos_id: int, pad_id: int, reply_ids: list[int]) -> None:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -131,6 +164,7 @@ def make_model(out: Path, vocab: int, eos_id: int, pad_id: int) -> None:
         torch_dtype="float32",
     )
     model = Qwen2ForCausalLM(cfg).to(torch.float32)
+    plant_reply(model, reply_ids, eos_id)
     # Sharded on purpose: a model.safetensors.index.json is what large models carry.
     model.save_pretrained(str(out), safe_serialization=True, max_shard_size="5MB")
     GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(str(out))
@@ -178,7 +212,9 @@ def main(argv: list[str]) -> int:
         tok = AutoTokenizer.from_pretrained(str(files))
         eos_id = tok.convert_tokens_to_ids("<|im_end|>")
         pad_id = tok.convert_tokens_to_ids("<|endoftext|>")
-        make_model(files, vocab, eos_id, pad_id)
+        # Each token once: a chain cannot pass through the same token twice.
+        reply_ids = list(dict.fromkeys(tok.encode(REPLY, add_special_tokens=False)))
+        make_model(files, vocab, eos_id, pad_id, reply_ids)
         json.loads((files / "model.safetensors.index.json").read_text())  # must exist
         revision = to_hub_cache(files, hub, repo_id)
     print(revision)

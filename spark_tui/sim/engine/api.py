@@ -219,7 +219,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("date", self.date_time_string())
         self.send_header("server", "uvicorn")
         self.send_header("content-length", str(len(body)))
-        self.send_header("content-type", ctype)
+        if ctype:  # vLLM's /health answers an empty body with no content type
+            self.send_header("content-type", ctype)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -294,9 +295,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path in ("/health", "/ping"):
             if st.ready and st.dead_reason is None:
-                self._send(200, b"")
+                self._send(200, b"", "")
             else:
-                self._send(503, b"")
+                self._send(503, b"", "")
             return
         if path == "/version":
             self._json(200, {"version": VERSION})
@@ -699,7 +700,8 @@ class Handler(BaseHTTPRequestHandler):
                         chunk(
                             {
                                 "index": 0,
-                                "delta": {"content": ""},
+                                # vLLM 0.32's closing chunk carries no content.
+                                "delta": {},
                                 "logprobs": None,
                                 "finish_reason": finish,
                                 "stop_reason": stop_reason,

@@ -279,8 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser("lab", help="real sshd + dockerd in network namespaces (Linux, root)")
-    p.add_argument("action", choices=["up", "down", "status"], help="start, end or show the lab")
+    p.add_argument(
+        "action",
+        choices=["up", "down", "status", "build"],
+        help="start, end or show the lab; build its image ahead of time",
+    )
     p.add_argument("--nodes", type=int, default=2, help="how many lab nodes (up)")
+    p.add_argument(
+        "--engine",
+        choices=["sim", "vllm"],
+        default="sim",
+        help="the image's vllm: the stand-in (sim) or real vLLM's CPU build (vllm)",
+    )
+    p.add_argument("--cache-dir", metavar="DIR", help="where built images are kept")
     p.add_argument("--memory-gb", type=int, default=128, help="memory each node reports (up)")
     p.add_argument("--inventory", metavar="FILE", help="where `up` writes the inventory")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")

@@ -128,6 +128,25 @@ def held_by_running(nodes: list[NodeFacts]) -> dict[str, int]:
     }
 
 
+def _check_image_flags(
+    args: argparse.Namespace, report: FitReport, image: str, argv: list[str], head: str
+) -> None:
+    """Add the findings of the head image's own `vllm serve` flag table (see ops.image_flags)."""
+    from spark_tui.commands.terminal import targets
+    from spark_tui.core.fit import verdict_of
+    from spark_tui.ops.image_flags import check_image_flags_sync
+    from spark_tui.service.targets import inventory_nodes
+
+    t = targets(args)
+    inv = inventory_nodes(t)
+    found = check_image_flags_sync(
+        inv, head, image, argv, accept_new_host_keys=t.accept_new_host_keys
+    )
+    report.findings.extend(found)
+    if any(f.severity == "error" for f in found):
+        report.verdict = verdict_of(report.findings, report.missing)
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
     from spark_tui.commands._interrupts import run_command
@@ -142,11 +161,15 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(
         recipe, list(args.sets), nodes, held=held_by_running(nodes), facts_for=model_facts_for
     )
-    if result.problem is not None:
+    # A plan that cannot be built is the answer only when the fit check has none of its own
+    # (e.g. too few nodes for a layout whose heads do not divide: the fit says both).
+    if result.problem is not None and (result.report is None or result.report.ok):
         raise result.problem
     assert result.report is not None and result.model_facts is not None
     sources = result.model_facts.sources
     result.report.findings += _presence(args, recipe, result.argv, result.env, nodes)
+    if not getattr(args, "facts", None) and recipe.container and nodes:
+        _check_image_flags(args, result.report, recipe.container, result.argv, nodes[0].name)
     if args.json:
         doc = result.report.to_dict()
         doc["facts_sources"] = dict(sorted(sources.items()))

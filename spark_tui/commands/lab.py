@@ -20,6 +20,8 @@ def _say(msg: str) -> None:
 def run(args: argparse.Namespace) -> int:
     require_lab_host()
     state_dir = Path(args.state_dir) if args.state_dir else DEFAULT_STATE_DIR
+    if args.action == "build":
+        return _build(args)
     if args.action == "up":
         return _up(args, state_dir)
     if args.action == "down":
@@ -40,8 +42,14 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         prefix=getattr(args, "prefix", None) or DEFAULT_PREFIX,
         subnet=getattr(args, "subnet", None) or DEFAULT_SUBNET,
         state_dir=state_dir,
+        engine=getattr(args, "engine", None) or "sim",
+        **({"cache_dir": Path(args.cache_dir)} if getattr(args, "cache_dir", None) else {}),
     )
-    _say(f"lab up: {cfg.nodes} simulated Sparks (GB10, {cfg.memory_gb} GB) in {state_dir}")
+    engine = "real vLLM (CPU build)" if cfg.engine == "vllm" else "the simulated engine"
+    _say(
+        f"lab up: {cfg.nodes} simulated Sparks (GB10, {cfg.memory_gb} GB) running {engine} "
+        f"in {state_dir}"
+    )
     lab = Lab(cfg, say=_say)
     info = lab.up()
     inventory = Path(args.inventory)
@@ -52,9 +60,27 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
             f"ssh root@{node['address']}  docker {node['docker_socket']}"
         )
     _say(f"lab up in {info.seconds:.1f} s; inventory written to {inventory}")
+    recipe = lab.write_recipe(inventory.parent)
+    if recipe is not None:
+        _say(f"  recipe for the lab's model written to {recipe}")
     _say(f"  next: spark-tui probe --inventory {inventory}")
+    if recipe is not None:
+        _say(f"  then: spark-tui launch {recipe} --inventory {inventory} --wait")
     _say(f"  done: spark-tui lab down --state-dir {state_dir}")
     return EXIT_OK
+
+
+def _build(args: argparse.Namespace) -> int:
+    """Build (or find in the cache) the lab image of `--engine` without bringing a lab up."""
+    if (getattr(args, "engine", None) or "sim") != "vllm":
+        raise InputError(
+            "lab build makes the real-vLLM image; the stand-in's is made by `lab up` in a second",
+            "pass --engine vllm",
+        )
+    from spark_tui.sim.lab import vllm_image
+
+    argv = ["--cache-dir", args.cache_dir] if getattr(args, "cache_dir", None) else []
+    return vllm_image.main(argv + (["--json"] if getattr(args, "json", False) else []))
 
 
 def _down(state_dir: Path) -> int:

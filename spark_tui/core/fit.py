@@ -662,6 +662,11 @@ def _missing_finding(facts: ModelFacts, missing: list[str]) -> Finding:
     )
 
 
+def verdict_of(findings: list[Finding], missing: list[str]) -> str:
+    """The verdict the findings and missing facts give (errors block)."""
+    return _verdict(findings, missing)
+
+
 def _verdict(findings: list[Finding], missing: list[str]) -> str:
     if any(f.severity == "error" for f in findings):
         return "does_not_fit"
@@ -722,7 +727,10 @@ def check_fit(
             Finding(
                 "warning" if allowed else "error",
                 "max_model_len_exceeds_model",
-                f"max_model_len {args.max_model_len} is longer than the model's {limit} positions",
+                # vLLM's own words (config/model.py), so the check reads like the failure.
+                f"User-specified max_model_len ({args.max_model_len}) is greater than the "
+                f"derived max_model_len (max_position_embeddings={limit} in model's "
+                "config.json)",
                 f"--set max_model_len={limit}"
                 + ("" if allowed else " (or set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 knowingly)"),
             )

@@ -101,11 +101,28 @@ _PHASES: tuple[tuple[str, str], ...] = (
     ("engine_init", r"Initializing a V1 LLM engine|Initializing an LLM engine"),
     ("compile", r"torch\.compile took"),
     ("memory_profile", r"Free memory on device .*on startup\. Desired"),
-    ("kv_cache", r"GPU KV cache size|Available KV cache memory"),
+    # The CPU build says "CPU KV cache size" and sizes it from VLLM_CPU_KVCACHE_SPACE.
+    ("kv_cache", r"[GC]PU KV cache size|Available KV cache memory|GiB for KV cache on node"),
     ("cuda_graphs", r"Graph capturing finished"),
     ("engine_ready", r"init engine \(profile, create kv cache, warmup model\) took"),
     ("api_starting", r"Starting vLLM API server|Starting vLLM server on"),
     ("ray", r"Ray runtime started"),
+)
+# The phases in the order a rank goes through them, for telling how far a rank got.
+STARTUP_ORDER = (
+    "ray",
+    "engine_init",
+    "distributed_init",
+    "nccl",
+    "rank_assigned",
+    "loading",
+    "weights_loaded",
+    "compile",
+    "memory_profile",
+    "kv_cache",
+    "cuda_graphs",
+    "engine_ready",
+    "api_starting",
 )
 _PHASE_RE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in _PHASES))
 

@@ -408,6 +408,9 @@ def _mask_argv(argv: list[str], notes: list[str], introduced: dict[str, str]) ->
     return out
 
 
+RANK_PLACEHOLDER = "{rank}"
+
+
 def _rank_env(
     recipe_env: Mapping[str, str], node: NodeFacts, head_ip: str, master_port: int
 ) -> tuple[dict[str, str], list[str]]:
@@ -644,8 +647,11 @@ def build_plan(
             serves_api = intra == 0
         env, env_notes = _rank_env(recipe_env, node, master_ip, master_port)
         notes.extend(n for n in env_notes if n not in notes)
-        if ray:
-            # vLLM's Ray executor picks each node's IP from VLLM_HOST_IP.
+        # `{rank}` in a recipe's env value is this rank's number (e.g. a CPU core to bind).
+        env = {k: v.replace(RANK_PLACEHOLDER, str(rank)) for k, v in env.items()}
+        if ray or len(nodes) > 1:
+            # Every rank advertises its own cluster address: vLLM's Ray executor and its
+            # multi-node message queues take it from VLLM_HOST_IP (else a guessed interface).
             env["VLLM_HOST_IP"] = cluster_ips[rank]
         labels = {
             LABEL_PREFIX + "cluster": cluster_id,

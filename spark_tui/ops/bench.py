@@ -209,6 +209,9 @@ class BenchResult:
     forced_length: bool = False
     metrics_available: bool = False
     notes: list[str] = field(default_factory=list)
+    # The warm-up and calibration requests before the levels (the server counts them too).
+    warmup_requests: int = 0
+    warmup_output_tokens: int = 0
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -225,6 +228,8 @@ class BenchResult:
             "forced_length": self.forced_length,
             "metrics_available": self.metrics_available,
             "notes": list(self.notes),
+            "warmup_requests": self.warmup_requests,
+            "warmup_output_tokens": self.warmup_output_tokens,
         }
 
     @classmethod
@@ -395,17 +400,23 @@ class BenchRun:
 
     # -- warm-up: compile caches, check min_tokens support, calibrate the prompt length --
 
+    def _count_warmup(self, sample: RequestSample) -> None:
+        self.result.warmup_requests += 1 if sample.ok else 0
+        self.result.warmup_output_tokens += sample.output_tokens if sample.ok else 0
+
     async def _warmup(self, client: httpx.AsyncClient) -> None:
         cfg = self.config
         if cfg.force_output_length:
             self._extra = {"min_tokens": cfg.output_tokens, "ignore_eos": True}
         sample = await self._one(client, self._body(10**6))
+        self._count_warmup(sample)
         if not sample.ok and self._extra and "400" in (sample.error or ""):
             self.result.notes.append(
                 "the server refused min_tokens/ignore_eos: output lengths are not forced"
             )
             self._extra = {}
             sample = await self._one(client, self._body(10**6))
+            self._count_warmup(sample)
         if not sample.ok:
             raise BenchError(
                 f"the warm-up request failed: {sample.error}",
@@ -423,6 +434,7 @@ class BenchRun:
             body["max_tokens"] = 1
             body.pop("min_tokens", None)
             sample = await self._one(client, body)
+            self._count_warmup(sample)
             if not sample.ok:
                 break
 

@@ -131,6 +131,12 @@ class WatchedRank:
     classifier: logclass.StreamClassifier = field(default_factory=logclass.StreamClassifier)
     follower: RankLogFollower | None = None
     ended: bool = False
+    last_phase: str | None = None  # the furthest startup phase its log showed
+
+
+def _phase_index(phase: str | None) -> int:
+    order = logclass.STARTUP_ORDER
+    return order.index(phase) if phase in order else -1
 
 
 # Loading progress across phases: weights take most of the time, CUDA graphs the rest.
@@ -196,6 +202,8 @@ class ClusterWatch:
                 self._set(r, RankState.LOADING, progress=r.progress)
         elif cls.kind == "phase" and r.state is not RankState.LOADING:
             self._set(r, RankState.LOADING, progress=r.progress)
+        if cls.kind == "phase" and _phase_index(cls.scope) > _phase_index(r.last_phase):
+            r.last_phase = cls.scope
         elif cls.kind == "ready" and cls.scope == "worker" and not r.serves_api:
             r.progress = 1.0
             self._set(r, RankState.READY, progress=1.0)
@@ -372,7 +380,15 @@ class ClusterWatch:
                 lines,
             )
         if why == "timeout":
-            return (f"the API did not answer /health within {self.ready_timeout:g} s", lines)
+            reason = f"the API did not answer /health within {self.ready_timeout:g} s"
+            missing = self._missing_ranks()
+            if missing:
+                reason += "; " + "; ".join(
+                    f"rank {m.rank} on {m.node} never became ready (its last startup step: "
+                    f"{m.last_phase or 'none logged'})"
+                    for m in missing
+                )
+            return (reason, lines)
         if why.startswith("error"):
             return (why, lines)
         info = await r.docker.inspect(r.name)
@@ -385,6 +401,16 @@ class ClusterWatch:
                 step.lines,
             )
         return (exit_reason(info.get("State") or {}), lines)
+
+    def _missing_ranks(self) -> list[WatchedRank]:
+        """The workers a head that never came up was waiting for: those not ready, and of
+        them the ones behind the furthest rank when some got further than others."""
+        waiting = [r for r in self.ranks if not r.serves_api and r.state is not RankState.READY]
+        if not waiting:
+            return []
+        furthest = max(_phase_index(r.last_phase) for r in self.ranks)
+        behind = [r for r in waiting if _phase_index(r.last_phase) < furthest]
+        return behind or waiting
 
     @staticmethod
     def _last_lines(r: WatchedRank) -> tuple[str, ...]:

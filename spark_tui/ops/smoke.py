@@ -39,6 +39,27 @@ WEATHER_TOOL: dict[str, Any] = {
 }
 # Enough for a reasoning model to think and still answer (the playbook's value).
 MAX_TOKENS = 4096
+# Context kept free for the prompt (with the tool declaration) when max_tokens is capped
+# to a small max_model_len.
+PROMPT_ROOM = 512
+# The playbook's tool made strict, with its one argument fixed: a forced call
+# (tool_choice "required") must then come back as exactly get_weather({"location": "Boston"})
+# whatever the model, which tells the server's tool calling apart from the model's will.
+FORCED_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get current weather for a location.",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string", "enum": ["Boston"]}},
+            "required": ["location"],
+            "additionalProperties": False,
+        },
+    },
+}
+FORCED_MAX_TOKENS = 256
 EXCERPT_CHARS = 400
 DEFAULT_TIMEOUT_S = 180.0
 CONNECT_TIMEOUT_S = 5.0
@@ -400,6 +421,16 @@ class _Checker:
             )
         return self._http_failure("health", req, resp, latency)
 
+    def _fit_max_tokens(self, data: Any) -> None:
+        """vLLM refuses max_tokens above the served max_model_len with a 400: keep the
+        requests within the context the server lists (room left for the prompt)."""
+        try:
+            lens = [int(m["max_model_len"]) for m in data.get("data", []) if "max_model_len" in m]
+        except (AttributeError, TypeError, ValueError, KeyError):
+            return
+        if lens and min(lens) - PROMPT_ROOM < self.max_tokens:
+            self.max_tokens = max(16, min(lens) - PROMPT_ROOM)
+
     async def _check_models(self, req: SmokeRequest) -> SmokeResult:
         resp, latency = await self._send("GET", "/v1/models")
         if resp.status_code != 200:
@@ -410,6 +441,7 @@ class _Checker:
         except (ValueError, AttributeError, TypeError):
             ids = []
         base = SmokeResult("models", False, latency, req, _excerpt(resp.text), data={"ids": ids})
+        self._fit_max_tokens(data)
         if not ids:
             base.detail = "no model listed"
             base.cause = "the server lists no model"
@@ -550,12 +582,28 @@ class _Checker:
                     "the model wrote the call as text: the tool-call parser did not "
                     "recognise its format (wrong --tool-call-parser for this model)"
                 )
-            else:
+                result.remedy = setup_remedy
+                return result
+            forced = await self._forced_call()
+            result.data["forced_call"] = forced
+            if forced.get("ok"):
                 result.cause = (
-                    "the model answered in plain text: tool calling is not set up "
-                    "(parser, --enable-auto-tool-choice or chat template), or the model "
-                    "does not support tools"
+                    "the model does not call tools on its own: it answered in plain text, "
+                    'while a forced call (tool_choice "required") came back parsed as '
+                    f"get_weather({forced.get('arguments')}), so the server's tool calling "
+                    "(--enable-auto-tool-choice, the parser, the chat template) works"
                 )
+                result.remedy = (
+                    "use a model that calls tools when asked (an instruct model with tool "
+                    "support); with this one, clients must force calls with tool_choice"
+                )
+                return result
+            result.cause = (
+                "the model answered in plain text: tool calling is not set up "
+                "(parser, --enable-auto-tool-choice or chat template), or the model "
+                'does not support tools; a forced call (tool_choice "required") failed '
+                f"too: {forced.get('detail')}"
+            )
             result.remedy = setup_remedy
             return result
         call = calls[0] if isinstance(calls[0], dict) else {}
@@ -590,6 +638,35 @@ class _Checker:
         result.ok = True
         result.detail = f"get_weather({raw_args}), finish_reason tool_calls"
         return result
+
+    async def _forced_call(self) -> dict[str, Any]:
+        """A call with tool_choice "required" on a strict tool: does the server parse one?"""
+        body = self._chat_body(WEATHER_PROMPT, tools=[FORCED_TOOL], tool_choice="required")
+        body["max_tokens"] = min(self.max_tokens, FORCED_MAX_TOKENS)
+        try:
+            resp, _latency = await self._post_json(body)
+        except httpx.HTTPError as exc:
+            return {"ok": False, "detail": f"request failed: {exc}"}
+        if resp.status_code != 200:
+            return {
+                "ok": False,
+                "detail": f"HTTP {resp.status_code}: {_excerpt(_error_message(resp), 160)}",
+            }
+        choice, message = _first_choice(resp)
+        calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+        fn = (calls[0].get("function") or {}) if calls else {}
+        raw = fn.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            args = None
+        ok = fn.get("name") == "get_weather" and isinstance(args, dict)
+        detail = (
+            f"get_weather({raw}), finish_reason {choice.get('finish_reason')}"
+            if ok
+            else f"no parsed call (finish_reason {choice.get('finish_reason')})"
+        )
+        return {"ok": ok, "arguments": raw, "detail": detail}
 
     async def _check_streaming(self, req: SmokeRequest) -> SmokeResult:
         _, _, body = self._request_for("streaming")

@@ -39,3 +39,24 @@ def lab() -> Iterator[Lab]:
 def lab_nodes(lab: Lab) -> list[InventoryNode]:
     """The lab's inventory (head first), as `lab up --inventory` writes it."""
     return lab.inventory_nodes()
+
+
+@pytest.fixture(scope="session")
+def vllm_lab() -> Iterator[Lab]:
+    """A 2-node lab whose image runs real vLLM (CPU build) with the tiny model in every
+    node's cache; shared by the whole session (each real launch costs about 90 s here)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    sweep_stale_test_labs()
+    cfg = unique_config(2, memory_gb=128, engine="vllm")
+    claim(cfg)
+    the_lab = Lab(cfg)
+    try:
+        the_lab.up()
+        fp = footprint(the_lab)
+        yield the_lab
+    finally:
+        left = the_lab.down(quiet=True)
+    assert not left, f"lab down left: {left}"
+    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"

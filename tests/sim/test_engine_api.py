@@ -235,7 +235,7 @@ def test_echo_and_unknown_model(plain: Served) -> None:
         client.chat.completions.create(model="nope", messages=msgs)
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=plain.model, messages=msgs, max_tokens=5000)
-    assert "maximum context length is 4096 tokens" in str(info.value)
+    assert "max_tokens=5000 cannot be greater than max_model_len=4096" in str(info.value)
 
 
 def test_completions(plain: Served) -> None:

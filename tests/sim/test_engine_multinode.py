@@ -4,6 +4,7 @@ meet over TCP, reach ready, and fail as a real cluster does when one node dies."
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -47,7 +48,7 @@ def pair() -> Iterator[Pair]:
         p.stop()
 
 
-def test_two_ranks_reach_ready_and_worker_death_kills_head(pair: Pair) -> None:
+def test_two_ranks_reach_ready_and_a_dead_worker_fails_the_next_request(pair: Pair) -> None:
     pair.head.wait_healthy(pair.api_port)
     models = httpx.get(f"http://127.0.0.1:{pair.api_port}/v1/models").json()
     assert models["data"][0]["max_model_len"] == 500000
@@ -62,7 +63,24 @@ def test_two_ranks_reach_ready_and_worker_death_kills_head(pair: Pair) -> None:
     assert "Maximum concurrency for 500,000 tokens per request: 2.8" in head_log
     assert "APIServer" not in worker_log and "Starting vLLM API server" not in worker_log
 
+    # As real vLLM 0.32: the head's /health stays 200 after its worker died (past the
+    # heartbeat timeout), the next request fails with 500, then the head exits.
     pair.worker.proc.send_signal(signal.SIGKILL)
+    base = f"http://127.0.0.1:{pair.api_port}"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert httpx.get(base + "/health", timeout=5).status_code == 200
+        time.sleep(0.5)
+    assert pair.head.proc.poll() is None, "the head is still up"
+    chat = {"model": models["data"][0]["id"], "messages": [{"role": "user", "content": "hi"}]}
+    resp = httpx.post(base + "/v1/chat/completions", json=chat, timeout=30)
+    assert resp.status_code == 500
+    assert resp.json()["error"] == {
+        "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }
     rc = pair.head.wait_exit(15)
     assert rc != 0
     out = pair.head.output
@@ -94,6 +112,12 @@ def test_worker_dies_after_ready_scenario() -> None:
         p.head.wait_healthy(p.api_port)
         assert p.worker.wait_exit(10) == 137
         assert "simulated node failure" in p.worker.output
+        resp = httpx.post(
+            f"http://127.0.0.1:{p.api_port}/v1/completions",
+            json={"prompt": "x", "max_tokens": 2},
+            timeout=30,
+        )
+        assert resp.status_code == 500
         assert p.head.wait_exit(10) == 1
         assert "ncclRemoteError" in p.head.output
     finally:
@@ -128,3 +152,30 @@ def test_data_parallel_ranks_meet_and_fail_together() -> None:
     finally:
         for engine in ranks:
             engine.stop()
+
+
+def test_a_head_whose_worker_never_comes_waits_and_ignores_sigterm() -> None:
+    # As real vLLM 0.32: stuck in the process group's init, SIGTERM and SIGINT do nothing
+    # and there is no timeout of its own; only SIGKILL ends it.
+    api, master = free_port(), free_port()
+    argv, env = recipe_argv("glm-5.3-flash", host="127.0.0.1", port=api)
+    rdv = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(master)]
+    head = Engine(argv + rdv + ["--node-rank", "0"], env)
+    try:
+        deadline = time.monotonic() + 20
+        while "distributed_init_method=" not in head.output and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "distributed_init_method=" in head.output, head.output
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            head.proc.send_signal(sig)
+        time.sleep(7)  # longer than the default rendezvous timeout at test pace
+        assert head.proc.poll() is None, "the head must still be waiting"
+        try:
+            health = httpx.get(f"http://127.0.0.1:{api}/health", timeout=2).status_code
+        except httpx.HTTPError:
+            health = None
+        assert health != 200
+        head.proc.send_signal(signal.SIGKILL)
+        assert head.wait_exit(10) == -signal.SIGKILL
+    finally:
+        head.stop()

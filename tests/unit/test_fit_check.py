@@ -36,7 +36,7 @@ def test_human_report_does_not_fit_exit_1(capsys: pytest.CaptureFixture[str]) ->
     lines = out.splitlines()
     assert lines[0] == "check     glm-5.3-flash  (nvidia/GLM-5.3-Flash-FP4-Local)"
     assert lines[1] == "verdict   does not fit"
-    assert lines[2].startswith("layout    TP 2 x PP 1 x DP 1 = 2 ranks on 2 node(s)")
+    assert lines[2].startswith("layout    TP 2 x PP 1 x DP 1 = 2 ranks on 2 nodes")
     table = [ln for ln in lines if ln.startswith("spark-")]
     assert len(table) == 2 and " 59.8 " in table[0] and " 58.2 " in table[0]
     assert "  error   weights_exceed_budget: all nodes: weights need 58.1" in out

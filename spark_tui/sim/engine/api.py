@@ -49,6 +49,19 @@ AUTO_TOOL_ERROR = (
 )
 
 
+# Fixed per process, like a build's hash in vLLM's fingerprint.
+_BUILD_ID = secrets.token_hex(4)
+
+
+# The routes that need the engine (a broken engine fails them; /health does not notice).
+_ENGINE_ROUTES = ("/v1/chat/completions", "/v1/completions", "/invocations", "/tokenize")
+
+
+def fingerprint() -> str:
+    """vLLM's system_fingerprint: its version and a short id of the build."""
+    return f"vllm-{VERSION}-{_BUILD_ID}"
+
+
 class ApiError(Exception):
     """An error answered as vLLM's error JSON."""
 
@@ -130,6 +143,11 @@ class ApiState:
         self.dead_reason: str | None = None
         # Real vLLM keeps /health at 200 after its engine core died; requests then get 500.
         self.health_despite_dead = False
+        # Set when a worker rank was lost after ready: real vLLM's head keeps answering
+        # /health 200 until a request needs the engine; that request then fails and the
+        # head exits. `on_engine_broken` (called once, from that request) does the rest.
+        self.engine_broken: str | None = None
+        self.on_engine_broken: Any = None
         self.created = int(time.time())
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
@@ -203,7 +221,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("date", self.date_time_string())
         self.send_header("server", "uvicorn")
         self.send_header("content-length", str(len(body)))
-        self.send_header("content-type", ctype)
+        if ctype:  # vLLM's /health answers an empty body with no content type
+            self.send_header("content-type", ctype)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -221,11 +240,33 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             data = json.loads(raw.decode("utf-8") or "{}")
+        except json.JSONDecodeError as exc:
+            # vLLM 0.32 answers with its request validator's (pydantic's) wording.
+            raise ApiError(
+                400,
+                "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body."
+                f"{exc.pos}', 'msg': 'JSON decode error', 'input': '<dict of 0 items>', "
+                f"'ctx': {{'error': '{exc.msg}'}}}}",
+                "Bad Request",
+                f"body.{exc.pos}",
+            ) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"Invalid JSON body: {exc}") from exc
         if not isinstance(data, dict):
             raise ApiError(400, "The request body must be a JSON object.")
         return data
+
+    def _engine_broken(self) -> None:
+        """The first request after a worker's loss: 500 as vLLM answers, then the head goes."""
+        st = self.state
+        assert st is not None
+        message = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+        with st.lock:
+            first, st.on_engine_broken = st.on_engine_broken, None
+        st.dead_reason = message
+        if first is not None:
+            first()
+        self._error(ApiError(500, message, "InternalServerError"))
 
     def _authorised(self) -> bool:
         st = self.state
@@ -256,9 +297,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path in ("/health", "/ping"):
             if st.ready and (st.dead_reason is None or st.health_despite_dead):
-                self._send(200, b"")
+                self._send(200, b"", "")
             else:
-                self._send(503, b"")
+                self._send(503, b"", "")
             return
         if path == "/version":
             self._json(200, {"version": VERSION})
@@ -302,6 +343,9 @@ class Handler(BaseHTTPRequestHandler):
         if not st.ready or st.dead_reason is not None:
             reason = st.dead_reason or "The server is starting up."
             self._error(ApiError(503, reason, "ServiceUnavailableError"))
+            return
+        if st.engine_broken is not None and path in _ENGINE_ROUTES:
+            self._engine_broken()
             return
         try:
             if path in ("/v1/chat/completions", "/invocations"):
@@ -358,7 +402,12 @@ class Handler(BaseHTTPRequestHandler):
             return st.served_names[0]
         if model in st.served_names or model == st.args.model:
             return str(model)
-        raise ApiError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+        raise ApiError(
+            404,
+            f"The model `{model}` does not exist. Valid aliases: {', '.join(st.served_names)}.",
+            "NotFoundError",
+            "model",
+        )
 
     def _max_tokens(self, body: dict[str, Any], prompt_len: int, default: int | None) -> int:
         st = self.state
@@ -367,8 +416,11 @@ class Handler(BaseHTTPRequestHandler):
         if prompt_len >= limit:
             raise ApiError(
                 400,
-                f"This model's maximum context length is {limit} tokens. However, your request "
-                f"has {prompt_len} input tokens. Please reduce the length of the input messages.",
+                f"This model's maximum context length is {limit} tokens. However, your prompt "
+                f"contains at least {prompt_len} input tokens, which exceeds this limit even "
+                "without any output tokens. Please reduce the length of the input prompt. "
+                f"(parameter=input_tokens, value={prompt_len})",
+                param="input_tokens",
             )
         value = body.get("max_completion_tokens")
         if value is None:
@@ -380,16 +432,21 @@ class Handler(BaseHTTPRequestHandler):
         except (TypeError, ValueError) as exc:
             raise ApiError(400, "max_tokens must be an integer", param="max_tokens") from exc
         if value < 1:
-            raise ApiError(400, f"max_tokens must be at least 1, got {value}.", param="max_tokens")
-        if prompt_len + value > limit:
             raise ApiError(
                 400,
-                f"'max_tokens' or 'max_completion_tokens' is too large: {value}. This model's "
-                f"maximum context length is {limit} tokens and your request has {prompt_len} "
-                f"input tokens ({value} > {limit} - {prompt_len}).",
+                f"max_tokens must be at least 1, got {value}. (parameter=max_tokens, value={value})",
                 param="max_tokens",
             )
-        return value
+        if value > limit:
+            raise ApiError(
+                400,
+                f"max_tokens={value} cannot be greater than max_model_len={limit}. Please request "
+                f"fewer output tokens. (parameter=max_tokens, value={value})",
+                param="max_tokens",
+            )
+        # vLLM 0.32 accepts a request whose prompt plus max_tokens passes max_model_len and
+        # stops it at the context's end.
+        return min(value, limit - prompt_len)
 
     # --- chat -------------------------------------------------------------------------
     def _chat(self, body: dict[str, Any]) -> None:
@@ -521,9 +578,11 @@ class Handler(BaseHTTPRequestHandler):
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": calls,
             "reasoning": reasoning,
         }
+        if calls:  # vLLM leaves the key out when there is no call
+            message = {**message, "tool_calls": calls}
+            message["reasoning"] = message.pop("reasoning")
         body = {
             "id": req.request_id,
             "object": "chat.completion",
@@ -537,19 +596,24 @@ class Handler(BaseHTTPRequestHandler):
                     "finish_reason": finish,
                     "stop_reason": stop_reason,
                     "token_ids": None,
+                    "routed_experts": None,
                 }
             ],
             "service_tier": None,
-            "system_fingerprint": None,
+            "system_fingerprint": fingerprint(),
             "usage": {
                 "prompt_tokens": prompt_len,
                 "total_tokens": prompt_len + len(got),
                 "completion_tokens": len(got),
                 "prompt_tokens_details": None,
+                "completion_tokens_details": None,
             },
             "prompt_logprobs": None,
             "prompt_token_ids": None,
+            "prompt_text": None,
             "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
         }
         self._json(200, body)
 
@@ -618,7 +682,7 @@ class Handler(BaseHTTPRequestHandler):
                         "logprobs": None,
                         "finish_reason": None,
                     },
-                    {"prompt_token_ids": None},
+                    {"prompt_token_ids": None, "prompt_text": None},
                 )
             )
             while True:
@@ -641,10 +705,12 @@ class Handler(BaseHTTPRequestHandler):
                         chunk(
                             {
                                 "index": 0,
-                                "delta": {"content": ""},
+                                # vLLM 0.32's closing chunk carries no content.
+                                "delta": {},
                                 "logprobs": None,
                                 "finish_reason": finish,
                                 "stop_reason": stop_reason,
+                                "token_ids": None,
                             }
                         )
                     )
@@ -661,6 +727,7 @@ class Handler(BaseHTTPRequestHandler):
                                     "total_tokens": prompt_len + count,
                                     "completion_tokens": count,
                                 },
+                                "system_fingerprint": fingerprint(),
                             }
                         )
                     break
@@ -757,17 +824,23 @@ class Handler(BaseHTTPRequestHandler):
                             "finish_reason": finish,
                             "stop_reason": stop_reason,
                             "prompt_logprobs": None,
+                            "prompt_token_ids": None,
+                            "token_ids": None,
+                            "routed_experts": None,
                         }
                     ],
                     "service_tier": None,
-                    "system_fingerprint": None,
+                    "system_fingerprint": fingerprint(),
                     "usage": {
                         "prompt_tokens": prompt_len,
                         "total_tokens": prompt_len + len(got),
                         "completion_tokens": len(got),
                         "prompt_tokens_details": None,
+                        "completion_tokens_details": None,
                     },
                     "kv_transfer_params": None,
+                    "ec_transfer_params": None,
+                    "metrics": None,
                 },
             )
         finally:

@@ -78,14 +78,14 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--config",), "config", "str", None, None),
     (("--chat-template",), "chat_template", "str", None, None),
     (("--chat-template-content-format",), "chat_template_content_format", "str", "auto", None),
-    (("--trust-request-chat-template",), "trust_request_chat_template", "true", False, None),
+    (("--trust-request-chat-template",), "trust_request_chat_template", "bool", False, None),
     (("--default-chat-template-kwargs",), "default_chat_template_kwargs", "json", None, None),
     (("--response-role",), "response_role", "str", "assistant", None),
-    (("--enable-auto-tool-choice",), "enable_auto_tool_choice", "true", False, None),
+    (("--enable-auto-tool-choice",), "enable_auto_tool_choice", "bool", False, None),
     (
         ("--exclude-tools-when-tool-choice-none",),
         "exclude_tools_when_tool_choice_none",
-        "true",
+        "bool",
         False,
         None,
     ),
@@ -94,13 +94,13 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--tool-server",), "tool_server", "str", None, None),
     (("--log-config-file",), "log_config_file", "str", None, None),
     (("--max-log-len",), "max_log_len", "int", None, None),
-    (("--disable-fastapi-docs",), "disable_fastapi_docs", "true", False, None),
-    (("--enable-prompt-tokens-details",), "enable_prompt_tokens_details", "true", False, None),
-    (("--enable-server-load-tracking",), "enable_server_load_tracking", "true", False, None),
-    (("--enable-force-include-usage",), "enable_force_include_usage", "true", False, None),
-    (("--enable-tokenizer-info-endpoint",), "enable_tokenizer_info_endpoint", "true", False, None),
-    (("--enable-log-outputs",), "enable_log_outputs", "true", False, None),
-    (("--log-error-stack",), "log_error_stack", "true", False, None),
+    (("--disable-fastapi-docs",), "disable_fastapi_docs", "bool", False, None),
+    (("--enable-prompt-tokens-details",), "enable_prompt_tokens_details", "bool", False, None),
+    (("--enable-server-load-tracking",), "enable_server_load_tracking", "bool", False, None),
+    (("--enable-force-include-usage",), "enable_force_include_usage", "bool", False, None),
+    (("--enable-tokenizer-info-endpoint",), "enable_tokenizer_info_endpoint", "bool", False, None),
+    (("--enable-log-outputs",), "enable_log_outputs", "bool", False, None),
+    (("--log-error-stack",), "log_error_stack", "bool", False, None),
     (("--host",), "host", "ostr", None, None),
     (("--port",), "port", "int", 8000, None),
     (("--uds",), "uds", "str", None, None),
@@ -111,8 +111,8 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
         "info",
         ("critical", "debug", "error", "info", "trace", "warning"),
     ),
-    (("--disable-uvicorn-access-log",), "disable_uvicorn_access_log", "true", False, None),
-    (("--allow-credentials",), "allow_credentials", "true", False, None),
+    (("--disable-uvicorn-access-log",), "disable_uvicorn_access_log", "bool", False, None),
+    (("--allow-credentials",), "allow_credentials", "bool", False, None),
     (("--allowed-origins",), "allowed_origins", "json", ["*"], None),
     (("--allowed-methods",), "allowed_methods", "json", ["*"], None),
     (("--allowed-headers",), "allowed_headers", "json", ["*"], None),
@@ -123,7 +123,7 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--ssl-ca-certs",), "ssl_ca_certs", "str", None, None),
     (("--root-path",), "root_path", "str", None, None),
     (("--middleware",), "middleware", "append", [], None),
-    (("--return-tokens-as-token-ids",), "return_tokens_as_token_ids", "true", False, None),
+    (("--return-tokens-as-token-ids",), "return_tokens_as_token_ids", "bool", False, None),
     (
         ("--disable-frontend-multiprocessing",),
         "disable_frontend_multiprocessing",
@@ -131,7 +131,7 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
         False,
         None,
     ),
-    (("--enable-request-id-headers",), "enable_request_id_headers", "true", False, None),
+    (("--enable-request-id-headers",), "enable_request_id_headers", "bool", False, None),
     (
         ("--enable-auto-tool-choice-fallback",),
         "enable_auto_tool_choice_fallback",
@@ -217,8 +217,8 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--pipeline-parallel-size", "-pp"), "pipeline_parallel_size", "int", 1, None),
     (("--master-addr",), "master_addr", "str", "127.0.0.1", None),
     (("--master-port",), "master_port", "int", 29501, None),
-    (("--nnodes",), "nnodes", "int", 1, None),
-    (("--node-rank",), "node_rank", "int", 0, None),
+    (("--nnodes", "-n"), "nnodes", "int", 1, None),
+    (("--node-rank", "-r"), "node_rank", "int", 0, None),
     (("--tensor-parallel-size", "-tp"), "tensor_parallel_size", "int", 1, None),
     (("--decode-context-parallel-size", "-dcp"), "decode_context_parallel_size", "int", 1, None),
     (("--prefill-context-parallel-size", "-pcp"), "prefill_context_parallel_size", "int", 1, None),
@@ -245,7 +245,13 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--distributed-timeout-seconds",), "distributed_timeout_seconds", "int", None, None),
     # CacheConfig
     (("--block-size",), "block_size", "int", None, None),
-    (("--gpu-memory-utilization",), "gpu_memory_utilization", "float", 0.9, None),
+    (
+        ("--gpu-memory-utilization", "--device-memory-utilization"),
+        "gpu_memory_utilization",
+        "float",
+        0.9,
+        None,
+    ),
     (("--kv-cache-memory-bytes", "--kv-cache-memory"), "kv_cache_memory_bytes", "hint", None, None),
     (("--swap-space",), "swap_space", "float", 4.0, None),
     (
@@ -316,12 +322,12 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--gdn-decode-kernel",), "gdn_decode_kernel", "str", "auto", None),
     (("--gdn-prefill-backend",), "gdn_prefill_backend", "str", "auto", None),
     (("--enable-flashinfer-autotune",), "enable_flashinfer_autotune", "bool", True, None),
-    (("--speculative-config",), "speculative_config", "json", None, None),
+    (("--speculative-config", "-sc"), "speculative_config", "json", None, None),
     (("--kv-transfer-config",), "kv_transfer_config", "json", None, None),
     (("--kv-events-config",), "kv_events_config", "json", None, None),
     (("--ec-transfer-config",), "ec_transfer_config", "json", None, None),
     (("--compilation-config", "-O", "-cc"), "compilation_config", "comp", None, None),
-    (("--attention-config",), "attention_config", "json", None, None),
+    (("--attention-config", "-ac"), "attention_config", "json", None, None),
     (("--kernel-config",), "kernel_config", "json", None, None),
     (("--additional-config",), "additional_config", "json", None, None),
     (("--structured-outputs-config-json",), "structured_outputs_config_json", "json", None, None),
@@ -391,7 +397,10 @@ def normalise_argv(argv: Sequence[str]) -> list[str]:
     """vLLM's FlexibleArgumentParser spelling rules: `--max_model_len=8` -> `--max-model-len=8`."""
     out: list[str] = []
     for token in argv:
-        if token.startswith("--") and len(token) > 2:
+        if token.startswith("--help="):
+            # `--help=all` (or a section name) prints the help, as vLLM's parser does.
+            out.append("--help")
+        elif token.startswith("--") and len(token) > 2:
             key, sep, value = token.partition("=")
             out.append(key.replace("_", "-") + sep + value)
         else:

@@ -101,6 +101,8 @@ class Context:
         self.abort_reason = ""
         self.abort_peer = ""
         self.abort_after_ready = False
+        self.deaf = False  # SIGTERM/SIGINT do nothing while this is set (see _rendezvous)
+        self.stop_ignored = False
         self.ready = False
         self.head: Head | None = None
         self.member: Member | None = None
@@ -439,10 +441,15 @@ def _rendezvous(ctx: Context) -> None:
         except PortInUse as exc:
             raise failures.store_port_in_use() from exc
         ctx.head = head
+        # Real vLLM's head waits in gloo's init for its workers and SIGTERM/SIGINT do not
+        # reach it there: only SIGKILL ends it (a container stop waits its whole timeout).
+        ctx.deaf = True
         try:
-            head.wait_all(timeout, lambda: ctx.stop.is_set())
+            head.wait_all(float("inf") if ctx.st.head_waits_forever else timeout, lambda: False)
         except JoinTimeout as exc:
             raise failures.clients_timeout(timeout, exc.joined, a.nnodes) from exc
+        finally:
+            ctx.deaf = False
         ctx.check()
         head.broadcast({"type": "start"})
         return
@@ -880,9 +887,19 @@ def _serve_until_done(ctx: Context) -> int:
         die_at = time.monotonic() + ctx.st.die_after_ready_s
     if ctx.scheduler is not None:
         threading.Thread(target=_stats_loop, args=(ctx,), daemon=True).start()
+    broken = threading.Event()
     while True:
         if ctx.stop.is_set():
             return _shutdown(ctx)
+        if ctx.abort.is_set() and _keeps_serving(ctx):
+            # Real vLLM's head does not notice a lost worker until a request needs it.
+            if ctx.state.engine_broken is None:  # type: ignore[union-attr]
+                ctx.state.engine_broken = ctx.abort_peer or "a worker"  # type: ignore[union-attr]
+                ctx.state.on_engine_broken = broken.set  # type: ignore[union-attr]
+            if not broken.is_set():
+                time.sleep(0.05)
+                continue
+            return _peer_failure(ctx)
         if ctx.abort.is_set():
             return _peer_failure(ctx)
         if die_at is not None and time.monotonic() >= die_at:
@@ -910,6 +927,17 @@ def _serve_until_done(ctx: Context) -> int:
             _close(ctx)
             return 0
         time.sleep(0.05)
+
+
+def _keeps_serving(ctx: Context) -> bool:
+    """A head whose worker was lost after ready keeps its API up (as real vLLM 0.32 does)."""
+    return (
+        not ctx.headless
+        and ctx.state is not None
+        and ctx.abort_reason == "lost"
+        and ctx.abort_after_ready
+        and (ctx.args.data_parallel_size or 1) == 1
+    )
 
 
 def _shutdown(ctx: Context) -> int:
@@ -1062,6 +1090,9 @@ def _fail(ctx: Context, failure: Failure) -> int:
 
 def _install_signals(ctx: Context) -> None:
     def handler(signum: int, _frame: Any) -> None:
+        if ctx.deaf:
+            ctx.stop_ignored = True
+            return
         ctx.stop.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):

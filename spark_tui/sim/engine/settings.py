@@ -10,7 +10,7 @@
 | SPARK_SIM_BIND_ADDRESS | unset | bind the API and rendezvous here instead of --host / 0.0.0.0 |
 | SPARK_SIM_DIE_AFTER_READY_S | unset | scenario: this rank exits N s after it is ready (a node that dies) |
 | SPARK_SIM_ENGINE_DEAD_HEALTH_OK | unset | scenario: `/health` says 200 but every request fails with 500 "EngineCore encountered an issue" (real vLLM after its engine core died) |
-| SPARK_SIM_RENDEZVOUS_TIMEOUT_S | max(60 x pace, 5) | how long ranks wait for each other |
+| SPARK_SIM_RENDEZVOUS_TIMEOUT_S | max(60 x pace, 5) | how long ranks wait for each other (unset: the head waits forever, as real vLLM's does) |
 | SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
 | SPARK_SIM_STATS_INTERVAL_S | 10 | period of the "Engine 000: Avg prompt throughput" log line |
 | SPARK_SIM_GPUS_PER_NODE | 1 | GPUs per node (a DGX Spark has one GB10) |
@@ -63,6 +63,9 @@ class SimSettings:
     heartbeat_timeout_s: float
     stats_interval_s: float
     gpus_per_node: int
+    # Real vLLM's head waits for its workers forever; a timeout applies to it only when
+    # SPARK_SIM_RENDEZVOUS_TIMEOUT_S is set (workers always give up, as torch's clients do).
+    head_waits_forever: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
@@ -85,6 +88,7 @@ class SimSettings:
             in ("1", "true", "yes"),
             rendezvous_timeout_s=timeout if timeout is not None else max(60.0 * pace, 5.0),
             heartbeat_timeout_s=_float(env, "SPARK_SIM_HEARTBEAT_TIMEOUT_S", 5.0),
+            head_waits_forever=timeout is None,
             stats_interval_s=max(0.05, _float(env, "SPARK_SIM_STATS_INTERVAL_S", 10.0)),
             gpus_per_node=max(1, int(_float(env, "SPARK_SIM_GPUS_PER_NODE", 1))),
         )

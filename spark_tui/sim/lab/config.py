@@ -14,6 +14,8 @@ DEFAULT_STATE_DIR = Path("/var/lib/spark-tui-lab")
 # The image's root filesystem is reused between labs (it only changes with the host's python).
 DEFAULT_CACHE_DIR = Path("/var/cache/spark-tui-lab")
 MAX_NODES = 32
+# What the lab image's `vllm` is: the stand-in (spark_tui.sim.engine) or real vLLM (CPU build).
+ENGINES = ("sim", "vllm")
 # Unix socket paths are limited to 107 bytes; containerd puts its sockets under the exec-root.
 _SOCKET_PATH_LIMIT = 100
 # A file that marks a directory as the lab's own, so `down` never deletes someone else's files.
@@ -114,6 +116,8 @@ class LabConfig:
     `prefix` names the bridge (`<prefix>0`), the namespaces (`<prefix>-n1`...) and the host
     ends of the veths (`<prefix>v1`...); two labs with different prefixes and subnets can run
     side by side. `pace` and `token_scale` are baked into the image for the simulated engine.
+    `engine` is "sim" (the stand-in as `vllm`) or "vllm" (real vLLM's CPU build and a tiny
+    model in every node's Hugging Face cache).
     """
 
     nodes: int = 2
@@ -125,8 +129,13 @@ class LabConfig:
     subnet: str = DEFAULT_SUBNET
     state_dir: Path = DEFAULT_STATE_DIR
     cache_dir: Path = DEFAULT_CACHE_DIR
+    engine: str = "sim"
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise InputError(
+                f"unknown lab engine {self.engine!r}", "pass --engine sim or --engine vllm"
+            )
         if not 1 <= self.nodes <= MAX_NODES:
             raise InputError(
                 f"a lab has 1 to {MAX_NODES} nodes, not {self.nodes}", "pass --nodes 2"

@@ -5,7 +5,9 @@ Each node is one network namespace plus a "keeper" process holding a private mou
 namespace for the node. In that mount namespace the node has its own hostname, its own /run
 (a tmpfs, where its dockerd listens on /var/run/docker.sock: the path SSH forwards), its own
 sysfs (so /sys/class/net lists the node's interfaces), its own home directory over root's
-home, and a GB10 /proc/meminfo bind-mounted over the host's. sshd and dockerd are started in
+home, a GB10 /proc/meminfo bind-mounted over the host's, and its own IPC namespace and
+/dev/shm (separate machines share no memory: real vLLM decides which ranks are on one node
+by opening each other's shared memory, and containers run with `--ipc host`). sshd and dockerd are started in
 the keeper's namespaces with `nsenter`, which `ip netns exec` cannot do for dockerd.
 """
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from spark_tui.core.errors import InputError, OperationFailed
 from spark_tui.core.inventory import InventoryNode, inventory_to_yaml
-from spark_tui.sim.lab import dockerd, network, procs, shims
+from spark_tui.sim.lab import dockerd, network, procs, shims, vllm_image
 from spark_tui.sim.lab import sshd as sshd_mod
 from spark_tui.sim.lab.config import MARKER, LabConfig, NodeLayout
 from spark_tui.sim.lab.image import ImageResult, build_and_load
@@ -44,6 +46,7 @@ mount --move /run/.cgroup /sys/fs/cgroup
 rmdir /run/.cgroup
 mount --bind "$3" /proc/meminfo
 mount --bind "$4" "$5"
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
 echo $$ > "$1"
 exec sleep infinity
 """
@@ -111,6 +114,7 @@ class Lab:
             subnet=str(c["subnet"]),
             state_dir=Path(state_dir),
             cache_dir=Path(c["cache_dir"]),
+            engine=str(c.get("engine", "sim")),
         )
         return cls(cfg, say)
 
@@ -131,10 +135,12 @@ class Lab:
         started = time.monotonic()
         self._check_state_dir()
         # An earlier lab in this state directory goes first, by what its own state names
-        # (it may have had more nodes than this one).
+        # (it may have had more nodes than this one); files others keep there stay.
+        kept = self._foreign_files()
         earlier = Lab.load(self.cfg.state_dir)
         left = earlier.down(quiet=True) if earlier is not None else []
         left += self.down(quiet=True)
+        self._restore(kept)
         if left:
             raise OperationFailed(
                 "an earlier lab could not be cleaned: " + "; ".join(left),
@@ -146,6 +152,38 @@ class Lab:
             self.say("lab up failed: cleaning up what it made")
             self.down(quiet=True)
             raise
+
+    # What the lab itself writes at the top of its state directory.
+    _OWN = {
+        MARKER,
+        "state.json",
+        "id_ed25519",
+        "id_ed25519.pub",
+        "authorized_keys",
+        "known_hosts",
+        "nodes",
+        "image",
+    }
+
+    def _foreign_files(self) -> dict[str, bytes]:
+        """Small files someone else keeps in the state dir (a test session's owner mark):
+        cleaning an earlier lab must not delete them, or the lab looks abandoned meanwhile."""
+        d = self.cfg.state_dir
+        if not d.is_dir():
+            return {}
+        return {
+            p.name: p.read_bytes()
+            for p in d.iterdir()
+            if p.name not in self._OWN and p.is_file() and p.stat().st_size < 65536
+        }
+
+    def _restore(self, kept: dict[str, bytes]) -> None:
+        if not kept:
+            return
+        self.cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.cfg.state_dir / MARKER).touch()
+        for name, data in kept.items():
+            (self.cfg.state_dir / name).write_bytes(data)
 
     def _check_state_dir(self) -> None:
         d = self.cfg.state_dir
@@ -188,6 +226,19 @@ class Lab:
             self.start_sshd(node.index)
         cfg.known_hosts.write_text(sshd_mod.known_hosts_text(self.nodes))
         self._check_node_to_node()
+        image_info = self._vllm_image() if cfg.engine == "vllm" else self._sim_image()
+        info = LabInfo(
+            config=self._config_dict(),
+            nodes=[self._node_dict(n) for n in self.nodes],
+            inventory=[n.to_dict() for n in self.inventory_nodes()],
+            image=image_info,
+            seconds=round(time.monotonic() - started, 2),
+        )
+        cfg.state_file.write_text(json.dumps({**asdict(info), "complete": True}, indent=2) + "\n")
+        return info
+
+    def _sim_image(self) -> dict[str, Any]:
+        cfg = self.cfg
         env = shims.engine_env(cfg.memory_gb, cfg.page_cache_gb, cfg.pace, cfg.token_scale)
         image = build_and_load(
             cfg.cache_dir, cfg.image_dir, [n.docker_socket for n in self.nodes], env
@@ -197,15 +248,34 @@ class Lab:
             f"image: {image.base} root filesystem {what}; engine image loaded into "
             f"{cfg.nodes} dockerd(s) in {image.load_seconds:.1f} s; tags: {', '.join(image.tags)}"
         )
-        info = LabInfo(
-            config=self._config_dict(),
-            nodes=[self._node_dict(n) for n in self.nodes],
-            inventory=[n.to_dict() for n in self.inventory_nodes()],
-            image=asdict(image) if isinstance(image, ImageResult) else {},
-            seconds=round(time.monotonic() - started, 2),
+        return asdict(image) if isinstance(image, ImageResult) else {}
+
+    def _vllm_image(self) -> dict[str, Any]:
+        """Real vLLM: the cached image loaded into every dockerd, the model in every home."""
+        cfg = self.cfg
+        started = time.monotonic()
+        build = vllm_image.ensure(cfg.cache_dir, say=self.say)
+        build_seconds = _since(started)
+        load_seconds = vllm_image.load_into([n.docker_socket for n in self.nodes], build)
+        for node in self.nodes:
+            vllm_image.install_model(Path(build.hub), node.home)
+        what = "found in the cache" if build.cached else f"built in {build_seconds:.0f} s"
+        self.say(
+            f"image: {build.image} (real vLLM {build.version}, CPU build) {what}; loaded into "
+            f"{cfg.nodes} dockerd(s) in {load_seconds:.1f} s; model {build.model} "
+            f"in every node's Hugging Face cache"
         )
-        cfg.state_file.write_text(json.dumps({**asdict(info), "complete": True}, indent=2) + "\n")
-        return info
+        return {
+            **build.to_dict(),
+            "build_seconds": build_seconds,
+            "load_seconds": load_seconds,
+        }
+
+    def write_recipe(self, folder: Path) -> Path | None:
+        """The recipe for the lab's real-vLLM model (None for the stand-in's lab)."""
+        if self.cfg.engine != "vllm":
+            return None
+        return vllm_image.write_recipe(folder, self.cfg.nodes)
 
     def _config_dict(self) -> dict[str, Any]:
         c = self.cfg
@@ -218,6 +288,7 @@ class Lab:
             "prefix": c.prefix,
             "subnet": c.subnet,
             "cache_dir": str(c.cache_dir),
+            "engine": c.engine,
         }
 
     def _node_dict(self, node: NodeLayout) -> dict[str, Any]:
@@ -263,6 +334,7 @@ class Lab:
             unshare,
             "--mount",
             "--uts",
+            "--ipc",
             "--propagation",
             "private",
             "--",
@@ -298,7 +370,7 @@ class Lab:
     def in_node(self, index: int) -> list[str]:
         """The argv prefix that runs a command inside node `index` (its net, mount, UTS)."""
         nsenter = which("nsenter") or "nsenter"
-        return [nsenter, "-t", str(self.keeper_pid(index)), "-n", "-m", "-u", "--"]
+        return [nsenter, "-t", str(self.keeper_pid(index)), "-n", "-m", "-u", "-i", "--"]
 
     def _start_dockerd(self, node: NodeLayout) -> None:
         spawn_detached(
@@ -468,6 +540,10 @@ class Lab:
         return left
 
 
+def _since(t: float) -> float:
+    return round(time.monotonic() - t, 1)
+
+
 def _remove_containers_quietly(sock: Path) -> None:
     try:
         if dockerd.ping(sock, timeout=1.0):
@@ -505,5 +581,11 @@ def _remove_state_dir(state_dir: Path) -> list[str]:
         return []
     if procs.mounts_under(state_dir):
         return [f"mounts remain under {state_dir}"]
-    shutil.rmtree(state_dir, ignore_errors=True)
-    return [f"directory {state_dir}"] if state_dir.exists() else []
+    # A dockerd's data root can hold gigabytes (the real-vLLM image) and its last shims may
+    # still be letting go of files: try again for a few seconds before reporting it.
+    for _ in range(10):
+        shutil.rmtree(state_dir, ignore_errors=True)
+        if not state_dir.exists():
+            return []
+        time.sleep(0.5)
+    return [f"directory {state_dir}"]

@@ -1,0 +1,92 @@
+"""The stand-in's `vllm serve` flags held against real vLLM's `vllm serve --help=all`
+(tests/fixtures/vllm-0.32.0-serve-help-all.txt, captured from the lab's real install).
+
+Every flag the stand-in accepts must be one real vLLM accepts, spelled the same ways, taking a
+value when real vLLM's does, with no choice real vLLM lacks, except the few listed below: the
+stand-in simulates the vLLM of the GB10 images (0.28), which still has them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from spark_tui.core.serve_flags import FlagTable, parse_help
+from spark_tui.sim.engine import VERSION, flags
+
+REAL_HELP = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-serve-help-all.txt"
+# Flags of vLLM 0.28 (the stand-in's version) that 0.32 removed or renamed.
+OLDER_ONLY = {
+    "--disable-frontend-multiprocessing",
+    "--enable-auto-tool-choice-fallback",
+    "--override-attention-dtype",
+    "--guided-decoding-backend",
+    "--structured-outputs-backend",
+    "--swap-space",
+    "--enable-mamba-fine-grained-prefix-cache",
+    "--calculate-kv-scales",
+    "--max-num-partial-prefills",
+    "--max-long-partial-prefills",
+    "--cuda-graph-sizes",
+    "--gdn-decode-kernel",
+    "--structured-outputs-config-json",
+    "--disable-log-requests",
+}
+# Spellings 0.28 had besides 0.32's (vLLM 0.32 still reads -O3 as --optimization-level).
+OLDER_SPELLINGS = {"--kv-cache-memory", "-O"}
+OLDER_CHOICES = {("--mamba-cache-mode", "all")}
+
+
+@pytest.fixture(scope="module")
+def real() -> FlagTable:
+    return parse_help(REAL_HELP.read_text())
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> FlagTable:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+        flags.parse(["serve", "--help=all"])
+    assert done.value.code == 0
+    return parse_help(out.getvalue())
+
+
+def test_the_stand_in_prints_help_for_help_all_as_vllm_does(stand_in: FlagTable) -> None:
+    assert VERSION.startswith("0.28") and len(stand_in) > 150
+    assert stand_in.lookup("--tensor-parallel-size") is not None
+
+
+def test_every_stand_in_flag_is_a_real_one(stand_in: FlagTable, real: FlagTable) -> None:
+    problems = []
+    for spec in {id(s): s for s in stand_in.flags.values()}.values():
+        if spec.name == "-h":
+            continue
+        if OLDER_ONLY & set(spec.names):
+            continue
+        got = real.lookup(spec.name)
+        if got is None:
+            problems.append(f"{spec.name}: real vLLM has no such flag")
+            continue
+        extra = set(spec.names) - set(got.names) - OLDER_SPELLINGS
+        if extra:
+            problems.append(f"{spec.name}: spellings real vLLM lacks: {sorted(extra)}")
+        missing = {n for n in got.names if n.startswith("--no-")} - set(spec.names)
+        if missing:
+            problems.append(f"{spec.name}: real vLLM also accepts {sorted(missing)}")
+        if spec.takes_value != got.takes_value:
+            problems.append(
+                f"{spec.name}: takes a value {spec.takes_value}, real {got.takes_value}"
+            )
+        for choice in spec.choices or ():
+            if got.choices is not None and choice not in got.choices:
+                if (spec.name, choice) not in OLDER_CHOICES:
+                    problems.append(f"{spec.name}: choice {choice!r} real vLLM refuses")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_older_only_flags_are_really_missing_from_real_vllm(real: FlagTable) -> None:
+    # The allow-list must not hide a flag real vLLM has (it would then be checked above).
+    assert not [f for f in OLDER_ONLY if real.lookup(f) is not None]

@@ -29,6 +29,10 @@ from spark_tui.core.wording import plural
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_DP_RPC_PORT = 13345
 DEFAULT_RAY_PORT = 46379
+DEFAULT_DASHBOARD_PORT = 8265
+# What the playbook adds to every Ray node's `docker run -e`: Ray's memory monitor would kill
+# workers on a unified-memory Spark, where the model's weights count as host memory.
+RAY_FIXED_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
 DEFAULT_API_PORT = 8000
 
 # The playbook's cache mounts: (path under the node's home, path in the container).
@@ -612,6 +616,12 @@ def build_plan(
         _size(flag_value(base, DP_RPC_PORT), DEFAULT_DP_RPC_PORT),
     )
     ray_port = _int_setting(settings, "ray_port", DEFAULT_RAY_PORT)
+    # sparkrun's dashboard is off unless asked for; a dashboard_port setting turns it on.
+    dashboard = (
+        _int_setting(settings, "dashboard_port", DEFAULT_DASHBOARD_PORT)
+        if settings.get("dashboard_port") is not None
+        else None
+    )
     recipe_env = {**render_env(recipe), **flag_env}
     shash = settings_hash(settings)
     image = recipe.container
@@ -626,7 +636,7 @@ def build_plan(
         master_ip = cluster_ips[leader] if not ray else head_ip
         if ray:
             role = "ray-head" if rank == 0 else "ray-worker"
-            argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port)
+            argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port, dashboard)
             serves_api = rank == 0
         else:
             role = "head" if rank == 0 else "worker"
@@ -645,8 +655,11 @@ def build_plan(
         env, env_notes = _rank_env(recipe_env, node, master_ip, master_port)
         notes.extend(n for n in env_notes if n not in notes)
         if ray:
-            # vLLM's Ray executor picks each node's IP from VLLM_HOST_IP.
+            # vLLM's Ray executor picks each node's IP from VLLM_HOST_IP; the playbook
+            # points MASTER_ADDR at the head on every node.
             env["VLLM_HOST_IP"] = cluster_ips[rank]
+            env["MASTER_ADDR"] = head_ip
+            env.update(RAY_FIXED_ENV)
         labels = {
             LABEL_PREFIX + "cluster": cluster_id,
             LABEL_PREFIX + "rank": str(rank),
@@ -692,6 +705,8 @@ def build_plan(
     if ray:
         serve_exec = set_flag(base, EXECUTOR_BACKEND, "ray")
         rendezvous = {"ray_address": f"{head_ip}:{ray_port}", "master_addr": head_ip}
+        if dashboard is not None:
+            rendezvous["dashboard_port"] = dashboard
     else:
         rendezvous = {"master_addr": head_ip, "master_port": master_port}
         if dp > 1:
@@ -762,25 +777,26 @@ def _distributed_argv(
     return argv
 
 
-def _ray_argv(rank: int, head_ip: str, own_ip: str, ray_port: int) -> list[str]:
-    """`ray start` for the Ray head (rank 0) or a worker, bound to the ConnectX address."""
+def _ray_argv(
+    rank: int, head_ip: str, own_ip: str, ray_port: int, dashboard: int | None = None
+) -> list[str]:
+    """`ray start` for the Ray head (rank 0) or a worker, bound to the ConnectX address.
+
+    `--block` keeps Ray in the foreground as the container's process (its log is the
+    container's); usage stats are off (no phoning home from a lab or a private network).
+    """
     if rank == 0:
-        return [
-            "ray",
-            "start",
-            "--head",
-            "--port",
-            str(ray_port),
-            "--node-ip-address",
-            own_ip,
-            "--block",
-        ]
-    return [
-        "ray",
-        "start",
-        "--address",
-        f"{head_ip}:{ray_port}",
-        "--node-ip-address",
-        own_ip,
-        "--block",
-    ]
+        argv = ["ray", "start", "--head", "--port", str(ray_port), "--node-ip-address", own_ip]
+        if dashboard is None:
+            argv.append("--include-dashboard=false")
+        else:
+            argv += [
+                "--include-dashboard=true",
+                "--dashboard-host",
+                "0.0.0.0",
+                "--dashboard-port",
+                str(dashboard),
+            ]
+    else:
+        argv = ["ray", "start", "--address", f"{head_ip}:{ray_port}", "--node-ip-address", own_ip]
+    return [*argv, "--disable-usage-stats", "--block"]

@@ -668,13 +668,6 @@ async def launch(
     failures after ready (until the consumer stops); without either the generator ends
     once every rank has started. Raises LaunchFailed when a rank fails.
     """
-    if plan.runtime == "vllm-ray" or plan.serve_exec is not None:
-        # Ray needs its serve command run inside the formed Ray cluster: not done here.
-        raise OperationFailed(
-            f"{plan.recipe}: vllm-ray plans cannot be launched by spark-tui yet",
-            "use the vllm-distributed runtime (the playbook's way: drop "
-            "`distributed_executor_backend: ray`), or run `spark-tui plan --shell` by hand",
-        )
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
     emit = queue.put_nowait
@@ -803,7 +796,8 @@ async def _launch(
         )
     )
     emit(Notice("info", f"{len(started)} rank(s) started in {elapsed:.2f} s"))
-    if not wait_ready and not follow:
+    ray = plan.serve_exec is not None  # vllm-ray: the serve runs in the formed Ray cluster
+    if not wait_ready and not follow and not ray:
         return
     watch = ClusterWatch(
         plan.cluster_id,
@@ -815,6 +809,20 @@ async def _launch(
         ready_timeout=ready_timeout,
         settle=settle,
     )
+    if ray:
+        from spark_tui.ops import ray as ray_ops  # imports this module
+
+        await ray_ops.form_and_watch(
+            plan,
+            watch,
+            dockers,
+            emit,
+            env,
+            keep_failed=keep_failed,
+            wait_ready=wait_ready,
+            follow=follow,
+        )
+        return
     await watch.run(wait_ready=wait_ready, follow=follow)
 
 

@@ -1,0 +1,225 @@
+"""Real Ray in the lab: Ray from the package registries, layered on the lab's engine image.
+
+- `<cache>/ray-<version>/site/`: `pip install --target` of `ray==<version>` (with its
+  dependencies) for the Python of the lab's root filesystem, plus the shared libraries its
+  native binaries link (libstdc++, libgcc_s: the root filesystem only carries python3's).
+  Built once (about a minute), then reused.
+- `spark-tui-lab/engine-ray:<version>`: built per lab on the first node's dockerd, `FROM` the
+  lab's engine image (the simulated engine as `vllm`) with Ray at /opt/ray and `ray` on the
+  PATH; saved once and loaded into the other nodes, so every node has the same image id.
+
+`python -m spark_tui.sim.lab.ray_image` builds (or finds) the site cache and prints what it
+did; with `--state DIR` it also builds the image into that running lab. CI runs the first
+form before the lab tests; the Ray lab tests run the second through `ensure_image`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.sim.lab.config import DEFAULT_CACHE_DIR
+from spark_tui.sim.lab.image import LAB_IMAGE, _describe_python, _ldd, _locked, _python_candidates
+from spark_tui.sim.lab.run import run
+
+RAY_VERSION = "2.60.0"
+RAY_IMAGE = f"spark-tui-lab/engine-ray:{RAY_VERSION}"
+_COMPLETE = ".spark-tui-complete"
+_RAY_CLI = '#!/bin/sh\n# ray of the spark-tui lab (real Ray from PyPI).\nexec python3 -m ray.scripts.scripts "$@"\n'
+_DOCKERFILE = f"""FROM {LAB_IMAGE}
+COPY root/ /
+COPY ray/ /opt/ray/
+ENV PYTHONPATH=/opt/spark-tui:/opt/ray
+"""
+
+Say = Callable[[str], None]
+
+
+def site_dir(cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
+    return cache_dir / f"ray-{RAY_VERSION}" / "site"
+
+
+def _rootfs_python() -> dict[str, str]:
+    for exe in _python_candidates():
+        info = _describe_python(exe)
+        if info is not None:
+            return info
+    raise OperationFailed(
+        "no python3 found for the lab's root filesystem",
+        "install python3 (apt-get install python3)",
+    )
+
+
+def ensure_site(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> tuple[Path, float]:
+    """Ray installed (once) for the root filesystem's Python: (site dir, seconds spent)."""
+    say = say or (lambda _m: None)
+    site = site_dir(cache_dir)
+    started = time.monotonic()
+    with _locked(cache_dir):
+        if (site / _COMPLETE).exists():
+            return site, 0.0
+        version = _rootfs_python()["version"]
+        site.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="site-", dir=site.parent))
+        try:
+            say(f"installing ray=={RAY_VERSION} for Python {version} (once, about a minute)")
+            cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            cmd += ["--target", str(tmp), "--python-version", version, "--only-binary=:all:"]
+            proc = run([*cmd, f"ray=={RAY_VERSION}"], check=False, timeout=1200)
+            if proc.returncode != 0:
+                raise OperationFailed(
+                    f"pip could not install ray=={RAY_VERSION}: {proc.stderr.strip()[-400:]}",
+                    "check that PyPI is reachable (pip config) and run again",
+                )
+            shutil.rmtree(tmp / "bin", ignore_errors=True)  # entry points of another python
+            (tmp / _COMPLETE).write_text(RAY_VERSION + "\n")
+            shutil.rmtree(site, ignore_errors=True)
+            tmp.rename(site)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return site, round(time.monotonic() - started, 2)
+
+
+def _native(site: Path) -> list[str]:
+    """Ray's native programs and extension modules: the files whose libraries must come along."""
+    ray = site / "ray"
+    found = [str(p) for p in ray.rglob("*.so")]
+    found += [str(ray / "core/src/ray/raylet/raylet"), str(ray / "core/src/ray/gcs/gcs_server")]
+    return [f for f in found if os.path.isfile(f)]
+
+
+def _context(site: Path) -> io.BytesIO:
+    """The build context: the Dockerfile, Ray, the `ray` command and the extra libraries."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+
+        def add_text(name: str, text: str, mode: int) -> None:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+
+        add_text("Dockerfile", _DOCKERFILE, 0o644)
+        add_text("root/usr/local/bin/ray", _RAY_CLI, 0o755)
+        for lib in sorted(_ldd(_native(site))):
+            tar.add(os.path.realpath(lib), arcname="root" + lib)
+        tar.add(site, arcname="ray", filter=lambda i: None if _COMPLETE in i.name else i)
+    buf.seek(0)
+    return buf
+
+
+def _api(socket: Path) -> Any:
+    import docker
+
+    return docker.APIClient(base_url=f"unix://{socket}", timeout=600)
+
+
+def ensure_image(
+    sockets: list[Path], cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None
+) -> dict[str, Any]:
+    """The Ray image in every given dockerd (built on the first, loaded into the others).
+
+    Idempotent: a dockerd that already has the image built from its current engine image
+    is left alone. Returns what was done and how long it took.
+    """
+    say = say or (lambda _m: None)
+    site, site_seconds = ensure_site(cache_dir, say)
+    started = time.monotonic()
+    first = _api(sockets[0])
+    engine_id = first.inspect_image(LAB_IMAGE)["Id"]
+    try:
+        have = first.inspect_image(RAY_IMAGE)
+    except Exception:  # docker.errors.ImageNotFound
+        have = None
+    built = False
+    if have is None or engine_id not in _parents(first, have["Id"]):
+        say(f"building {RAY_IMAGE} on {sockets[0]}")
+        try:
+            for chunk in first.build(
+                fileobj=_context(site), custom_context=True, tag=RAY_IMAGE, rm=True, decode=True
+            ):
+                if "error" in chunk:
+                    raise OperationFailed(
+                        f"building {RAY_IMAGE} failed: {chunk['error']}",
+                        "run `spark-tui lab down` and `lab up` again",
+                    )
+        except SparkError:
+            raise
+        except Exception as exc:  # docker.errors.APIError, BuildError
+            raise OperationFailed(f"building {RAY_IMAGE} failed: {exc}", "run again") from exc
+        built = True
+    image_id = first.inspect_image(RAY_IMAGE)["Id"]
+    missing = [s for s in sockets[1:] if not _has(s, image_id)]
+    if missing:
+        with tempfile.TemporaryDirectory() as d:
+            saved = Path(d) / "ray-image.tar"
+            with open(saved, "wb") as f:
+                for chunk in first.get_image(RAY_IMAGE):
+                    f.write(chunk)
+            for sock in missing:
+                with open(saved, "rb") as f:
+                    for _ in _api(sock).load_image(f):
+                        pass
+    return {
+        "image": RAY_IMAGE,
+        "image_id": image_id,
+        "built": built,
+        "loaded_into": len(missing),
+        "site_seconds": site_seconds,
+        "image_seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _parents(api: Any, image_id: str) -> set[str]:
+    return {h.get("Id") for h in api.history(image_id)} | {
+        api.inspect_image(image_id).get("Parent")
+    }
+
+
+def _has(socket: Path, image_id: str) -> bool:
+    try:
+        return bool(_api(socket).inspect_image(RAY_IMAGE)["Id"] == image_id)
+    except Exception:  # not there
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the Ray site cache; with --state, the image into that running lab too."""
+    ap = argparse.ArgumentParser(prog="python -m spark_tui.sim.lab.ray_image")
+    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR)
+    ap.add_argument("--state", type=Path, help="a running lab's state dir: build its Ray image")
+    args = ap.parse_args(argv)
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    try:
+        site, seconds = ensure_site(args.cache_dir, say)
+        out: dict[str, Any] = {"site": str(site), "site_seconds": seconds}
+        if args.state is not None:
+            from spark_tui.sim.lab import Lab
+
+            lab = Lab.load(args.state)
+            if lab is None:
+                raise OperationFailed(f"no lab at {args.state}", "run `spark-tui lab up` first")
+            out.update(ensure_image([n.docker_socket for n in lab.nodes], args.cache_dir, say))
+    except SparkError as exc:
+        print(f"error: {exc.message}\nremedy: {exc.remedy}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

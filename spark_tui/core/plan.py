@@ -46,6 +46,8 @@ CACHE_MOUNTS: tuple[tuple[str, str], ...] = (
 FALLBACK_HOME = "/root"
 
 LABEL_PREFIX = "spark-tui."
+# A Ray head runs `ray start` (its `--port` is Ray's): the API port is in this label.
+API_PORT_LABEL = LABEL_PREFIX + "api-port"
 # A secret's name has a word (split on `_`/`-`) ending in one of these; plural counts such
 # as `max_num_batched_tokens` are not secrets.
 _SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIALS")
@@ -669,6 +671,8 @@ def build_plan(
             LABEL_PREFIX + "node": node.name,
             LABEL_PREFIX + "model": recipe.model,
         }
+        if ray:
+            labels[API_PORT_LABEL] = str(api_port)
         spec = ContainerSpec(
             name=container_name(cluster_id, rank),
             image=image,

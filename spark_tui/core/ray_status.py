@@ -12,6 +12,15 @@ from dataclasses import dataclass, field
 
 _NODE = re.compile(r"^\s*(\d+)\s+(node_[0-9a-f]+|[\w.-]+)\s*$")
 _USAGE = re.compile(r"^\s*([\d.]+)([KMGT]?i?B)?/([\d.]+)([KMGT]?i?B)?\s+(\S+)")
+_OTHER_HEADERS = (
+    "Node status",
+    "Resources",
+    "Total Constraints",
+    "Total Demands",
+    "Pending Demands",
+    "From request_resources",
+    "========",
+)
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
@@ -41,8 +50,8 @@ def parse_ray_status(text: str) -> RayStatus:
         if head in ("Active:", "Pending:", "Recent failures:", "Total Usage:"):
             section = head
             continue
-        if head.startswith(("Total Constraints", "Total Demands", "Pending Demands")):
-            section = ""
+        if head.startswith(_OTHER_HEADERS) or (head and set(head) <= {"-", "="}):
+            section = ""  # a header or rule of another block ends the current list
             continue
         if not head or head.startswith("(no"):
             continue

@@ -94,7 +94,9 @@ async def _plan(pool: Any, recipe_path: Path) -> Any:
     return build_plan(recipe, apply_overrides(recipe, []), facts)
 
 
-async def _launch(plan: Any, pool: Any, *, follow: bool, settle: float = 0.5) -> AsyncIterator[Event]:
+async def _launch(
+    plan: Any, pool: Any, *, follow: bool, settle: float = 0.5
+) -> AsyncIterator[Event]:
     from spark_tui.ops.launch import launch
 
     async for ev in launch(
@@ -140,7 +142,9 @@ async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
     # The serve ran in the head's container and placed a Ray worker on the other node.
     assert any("Connecting to existing Ray cluster" in t for t in lines[0])
     assert any(f"ip={worker_ip})" in t and "RayWorkerWrapper" in t for t in lines[0])
-    ranks_ready = {e.rank for e in events if isinstance(e, RankStateChanged) and e.state is RankState.READY}
+    ranks_ready = {
+        e.rank for e in events if isinstance(e, RankStateChanged) and e.state is RankState.READY
+    }
     assert ranks_ready == {0, 1}
     for index, rank in ((1, plan.ranks[0]), (2, plan.ranks[1])):
         env = _env(lab, index, rank.container.name)

@@ -72,4 +72,18 @@ def parse_ray_status(text: str) -> RayStatus:
     return RayStatus(active, pending, tuple(failures), resources)
 
 
-__all__ = ["RayStatus", "parse_ray_status"]
+def listening_ports(proc_net_tcp: str) -> set[int]:
+    """The TCP ports in LISTEN state in /proc/net/tcp (and tcp6) text."""
+    ports: set[int] = set()
+    for line in proc_net_tcp.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[3] != "0A" or ":" not in fields[1]:
+            continue  # the header, or not a listening socket
+        try:
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+        except ValueError:
+            continue
+    return ports
+
+
+__all__ = ["RayStatus", "listening_ports", "parse_ray_status"]

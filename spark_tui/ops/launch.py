@@ -748,6 +748,10 @@ async def _launch(
 
     digests = await _ensure_images(plan, dockers, emit)
     await asyncio.gather(*(_make_dirs(r) for r in ranks))
+    if plan.serve_exec is not None:  # vllm-ray: its ports must be free on the head
+        from spark_tui.ops import ray as ray_ops
+
+        await ray_ops.ports_free(plan, ranks[0])
 
     t0 = time.monotonic()
     started: list[WatchedRank] = []

@@ -21,9 +21,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spark_tui.core.errors import SparkError
+from spark_tui.core import logclass
+from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.plan import LaunchPlan, resolve_argv
-from spark_tui.core.ray_status import RayStatus, parse_ray_status
+from spark_tui.core.ray_status import RayStatus, listening_ports, parse_ray_status
 from spark_tui.ops.cluster import remove_ranks
 from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged, RayClusterState
 from spark_tui.ops.launch import ClusterWatch, LaunchFailed, WatchedRank
@@ -121,6 +122,23 @@ async def wait_formed(
         await asyncio.sleep(poll)
 
 
+async def ports_free(plan: LaunchPlan, head: WatchedRank) -> None:
+    """Refuse to start when the Ray port (or the dashboard's) is taken on the head node."""
+    wanted = {int(ray_address(plan).rsplit(":", 1)[1]): "the Ray GCS port (ray_port)"}
+    if plan.rendezvous.get("dashboard_port"):
+        wanted[int(plan.rendezvous["dashboard_port"])] = "the Ray dashboard port (dashboard_port)"
+    res = await head.conn.run_argv(["cat", "/proc/net/tcp", "/proc/net/tcp6"], timeout=30)
+    taken = listening_ports(res.stdout)
+    for port, what in wanted.items():
+        if port in taken:
+            setting = what.rsplit("(", 1)[1].rstrip(")")
+            raise OperationFailed(
+                f"{head.node}: port {port}, {what}, is already in use",
+                f"stop what listens there (`ss -ltnp 'sport = :{port}'` on {head.node}), "
+                f"or --set {setting}=N",
+            )
+
+
 def _gpu_notice(plan: LaunchPlan, status: RayStatus) -> Notice | None:
     world = plan.tensor_parallel * plan.pipeline_parallel
     gpus = status.resources.get("GPU", 0.0)
@@ -139,6 +157,15 @@ async def start_serve(plan: LaunchPlan, head: WatchedRank, local_env: Mapping[st
     assert plan.serve_exec is not None
     argv = resolve_argv(list(plan.serve_exec), local_env)
     await _exec(head, ["sh", "-c", serve_script(argv)], detach=True)
+
+
+def worker_ray_lines(ranks: list[WatchedRank], per_rank: int = 3) -> tuple[str, ...]:
+    """The last lines of each rank that name a Ray cause (`ray_*`), prefixed by the node."""
+    out: list[str] = []
+    for r in ranks:
+        hits = [t for t in r.lines if (logclass.classify(t).detail or "").startswith("ray_")]
+        out += [f"{r.node}: {t}" for t in hits[-per_rank:]]
+    return tuple(out)
 
 
 async def form_and_watch(
@@ -162,7 +189,16 @@ async def form_and_watch(
     head = watch.ranks[0]
 
     async def form() -> None:
-        status = await wait_formed(plan, head, emit, timeout=form_timeout, poll=poll)
+        try:
+            status = await wait_formed(plan, head, emit, timeout=form_timeout, poll=poll)
+        except LaunchFailed as exc:
+            # The workers' own Ray lines (GCS unreachable, ...) say why they did not join.
+            said = worker_ray_lines(watch.ranks[1:])
+            if said:
+                raise LaunchFailed(
+                    exc.message, exc.remedy, rank=exc.rank, node=exc.node, lines=said
+                ) from None
+            raise
         notice = _gpu_notice(plan, status)
         if notice is not None:
             emit(notice)

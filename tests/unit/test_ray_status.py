@@ -49,3 +49,15 @@ def test_a_ray_head_names_its_api_port_in_a_label_not_in_its_argv() -> None:
     argv = ["ray", "start", "--head", "--port", "46379", "--block"]
     assert api_port_of(argv, {API_PORT_LABEL: "8011"}) == 8011
     assert api_port_of(["vllm", "serve", "m", "--port", "8002"]) == 8002
+
+
+def test_listening_ports_are_read_from_proc_net_tcp() -> None:
+    from spark_tui.core.ray_status import listening_ports
+
+    text = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
+        "   0: 00000000:B52B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+        "   1: 0B004D0A:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+        "   2: 0B004D0A:B52B 0C004D0A:9C40 01 00000000:00000000 00:00000000 00000000     0\n"
+    )
+    assert listening_ports(text) == {46379, 8000}

@@ -95,14 +95,20 @@ async def _plan(pool: Any, recipe_path: Path) -> Any:
 
 
 async def _launch(
-    plan: Any, pool: Any, *, follow: bool, settle: float = 0.5
+    plan: Any, pool: Any, *, follow: bool, settle: float = 0.5, lines: bool = True
 ) -> AsyncIterator[Event]:
-    from spark_tui.ops.launch import launch
+    from spark_tui.ops.launch import LaunchFailed, launch
 
-    async for ev in launch(
-        plan, pool, wait_ready=True, follow=follow, ready_timeout=READY_TIMEOUT, settle=settle
-    ):
-        yield ev
+    try:
+        async for ev in launch(
+            plan, pool, wait_ready=True, follow=follow, ready_timeout=READY_TIMEOUT, settle=settle
+        ):
+            yield ev
+    except LaunchFailed as exc:
+        if not lines:
+            raise
+        # An unexpected failure: its explaining lines are the evidence.
+        pytest.fail(f"{exc.message}\n" + "\n".join(exc.lines), pytrace=False)
 
 
 def _env(lab: Lab, index: int, name: str) -> dict[str, str]:
@@ -211,7 +217,7 @@ async def test_a_killed_ray_worker_is_reported_and_the_cluster_torn_down(
         plan = await _plan(pool, files["recipe"])
         worker = plan.ranks[1].container.name
         with pytest.raises(LaunchFailed) as failed:
-            async for ev in _launch(plan, pool, follow=True):
+            async for ev in _launch(plan, pool, follow=True, lines=False):
                 events.append(ev)
                 if isinstance(ev, ClusterReady):
                     client = docker.DockerClient(base_url=f"unix://{lab.node(2).docker_socket}")

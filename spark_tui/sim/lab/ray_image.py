@@ -4,9 +4,10 @@
   dependencies) for the Python of the lab's root filesystem, plus the shared libraries its
   native binaries link (libstdc++, libgcc_s: the root filesystem only carries python3's).
   Built once (about a minute), then reused.
-- `spark-tui-lab/engine-ray:<version>`: built per lab on the first node's dockerd, `FROM` the
-  lab's engine image (the simulated engine as `vllm`) with Ray at /opt/ray and `ray` on the
-  PATH; saved once and loaded into the other nodes, so every node has the same image id.
+- `spark-tui-lab/engine-ray:<version>`: made per lab as the engine image is (the cached root
+  filesystem and the simulated engine as `vllm`, with the engine image's environment), plus
+  Ray at /opt/ray and `ray` on the PATH; imported into the first node's dockerd, saved once
+  and loaded into the others, so every node has the same image id.
 
 `python -m spark_tui.sim.lab.ray_image` builds (or finds) the site cache and prints what it
 did; with `--state DIR` it also builds the image into that running lab. CI runs the first
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.sim.lab import image as lab_image
 from spark_tui.sim.lab.config import DEFAULT_CACHE_DIR
 from spark_tui.sim.lab.image import LAB_IMAGE, _describe_python, _ldd, _locked, _python_candidates
 from spark_tui.sim.lab.run import run
@@ -37,11 +39,8 @@ RAY_VERSION = "2.60.0"
 RAY_IMAGE = f"spark-tui-lab/engine-ray:{RAY_VERSION}"
 _COMPLETE = ".spark-tui-complete"
 _RAY_CLI = '#!/bin/sh\n# ray of the spark-tui lab (real Ray from PyPI).\nexec python3 -m ray.scripts.scripts "$@"\n'
-_DOCKERFILE = f"""FROM {LAB_IMAGE}
-COPY root/ /
-COPY ray/ /opt/ray/
-ENV PYTHONPATH=/opt/spark-tui:/opt/ray
-"""
+# The engine image a Ray image was made from: a new lab (new engine files) makes a new one.
+_FROM_LABEL = "spark-tui.lab-engine"
 
 Say = Callable[[str], None]
 # Parts of the Ray wheel that `ray start` and a driver never load (Java, C++ API, the ML
@@ -102,57 +101,46 @@ def _native(site: Path) -> list[str]:
     return [f for f in found if os.path.isfile(f)]
 
 
-def _context(site: Path) -> io.BytesIO:
-    """The build context: the Dockerfile, Ray, the `ray` command and the extra libraries."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-
-        def add_text(name: str, text: str, mode: int) -> None:
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
-
-        add_text("Dockerfile", _DOCKERFILE, 0o644)
-        add_text("root/usr/local/bin/ray", _RAY_CLI, 0o755)
+def _image_tar(cache_dir: Path, site: Path, out: Path) -> None:
+    """The lab's engine root filesystem and engine, plus Ray, its command and libraries."""
+    root, _base, _cached, _seconds = lab_image.rootfs(cache_dir)
+    lab_image.write_image_tar(root, out)
+    with tarfile.open(out, "a", format=tarfile.GNU_FORMAT) as tar:
+        data = _RAY_CLI.encode()
+        info = tarfile.TarInfo("./usr/local/bin/ray")
+        info.size, info.mode, info.mtime = len(data), 0o755, int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+        have = set(tar.getnames())
         for lib in sorted(_ldd(_native(site))):
-            tar.add(os.path.realpath(lib), arcname="root" + lib)
-        tar.add(site, arcname="ray", filter=_keep)
-    buf.seek(0)
-    return buf
+            name = "." + lib
+            if name not in have:
+                tar.add(os.path.realpath(lib), arcname=name, filter=_owned)
+        tar.add(site, arcname="./opt/ray", filter=_keep)
+
+
+def _owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 def _keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     parts = info.name.split("/")
     if _COMPLETE in parts or "__pycache__" in parts:
         return None
-    if len(parts) >= 3 and parts[1] == "ray" and parts[2] in _UNUSED:
+    if len(parts) >= 4 and parts[2] == "ray" and parts[3] in _UNUSED:
         return None
-    return info
+    return _owned(info)
 
 
-def _build(socket: Path, site: Path) -> None:
-    """`docker build` of the Ray image; a dropped connection (a busy dockerd) is retried."""
-    last: BaseException | None = None
-    for _attempt in range(3):
-        try:
-            for chunk in _api(socket).build(
-                fileobj=_context(site), custom_context=True, tag=RAY_IMAGE, rm=True, decode=True
-            ):
-                if "error" in chunk:
-                    raise OperationFailed(
-                        f"building {RAY_IMAGE} failed: {chunk['error']}",
-                        "run `spark-tui lab down` and `lab up` again",
-                    )
-            return
-        except SparkError:
-            raise
-        except Exception as exc:  # requests ConnectionError, docker.errors.APIError
-            last = exc
-            time.sleep(2)
-    raise OperationFailed(
-        f"building {RAY_IMAGE} failed: {last}", "check the node's dockerd log, then run again"
-    )
+def _changes(engine_env: list[str], engine_id: str) -> list[str]:
+    """The engine image's environment (the lab's pace and memory), Ray on PYTHONPATH."""
+    env = dict(item.split("=", 1) for item in engine_env if "=" in item)
+    env["PYTHONPATH"] = "/opt/spark-tui:/opt/ray"
+    return [f"ENV {k}={v}" for k, v in env.items()] + [
+        "WORKDIR /",
+        f"LABEL {_FROM_LABEL}={engine_id}",
+    ]
 
 
 def _api(socket: Path) -> Any:
@@ -164,30 +152,46 @@ def _api(socket: Path) -> Any:
 def ensure_image(
     sockets: list[Path], cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None
 ) -> dict[str, Any]:
-    """The Ray image in every given dockerd (built on the first, loaded into the others).
+    """The Ray image in every given dockerd (imported into the first, loaded into the others).
 
-    Idempotent: a dockerd that already has the image built from its current engine image
-    is left alone. Returns what was done and how long it took.
+    Idempotent: an image made from the lab's current engine image is left alone. Returns
+    what was done and how long it took.
     """
     say = say or (lambda _m: None)
     site, site_seconds = ensure_site(cache_dir, say)
     started = time.monotonic()
     first = _api(sockets[0])
-    engine_id = first.inspect_image(LAB_IMAGE)["Id"]
+    engine = first.inspect_image(LAB_IMAGE)
+    engine_id = engine["Id"]
     try:
         have = first.inspect_image(RAY_IMAGE)
     except Exception:  # docker.errors.ImageNotFound
         have = None
+    labels = ((have or {}).get("Config") or {}).get("Labels") or {}
     built = False
-    if have is None or engine_id not in _parents(first, have["Id"]):
-        say(f"building {RAY_IMAGE} on {sockets[0]}")
-        _build(sockets[0], site)
+    if labels.get(_FROM_LABEL) != engine_id:
+        say(f"making {RAY_IMAGE} on {sockets[0]}")
+        repo, tag = RAY_IMAGE.rsplit(":", 1)
+        with tempfile.TemporaryDirectory(dir=cache_dir) as d:
+            tar_path = Path(d) / "ray-image.tar"
+            _image_tar(cache_dir, site, tar_path)
+            try:
+                first.import_image(
+                    src=str(tar_path),
+                    repository=repo,
+                    tag=tag,
+                    changes=_changes((engine.get("Config") or {}).get("Env") or [], engine_id),
+                )
+            except Exception as exc:  # docker.errors.APIError and connection errors
+                raise OperationFailed(
+                    f"importing {RAY_IMAGE} failed: {exc}", "run `spark-tui lab down`, then again"
+                ) from exc
         built = True
     image_id = first.inspect_image(RAY_IMAGE)["Id"]
     missing = [s for s in sockets[1:] if not _has(s, image_id)]
     if missing:
-        with tempfile.TemporaryDirectory() as d:
-            saved = Path(d) / "ray-image.tar"
+        with tempfile.TemporaryDirectory(dir=cache_dir) as d:
+            saved = Path(d) / "ray-image-save.tar"
             with open(saved, "wb") as f:
                 for chunk in first.get_image(RAY_IMAGE):
                     f.write(chunk)
@@ -202,12 +206,6 @@ def ensure_image(
         "loaded_into": len(missing),
         "site_seconds": site_seconds,
         "image_seconds": round(time.monotonic() - started, 2),
-    }
-
-
-def _parents(api: Any, image_id: str) -> set[str]:
-    return {h.get("Id") for h in api.history(image_id)} | {
-        api.inspect_image(image_id).get("Parent")
     }
 
 

@@ -761,6 +761,10 @@ async def _launch(
         head, workers = ranks[0], ranks[1:]
         await _start_rank(head, env, emit, halt)
         started.append(head)
+        if plan.serve_exec is not None:  # vllm-ray: the workers join a Ray head that is up
+            from spark_tui.ops import ray as ray_ops
+
+            await ray_ops.wait_head(plan, head, emit, halt)
         results = await asyncio.gather(
             *(_start_rank(w, env, emit, halt) for w in workers), return_exceptions=True
         )

@@ -27,7 +27,7 @@ from spark_tui.core.plan import LaunchPlan, resolve_argv
 from spark_tui.core.ray_status import RayStatus, listening_ports, parse_ray_status
 from spark_tui.ops.cluster import remove_ranks
 from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged, RayClusterState
-from spark_tui.ops.launch import ClusterWatch, LaunchFailed, WatchedRank
+from spark_tui.ops.launch import ClusterWatch, LaunchFailed, WatchedRank, exit_reason
 
 # The line the exec'd serve writes when it ends: the head's log then says what happened.
 SERVE_EXIT_MARK = "spark-tui: vllm serve exited with code"
@@ -79,23 +79,39 @@ async def wait_formed(
     *,
     timeout: float = DEFAULT_FORM_TIMEOUT,
     poll: float = 1.0,
+    until: int | None = None,
+    halt: asyncio.Event | None = None,
 ) -> RayStatus:
-    """Poll `ray status` in the head container until every node of the plan is active."""
+    """Poll `ray status` in the head container until every node of the plan is active
+    (or `until` nodes: 1 waits for the head alone, before the workers start)."""
     expected = len(plan.ranks)
+    need = expected if until is None else until
     deadline = time.monotonic() + timeout
     last: tuple[int, tuple[tuple[str, float], ...]] | None = None
     status = RayStatus()
     output = ""
     while True:
+        if halt is not None and halt.is_set():  # interrupted: the launch removes the ranks
+            raise OperationFailed("interrupted while the Ray head started", "launch again")
         try:
             code, output = await _exec(head, status_argv(plan))
         except SparkError:
-            code = -1  # the container is starting or gone: the watch reports a dead rank
+            code = -1  # the container is starting, or gone:
+            info = await head.docker.inspect(head.name)
+            state = (info or {}).get("State") or {}
+            if info is None or state.get("Status") in ("exited", "dead"):
+                raise LaunchFailed(
+                    f"the Ray head on {head.node} {exit_reason(state) if info else 'is gone'}",
+                    "read the Ray head's log (`spark-tui logs`), fix the cause and launch again",
+                    rank=head.rank,
+                    node=head.node,
+                    lines=tuple(logclass.explain_failure(list(head.lines))),
+                ) from None
         if code == 0:
             status = parse_ray_status(output)
             key = (status.active, tuple(sorted(status.resources.items())))
             formed = status.active >= expected
-            if key != last or formed:
+            if key != last or formed or status.active >= need:
                 last = key
                 emit(
                     RayClusterState(
@@ -106,7 +122,7 @@ async def wait_formed(
                         formed=formed,
                     )
                 )
-            if formed:
+            if status.active >= need:
                 return status
         if time.monotonic() > deadline:
             lines = tuple(ln for ln in output.splitlines() if ln.strip())[-12:]
@@ -137,6 +153,18 @@ async def ports_free(plan: LaunchPlan, head: WatchedRank) -> None:
                 f"stop what listens there (`ss -ltnp 'sport = :{port}'` on {head.node}), "
                 f"or --set {setting}=N",
             )
+
+
+async def wait_head(
+    plan: LaunchPlan,
+    head: WatchedRank,
+    emit: Callable[[Event], None],
+    halt: asyncio.Event | None = None,
+    timeout: float = 300.0,
+) -> None:
+    """Wait until the Ray head's node is in its GCS: a worker that asks earlier is refused
+    (real Ray: "No node info found for head node in GCS") and exits."""
+    await wait_formed(plan, head, emit, timeout=timeout, until=1, halt=halt)
 
 
 def _gpu_notice(plan: LaunchPlan, status: RayStatus) -> Notice | None:

@@ -98,6 +98,7 @@ _KNOWN_CAUSES: tuple[tuple[str, str], ...] = (
         "ray_gcs_unreachable",
         r"Failed to connect to GCS at address|Timed out while waiting for GCS to become available",
     ),
+    ("ray_head_not_ready", r"No node info found for head node in GCS"),
     ("ray_port_in_use", r"is trying to use a port number \d+ that is used by other components"),
     ("ray_node_died", r"Some Ray subprocesses exited unexpectedly|has been marked dead because"),
 )

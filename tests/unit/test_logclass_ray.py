@@ -40,3 +40,11 @@ def test_the_engine_losing_a_ray_worker_is_explained() -> None:
     why = explain_failure(lines)
     assert any("RayWorkerProc rank=[2] died unexpectedly" in t for t in why)
     assert any("EngineDeadError" in t for t in why)
+
+
+def test_a_worker_that_joined_too_early_is_an_error_naming_the_cause() -> None:
+    lines = _lines("ray_start_worker_head_not_ready_2600.txt")[1:]
+    classes = [classify(line) for line in lines]
+    assert [c.kind for c in classes] == ["error", "error"]
+    assert classes[0].detail == "ray_head_not_ready"
+    assert explain_failure(lines)

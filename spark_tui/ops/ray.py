@@ -100,12 +100,16 @@ async def wait_formed(
             info = await head.docker.inspect(head.name)
             state = (info or {}).get("State") or {}
             if info is None or state.get("Status") in ("exited", "dead"):
+                said = list(head.lines)
+                if not said and info is not None:  # not watched yet: read its log
+                    said = [rec.text for rec in await head.docker.logs(head.name, tail=40)]
+                why = logclass.explain_failure(said) or [t for t in said if t.strip()][-5:]
                 raise LaunchFailed(
                     f"the Ray head on {head.node} {exit_reason(state) if info else 'is gone'}",
                     "read the Ray head's log (`spark-tui logs`), fix the cause and launch again",
                     rank=head.rank,
                     node=head.node,
-                    lines=tuple(logclass.explain_failure(list(head.lines))),
+                    lines=tuple(why),
                 ) from None
         if code == 0:
             status = parse_ray_status(output)

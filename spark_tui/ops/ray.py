@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from spark_tui.core import logclass
@@ -31,6 +31,8 @@ from spark_tui.ops.launch import ClusterWatch, LaunchFailed, WatchedRank, exit_r
 
 # The line the exec'd serve writes when it ends: the head's log then says what happened.
 SERVE_EXIT_MARK = "spark-tui: vllm serve exited with code"
+# What `ray start` prints once its node is up (head and workers alike).
+RAY_STARTED = "Ray runtime started"
 DEFAULT_FORM_TIMEOUT = 600.0
 
 
@@ -81,9 +83,15 @@ async def wait_formed(
     poll: float = 1.0,
     until: int | None = None,
     halt: asyncio.Event | None = None,
+    gate: Callable[[], Awaitable[bool]] | None = None,
 ) -> RayStatus:
     """Poll `ray status` in the head container until every node of the plan is active
-    (or `until` nodes: 1 waits for the head alone, before the workers start)."""
+    (or `until` nodes: 1 waits for the head alone, before the workers start).
+
+    `ray status` is a whole Ray client (seconds of CPU): while `gate` says no (the nodes'
+    logs do not show "Ray runtime started" yet) it is not run, so the polling never slows
+    the Ray startup it waits for (Ray gives a raylet 30 s to register).
+    """
     expected = len(plan.ranks)
     need = expected if until is None else until
     deadline = time.monotonic() + timeout
@@ -94,7 +102,13 @@ async def wait_formed(
         if halt is not None and halt.is_set():  # interrupted: the launch removes the ranks
             raise OperationFailed("interrupted while the Ray head started", "launch again")
         try:
-            code, output = await _exec(head, status_argv(plan))
+            if gate is not None and not await gate():
+                code = 1
+                info = await head.docker.inspect(head.name)
+                if info is None or ((info.get("State") or {}).get("Status") in ("exited", "dead")):
+                    raise SparkError("the Ray head ended", "")
+            else:
+                code, output = await _exec(head, status_argv(plan))
         except SparkError:
             code = -1  # the container is starting, or gone:
             info = await head.docker.inspect(head.name)
@@ -168,7 +182,13 @@ async def wait_head(
 ) -> None:
     """Wait until the Ray head's node is in its GCS: a worker that asks earlier is refused
     (real Ray: "No node info found for head node in GCS") and exits."""
-    await wait_formed(plan, head, emit, timeout=timeout, until=1, halt=halt)
+
+    async def head_started() -> bool:
+        return any(RAY_STARTED in rec.text for rec in await head.docker.logs(head.name, tail=200))
+
+    await wait_formed(
+        plan, head, emit, timeout=timeout, until=1, halt=halt, gate=head_started, poll=2.0
+    )
 
 
 def _gpu_notice(plan: LaunchPlan, status: RayStatus) -> Notice | None:
@@ -211,7 +231,7 @@ async def form_and_watch(
     wait_ready: bool,
     follow: bool,
     form_timeout: float = DEFAULT_FORM_TIMEOUT,
-    poll: float = 1.0,
+    poll: float = 2.0,
 ) -> None:
     """Form the Ray cluster and start serve while `watch` follows every container.
 
@@ -220,9 +240,14 @@ async def form_and_watch(
     """
     head = watch.ranks[0]
 
+    async def all_started() -> bool:
+        return all(any(RAY_STARTED in t for t in r.lines) for r in watch.ranks)
+
     async def form() -> None:
         try:
-            status = await wait_formed(plan, head, emit, timeout=form_timeout, poll=poll)
+            status = await wait_formed(
+                plan, head, emit, timeout=form_timeout, poll=poll, gate=all_started
+            )
         except LaunchFailed as exc:
             # The workers' own Ray lines (GCS unreachable, ...) say why they did not join.
             said = worker_ray_lines(watch.ranks[1:])

@@ -20,6 +20,7 @@ import pytest
 import yaml
 from labkit import lab_guard
 
+from spark_tui.core.errors import OperationFailed
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
     ClusterReady,
@@ -109,6 +110,10 @@ async def _launch(
             raise
         # An unexpected failure: its explaining lines are the evidence.
         pytest.fail(f"{exc.message}\n" + "\n".join(exc.lines), pytrace=False)
+    except OperationFailed as exc:
+        # A failure while starting (the Ray head): the cause's lines are the evidence.
+        said = getattr(exc.__cause__, "lines", ())
+        pytest.fail(f"{exc.message}\n" + "\n".join(said), pytrace=False)
 
 
 def _env(lab: Lab, index: int, name: str) -> dict[str, str]:

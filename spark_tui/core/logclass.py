@@ -52,6 +52,25 @@ _SOURCE = re.compile(r"^\[?[\w./-]+\.py:\d+\]\s?")
 # torch / c10d: "[E ProcessGroupNCCL.cpp:563] ..." or "[W612 12:49:03.666 ProcessGroupNCCL.cpp:1647]".
 _TORCH_LEVEL = re.compile(r"^\[([EWI])[\d :.]*\S*\.(?:cpp|h|hpp):\d+\]")
 _NCCL = re.compile(r"\bNCCL (INFO|WARN|ERROR)\b")
+# Ray's own logs: its CLI ("2026-12-01 22:00:21,556<TAB>SUCC scripts.py:1085 -- ...") and its
+# C++ parts ("[2026-12-01 22:04:45,403 W 17895 17895] rpc_client.h:153: ...").
+_RAY_PY = re.compile(
+    r"^\d{4}-\d{2}-\d{2} [\d:,.]+\s+(DEBUG|INFO|SUCC|WARNING|ERROR|CRITICAL)\s+[\w.]+:\d+ -- "
+)
+_RAY_CPP = re.compile(r"^\[\d{4}-\d{2}-\d{2} [\d:,.]+ ([DIWEF]) \d+ \d+\] [\w.]+:\d+: ")
+_RAY_LEVELS = {
+    "DEBUG": "debug",
+    "INFO": "info",
+    "SUCC": "info",
+    "WARNING": "warning",
+    "ERROR": "error",
+    "CRITICAL": "error",
+    "D": "debug",
+    "I": "info",
+    "W": "warning",
+    "E": "error",
+    "F": "error",
+}
 
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::\s|:?$)"
@@ -74,6 +93,14 @@ _KNOWN_CAUSES: tuple[tuple[str, str], ...] = (
     ("worker_died", r"died unexpectedly|worker died or was killed|EngineDeadError"),
     ("driver_oom", r"NV_ERR_NO_MEMORY"),
     ("engine_start", r"EngineCore failed to start|Engine core initialization failed"),
+    # Ray's own: a node that cannot reach the head's GCS, a Ray port taken, a Ray node lost.
+    (
+        "ray_gcs_unreachable",
+        r"Failed to connect to GCS at address|Timed out while waiting for GCS to become available",
+    ),
+    ("ray_head_not_ready", r"No node info found for head node in GCS"),
+    ("ray_port_in_use", r"is trying to use a port number \d+ that is used by other components"),
+    ("ray_node_died", r"Some Ray subprocesses exited unexpectedly|has been marked dead because"),
 )
 # Causes that follow from an earlier, more specific error.
 _CONSEQUENCES = ("engine_start", "worker_died")
@@ -154,6 +181,10 @@ class _Parsed:
 
 def _parse(line: str) -> _Parsed:
     text = clean(line).lstrip("`")
+    if text[:2] == "20" or text[:2] == "[2":
+        m = _RAY_PY.match(text) or _RAY_CPP.match(text)
+        if m:
+            return _Parsed(text[m.end() :], _RAY_LEVELS[m.group(1)], "")
     if text[:1] == "[":
         text = _TIME_PREFIX.sub("", text)
     process = ""
@@ -219,7 +250,8 @@ def classify(line: str) -> LineClass:
     if p.level == "error":
         return LineClass("error", detail=_known_cause(body) or "error")
     if p.level == "warning":
-        return LineClass("warning", detail="warning")
+        cause = _known_cause(body) if "Ray" in body or "GCS" in body else None
+        return LineClass("warning", detail=cause if cause else "warning")
     if p.level == "debug":
         if _PHASE_RE.search(body):
             return _phase(body)

@@ -29,6 +29,10 @@ from spark_tui.core.wording import plural
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_DP_RPC_PORT = 13345
 DEFAULT_RAY_PORT = 46379
+DEFAULT_DASHBOARD_PORT = 8265
+# What the playbook adds to every Ray node's `docker run -e`: Ray's memory monitor would kill
+# workers on a unified-memory Spark, where the model's weights count as host memory.
+RAY_FIXED_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
 DEFAULT_API_PORT = 8000
 
 # The playbook's cache mounts: (path under the node's home, path in the container).
@@ -42,6 +46,8 @@ CACHE_MOUNTS: tuple[tuple[str, str], ...] = (
 FALLBACK_HOME = "/root"
 
 LABEL_PREFIX = "spark-tui."
+# A Ray head runs `ray start` (its `--port` is Ray's): the API port is in this label.
+API_PORT_LABEL = LABEL_PREFIX + "api-port"
 # A secret's name has a word (split on `_`/`-`) ending in one of these; plural counts such
 # as `max_num_batched_tokens` are not secrets.
 _SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIALS")
@@ -615,6 +621,12 @@ def build_plan(
         _size(flag_value(base, DP_RPC_PORT), DEFAULT_DP_RPC_PORT),
     )
     ray_port = _int_setting(settings, "ray_port", DEFAULT_RAY_PORT)
+    # sparkrun's dashboard is off unless asked for; a dashboard_port setting turns it on.
+    dashboard = (
+        _int_setting(settings, "dashboard_port", DEFAULT_DASHBOARD_PORT)
+        if settings.get("dashboard_port") is not None
+        else None
+    )
     recipe_env = {**render_env(recipe), **flag_env}
     shash = settings_hash(settings)
     image = recipe.container
@@ -629,7 +641,7 @@ def build_plan(
         master_ip = cluster_ips[leader] if not ray else head_ip
         if ray:
             role = "ray-head" if rank == 0 else "ray-worker"
-            argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port)
+            argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port, dashboard)
             serves_api = rank == 0
         else:
             role = "head" if rank == 0 else "worker"
@@ -653,6 +665,10 @@ def build_plan(
             # Every rank advertises its own cluster address: vLLM's Ray executor and its
             # multi-node message queues take it from VLLM_HOST_IP (else a guessed interface).
             env["VLLM_HOST_IP"] = cluster_ips[rank]
+        if ray:
+            # The playbook points MASTER_ADDR at the head on every node.
+            env["MASTER_ADDR"] = head_ip
+            env.update(RAY_FIXED_ENV)
         labels = {
             LABEL_PREFIX + "cluster": cluster_id,
             LABEL_PREFIX + "rank": str(rank),
@@ -662,6 +678,8 @@ def build_plan(
             LABEL_PREFIX + "node": node.name,
             LABEL_PREFIX + "model": recipe.model,
         }
+        if ray:
+            labels[API_PORT_LABEL] = str(api_port)
         spec = ContainerSpec(
             name=container_name(cluster_id, rank),
             image=image,
@@ -698,6 +716,8 @@ def build_plan(
     if ray:
         serve_exec = set_flag(base, EXECUTOR_BACKEND, "ray")
         rendezvous = {"ray_address": f"{head_ip}:{ray_port}", "master_addr": head_ip}
+        if dashboard is not None:
+            rendezvous["dashboard_port"] = dashboard
     else:
         rendezvous = {"master_addr": head_ip, "master_port": master_port}
         if dp > 1:
@@ -768,25 +788,26 @@ def _distributed_argv(
     return argv
 
 
-def _ray_argv(rank: int, head_ip: str, own_ip: str, ray_port: int) -> list[str]:
-    """`ray start` for the Ray head (rank 0) or a worker, bound to the ConnectX address."""
+def _ray_argv(
+    rank: int, head_ip: str, own_ip: str, ray_port: int, dashboard: int | None = None
+) -> list[str]:
+    """`ray start` for the Ray head (rank 0) or a worker, bound to the ConnectX address.
+
+    `--block` keeps Ray in the foreground as the container's process (its log is the
+    container's); usage stats are off (no phoning home from a lab or a private network).
+    """
     if rank == 0:
-        return [
-            "ray",
-            "start",
-            "--head",
-            "--port",
-            str(ray_port),
-            "--node-ip-address",
-            own_ip,
-            "--block",
-        ]
-    return [
-        "ray",
-        "start",
-        "--address",
-        f"{head_ip}:{ray_port}",
-        "--node-ip-address",
-        own_ip,
-        "--block",
-    ]
+        argv = ["ray", "start", "--head", "--port", str(ray_port), "--node-ip-address", own_ip]
+        if dashboard is None:
+            argv.append("--include-dashboard=false")
+        else:
+            argv += [
+                "--include-dashboard=true",
+                "--dashboard-host",
+                "0.0.0.0",
+                "--dashboard-port",
+                str(dashboard),
+            ]
+    else:
+        argv = ["ray", "start", "--address", f"{head_ip}:{ray_port}", "--node-ip-address", own_ip]
+    return [*argv, "--disable-usage-stats", "--block"]

@@ -207,9 +207,19 @@ def plan_to_shell(plan: LaunchPlan) -> str:
         lines.append("")
         lines.append(f"# --- serve on {head.node} (ray head), once every Ray worker has joined ---")
         serve = argv_lines(plan.serve_exec)
-        exec_lines = [f"docker exec {shlex.quote(head.container.name)} {serve[0]}"]
+        name = shlex.quote(head.container.name)
+        exec_lines = [f"docker exec {name} {serve[0]}"]
         exec_lines += [INDENT + line for line in serve[1:]]
-        lines += _function("serve", [_continued(exec_lines)])
+        # `ray status` lists each active node as `1 node_<id>`: wait for all of them.
+        status = " ".join(
+            shlex.quote(a)
+            for a in ["ray", "status", "--address", str(plan.rendezvous.get("ray_address", ""))]
+        )
+        wait = (
+            f'until [ "$(docker exec {name} {status} 2>/dev/null | grep -c " node_")" '
+            f"-ge {len(plan.ranks)} ]; do sleep 2; done"
+        )
+        lines += _function("serve", [wait, _continued(exec_lines)])
     lines.append("")
     lines.append("# --- stop: on each node, stop and remove its rank ---")
     for rank in plan.ranks:

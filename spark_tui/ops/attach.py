@@ -5,12 +5,12 @@ commands (smoke, bench) use to reach a running cluster's head.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tui.core.errors import InputError, OperationFailed
-from spark_tui.core.plan import DEFAULT_API_PORT, flag_value
+from spark_tui.core.plan import API_PORT_LABEL, DEFAULT_API_PORT, flag_value
 from spark_tui.ops.cluster import (
     ClusterStatus,
     RankStatus,
@@ -58,9 +58,10 @@ async def rank_argv(docker: RemoteDocker, container: str) -> list[str]:
     return [*(entry if isinstance(entry, list) else [entry]), *cmd]
 
 
-def api_port_of(argv: list[str]) -> int:
-    """The API port a `vllm serve` argv listens on."""
-    value = flag_value(argv, "--port")
+def api_port_of(argv: list[str], labels: Mapping[str, str] | None = None) -> int:
+    """The API port a `vllm serve` argv listens on; a Ray head (whose argv is `ray start`,
+    whose `--port` is Ray's) says it in its api-port label."""
+    value = (labels or {}).get(API_PORT_LABEL) or flag_value(argv, "--port")
     return int(value) if value and value.isdigit() else DEFAULT_API_PORT
 
 
@@ -118,7 +119,7 @@ async def attach(
                 ranks,
                 queue.put_nowait,
                 api_host=api_host,
-                api_port=api_port_of(argv),
+                api_port=api_port_of(argv, head.labels),
                 keep_failed=keep_failed,
                 ready_timeout=ready_timeout,
                 settle=settle,
@@ -179,7 +180,7 @@ async def find_api(
     finally:
         await close_dockers(dockers)
     head = cluster.ranks[0]
-    port = await pool[head.node].forward_local_port(api_host, api_port_of(head_argv))
+    port = await pool[head.node].forward_local_port(api_host, api_port_of(head_argv, head.labels))
     return FoundCluster(
         cluster_id=cluster.cluster_id,
         recipe=cluster.recipe,

@@ -105,6 +105,22 @@ class NodeReachable:
     outage_seconds: float
 
 
+@dataclass(frozen=True)
+class RayClusterState:
+    """The Ray cluster of a vllm-ray launch while it forms: nodes joined and total resources.
+
+    Emitted each time `ray status` on the head shows a change; `formed` once every node of
+    the plan has joined (the serve command is started then). `resources` are Ray's totals
+    (CPU, GPU, memory and object_store_memory in bytes, ...).
+    """
+
+    cluster_id: str
+    nodes_joined: int
+    nodes_expected: int
+    resources: dict[str, float] = field(default_factory=dict)
+    formed: bool = False
+
+
 Event = (
     RankStateChanged
     | LogLine
@@ -113,4 +129,5 @@ Event = (
     | ResultEvent
     | NodeUnreachable
     | NodeReachable
+    | RayClusterState
 )

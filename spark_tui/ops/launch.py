@@ -694,13 +694,6 @@ async def launch(
     failures after ready (until the consumer stops); without either the generator ends
     once every rank has started. Raises LaunchFailed when a rank fails.
     """
-    if plan.runtime == "vllm-ray" or plan.serve_exec is not None:
-        # Ray needs its serve command run inside the formed Ray cluster: not done here.
-        raise OperationFailed(
-            f"{plan.recipe}: vllm-ray plans cannot be launched by spark-tui yet",
-            "use the vllm-distributed runtime (the playbook's way: drop "
-            "`distributed_executor_backend: ray`), or run `spark-tui plan --shell` by hand",
-        )
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
     emit = queue.put_nowait
@@ -781,6 +774,10 @@ async def _launch(
 
     digests = await _ensure_images(plan, dockers, emit)
     await asyncio.gather(*(_make_dirs(r) for r in ranks))
+    if plan.serve_exec is not None:  # vllm-ray: its ports must be free on the head
+        from spark_tui.ops import ray as ray_ops
+
+        await ray_ops.ports_free(plan, ranks[0])
 
     t0 = time.monotonic()
     started: list[WatchedRank] = []
@@ -790,6 +787,10 @@ async def _launch(
         head, workers = ranks[0], ranks[1:]
         await _start_rank(head, env, emit, halt)
         started.append(head)
+        if plan.serve_exec is not None:  # vllm-ray: the workers join a Ray head that is up
+            from spark_tui.ops import ray as ray_ops
+
+            await ray_ops.wait_head(plan, head, emit, halt)
         results = await asyncio.gather(
             *(_start_rank(w, env, emit, halt) for w in workers), return_exceptions=True
         )
@@ -829,7 +830,8 @@ async def _launch(
         )
     )
     emit(Notice("info", f"{len(started)} rank(s) started in {elapsed:.2f} s"))
-    if not wait_ready and not follow:
+    ray = plan.serve_exec is not None  # vllm-ray: the serve runs in the formed Ray cluster
+    if not wait_ready and not follow and not ray:
         return
     watch = ClusterWatch(
         plan.cluster_id,
@@ -841,6 +843,20 @@ async def _launch(
         ready_timeout=ready_timeout,
         settle=settle,
     )
+    if ray:
+        from spark_tui.ops import ray as ray_ops  # imports this module
+
+        await ray_ops.form_and_watch(
+            plan,
+            watch,
+            dockers,
+            emit,
+            env,
+            keep_failed=keep_failed,
+            wait_ready=wait_ready,
+            follow=follow,
+        )
+        return
     await watch.run(wait_ready=wait_ready, follow=follow)
 
 

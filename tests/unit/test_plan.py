@@ -621,3 +621,33 @@ def test_human_summary_lists_each_rank_flag_by_flag() -> None:
     assert "\n    --node-rank 1\n    --headless\n" in text
     assert "HF_TOKEN=${HF_TOKEN}   (read from your shell at launch)" in text
     assert "NCCL_SOCKET_IFNAME=enP2p1s0f1np1" in text
+
+
+def test_ray_nodes_carry_the_playbook_variables_and_no_dashboard_by_default() -> None:
+    recipe = simple_recipe(
+        "vllm serve {model} --port {port}",
+        runtime="vllm-ray",
+        defaults={"tensor_parallel": 2},
+    )
+    plan = build_plan(recipe, apply_overrides(recipe, []), [head_node(), worker_node()])
+    for rank in plan.ranks:
+        assert rank.env["RAY_memory_monitor_refresh_ms"] == "0"
+        assert rank.env["MASTER_ADDR"] == HEAD_IP
+        assert rank.container.env == rank.env
+        assert rank.argv[-2:] == ["--disable-usage-stats", "--block"]
+    assert "--include-dashboard=false" in plan.ranks[0].argv
+    assert "dashboard_port" not in plan.rendezvous
+
+
+def test_ray_dashboard_port_turns_the_dashboard_on_at_that_port() -> None:
+    recipe = simple_recipe(
+        "vllm serve {model} --port {port}",
+        runtime="vllm-ray",
+        defaults={"tensor_parallel": 2, "dashboard_port": 8266},
+    )
+    plan = build_plan(recipe, apply_overrides(recipe, []), [head_node(), worker_node()])
+    head, worker = plan.ranks
+    assert "--include-dashboard=true" in head.argv
+    assert _flag(head.argv, "--dashboard-port") == "8266"
+    assert "--dashboard-port" not in worker.argv
+    assert plan.rendezvous["dashboard_port"] == 8266

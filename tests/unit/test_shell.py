@@ -19,6 +19,7 @@ from spark_tui.core.recipe import Recipe
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.core.shell import argv_lines, plan_to_shell
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")
 
@@ -167,9 +168,24 @@ def test_ray_script_has_a_serve_section(tmp_path: Path) -> None:
     assert "--distributed-executor-backend ray" in script
     script_path = tmp_path / "ray.sh"
     script_path.write_text(script)
-    bin_dir, _ = _fake_docker(tmp_path)
+    bin_dir, record = _fake_docker(tmp_path)
+    # `ray status` answers with one node first, then both: serve waits for the second.
+    status = tmp_path / "status-calls"
+    one = FIXTURES / "ray_status_head_only_2600.txt"
+    two = FIXTURES / "ray_status_two_nodes_2600.txt"
+    (bin_dir / "docker").write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\0" "$@" >> {shlex.quote(str(record))}\n'
+        'if [ "$3" = ray ]; then\n'
+        f"  echo x >> {shlex.quote(str(status))}\n"
+        f'  if [ "$(wc -l < {shlex.quote(str(status))})" -lt 2 ]; then '
+        f"cat {shlex.quote(str(one))}; else cat {shlex.quote(str(two))}; fi\n"
+        "fi\n"
+    )
     argv = _run(script_path, "serve", bin_dir)
-    assert argv == ["exec", plan.ranks[0].container.name, *(plan.serve_exec or [])]
+    head = plan.ranks[0].container.name
+    status_argv = ["exec", head, "ray", "status", "--address", plan.rendezvous["ray_address"]]
+    assert argv == [*status_argv, *status_argv, "exec", head, *(plan.serve_exec or [])]
 
 
 def test_argv_lines_group_each_flag_with_its_values() -> None:

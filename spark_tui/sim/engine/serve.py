@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from spark_tui.sim.engine import SIMULATED_BANNER, VERSION, api, failures
+from spark_tui.sim.engine import SIMULATED_BANNER, VERSION, api, failures, ray_path
 from spark_tui.sim.engine import memory as mem
 from spark_tui.sim.engine.catalogue import GIB, ModelSpec, canonical_id, lookup
 from spark_tui.sim.engine.failures import Failure
@@ -69,6 +69,9 @@ class Context:
         self.pp_rank = self.rank // self.tp
         self.ep = bool(args.enable_expert_parallel)
         self.multiproc = self.world > 1
+        # The Ray executor: one Ray node per rank, this process drives them all.
+        self.ray = ray_path.wanted(args) and self.world > 1 and args.nnodes <= 1
+        self.ray_workers: ray_path.RayWorkers | None = None
         # Data parallelism: --data-parallel-rank means one API server per rank (external load
         # balancing); --data-parallel-start-rank a headless node of the leader's replicas.
         self.dp = max(1, args.data_parallel_size)
@@ -320,7 +323,7 @@ def _config_phase(ctx: Context) -> ModelSpec:
     if spec.num_attention_heads % ctx.tp != 0:
         raise failures.heads_not_divisible(spec.num_attention_heads, ctx.tp)
     local = -(-ctx.world // max(1, a.nnodes))
-    if local > ctx.st.gpus_per_node:
+    if local > ctx.st.gpus_per_node and not ctx.ray:  # Ray places ranks on other nodes
         raise failures.world_exceeds_gpus(ctx.world, ctx.st.gpus_per_node)
     return spec
 
@@ -357,6 +360,8 @@ def _distributed_phase(ctx: Context) -> None:
     )
     if ctx.multi:
         _rendezvous(ctx)
+    if ctx.ray:
+        _ray_phase(ctx)
     ctx.pause(0.5)
     if ctx.world > 1:
         runner.info("pynccl.py:120", f"vLLM is using nccl=={NCCL_VERSION}")
@@ -387,6 +392,50 @@ def _distributed_phase(ctx: Context) -> None:
     )
     if ctx.worker is not None:
         ctx.worker.prefix = ctx.worker_prefix()
+
+
+def _ray_phase(ctx: Context) -> None:
+    """Join the real Ray cluster, place a worker on each node and watch them."""
+    assert ctx.engine is not None
+    workers = ray_path.RayWorkers(ctx.world)
+    ctx.ray_workers = workers
+    address = workers.connect()
+    ctx.engine.info("worker.py:1810", f"Connecting to existing Ray cluster at address: {address}.")
+    workers.place()
+    for rank, (pid, ip) in enumerate(workers.placed):
+        ch = ctx.log.channel(f"EngineCore_DP0 pid={ctx.pid}) (RayWorkerWrapper pid={pid}, ip={ip}")
+        ch.info("worker_base.py:246", f"Ray worker rank {rank} placed on node {ip}")
+
+    def lost(rank: int) -> None:
+        if ctx.abort.is_set() or ctx.stop.is_set():
+            return
+        ctx.abort_reason = "ray_lost"
+        ctx.abort_peer = str(rank)
+        ctx.abort_after_ready = ctx.ready
+        ctx.abort.set()
+
+    workers.watch(lost)
+    if ctx.worker is not None:
+        pid, ip = workers.placed[0]
+        ctx.worker.prefix = f"EngineCore_DP0 pid={ctx.pid}) (RayWorkerWrapper pid={pid}, ip={ip}"
+
+
+def _ray_lost(ctx: Context) -> int:
+    """A Ray worker (or its node) is gone: vLLM's Ray executor lines, then exit 1."""
+    assert ctx.engine is not None and ctx.api is not None
+    for channel, source, message in ray_path.lost_lines(int(ctx.abort_peer or 0)):
+        if channel == "raylet":
+            ctx.log.channel(f"EngineCore_DP0 pid={ctx.pid}) (raylet").raw(message, stderr=True)
+        elif channel == "engine":
+            ctx.engine.error(source, message)
+        else:
+            ctx.api.raw(message, stderr=True)
+    if ctx.state is not None:
+        ctx.state.dead_reason = "EngineCore encountered an issue. See stack trace (above)."
+    if ctx.ray_workers is not None:
+        ctx.ray_workers.stop()
+    _close(ctx)
+    return 1
 
 
 def _own_ip(ctx: Context) -> str:
@@ -957,6 +1006,8 @@ def _shutdown(ctx: Context) -> int:
 
 
 def _close(ctx: Context) -> None:
+    if ctx.ray_workers is not None:
+        ctx.ray_workers.stop()
     if ctx.scheduler is not None:
         ctx.scheduler.stop()
     if ctx.server is not None:
@@ -976,6 +1027,8 @@ def _close(ctx: Context) -> None:
 def _peer_failure(ctx: Context) -> int:
     """A peer disappeared, failed or aborted: log as vLLM/NCCL do and exit non-zero."""
     runner = ctx.runner
+    if ctx.abort_reason == "ray_lost":
+        return _ray_lost(ctx)
     if ctx.abort_reason == "lost" and ctx.abort_after_ready:
         lines = failures.peer_lost_lines(ctx.rank, ctx.world, ctx.abort_peer, NCCL_VERSION_FULL)
         runner.raw("\n".join(lines), stderr=True)

@@ -1,5 +1,6 @@
 """`spark-tui status (--inventory FILE | --hosts ...) [--json]`: our clusters on the nodes,
-found from container labels (cluster id, recipe, ranks, their states and nodes)."""
+found from container labels (cluster id, recipe, ranks, their states and nodes). A cluster
+that is down says so: which rank failed, why, and the command that removes it (exit 1)."""
 
 from __future__ import annotations
 
@@ -8,34 +9,71 @@ import json
 import sys
 
 from spark_tui.commands._interrupts import run_command
-from spark_tui.core.errors import EXIT_OK
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 
 
 async def _status(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
-    from spark_tui.ops.cluster import status
+    from spark_tui.ops.cluster import close_dockers, open_dockers, status
+    from spark_tui.ops.diagnose import diagnose, stop_command
     from spark_tui.remote.discovery import pool_from_args
 
+    cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
     pool = pool_from_args(args)
     await pool.open()
     try:
-        return await status(pool)
+        dockers = await open_dockers(pool)
+        try:
+            clusters = await status(pool, dockers=dockers)
+            diagnoses = [await diagnose(c, dockers, cleanup=cleanup) for c in clusters]
+        finally:
+            await close_dockers(dockers)
     finally:
         await pool.close()
+    return list(zip(clusters, diagnoses, strict=True))
+
+
+def render_diagnosis(diag: object) -> list[str]:
+    """The lines that say why a cluster failed and how to clean it up."""
+    from spark_tui.ops.diagnose import ClusterDiagnosis
+
+    assert isinstance(diag, ClusterDiagnosis)
+    out: list[str] = []
+    for i, f in enumerate(diag.failed):
+        lead = "failed" if i == 0 else "then"
+        out.append(f"  {lead}: rank {f.rank} on {f.node} {f.reason}")
+        out += [f"    | {line}" for line in f.lines]
+    if diag.head_lines:
+        out.append("  the head says:")
+        out += [f"    | {line}" for line in diag.head_lines]
+    if diag.cleanup:
+        out.append(f"  clean up: {diag.cleanup}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
-    clusters = run_command(lambda: _status(args))
+    found = run_command(lambda: _status(args))
+    failed = any(d.state == "failed" for _c, d in found)
+    code = EXIT_FAILED if failed else EXIT_OK
     if getattr(args, "json", False):
-        print(json.dumps({"clusters": [c.to_dict() for c in clusters]}, indent=2))
-        return EXIT_OK
-    if not clusters:
+        clusters = []
+        for c, d in found:
+            data = c.to_dict()
+            data["state"] = d.state if d.state == "failed" else data["state"]
+            data["diagnosis"] = d.to_dict() if d.state == "failed" else None
+            clusters.append(data)
+        print(json.dumps({"clusters": clusters}, indent=2))
+        return code
+    if not found:
         print("no spark-tui containers on these nodes", file=sys.stderr)
         return EXIT_OK
-    for c in clusters:
+    for c, d in found:
+        state = d.state if d.state == "failed" else c.state
         print(
-            f"cluster {c.cluster_id}  {c.recipe or '?'}  {c.state}  "
+            f"cluster {c.cluster_id}  {c.recipe or '?'}  {state}  "
             f"settings {c.settings_hash or '?'}  model {c.model or '?'}"
         )
         for r in c.ranks:
             print(f"  rank {r.rank}  {r.node:<16} {r.role or '?':<7} {r.container}  {r.status}")
-    return EXIT_OK
+        if d.state == "failed":
+            print("\n".join(render_diagnosis(d)))
+    return code

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
 
 import httpx
 
@@ -146,3 +148,65 @@ async def test_status_says_failed_which_rank_why_and_the_stop_command(sim_scenar
         capsys.readouterr()
         code = await asyncio.to_thread(cli.main, ["status", "--inventory", inv])
         assert code == 0
+
+
+async def watch_process(inv: str, *extra: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "spark_tui",
+        "watch",
+        "--inventory",
+        inv,
+        "--interval",
+        "0.3",
+        *extra,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def read_until(stream: asyncio.StreamReader, text: str, seen: list[str]) -> None:
+    while True:
+        line = (await asyncio.wait_for(stream.readline(), 30)).decode()
+        assert line, "".join(seen)
+        seen.append(line)
+        if text in line:
+            return
+
+
+async def test_cli_watch_exits_1_with_the_diagnosis_and_0_on_ctrl_c(sim_scenario) -> None:
+    async with SimCluster(sim_scenario(2)) as sim:
+        inv = str(sim.inventory_path)
+        async with pool_for(sim) as pool:
+            plan = await ready_cluster(pool)
+        worker = plan.ranks[1]
+        # Ctrl+C: the watch ends, 0, the cluster keeps running.
+        proc = await watch_process(inv)
+        assert proc.stdout is not None and proc.stderr is not None
+        seen: list[str] = []
+        await read_until(proc.stdout, "probe ok", seen)
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert seen[0].startswith(f"watching cluster {plan.cluster_id}")
+        # The worker dies while watched: the diagnosis on stderr, then exit 1.
+        proc = await watch_process(inv, "--json")
+        assert proc.stdout is not None and proc.stderr is not None
+        seen = []
+        await read_until(proc.stdout, '"event": "ContainerStates"', seen)
+        async with pool_for(sim) as pool:
+            await kill(pool, worker.node, worker.container.name)
+        out = (await asyncio.wait_for(proc.stdout.read(), 60)).decode()
+        code = await asyncio.wait_for(proc.wait(), 30)
+        assert code == 1, "".join(seen) + out
+        alert = json.loads(out.splitlines()[-1])
+        assert alert["event"] == "WatchAlert" and alert["rank"] == 1
+        assert alert["node"] == worker.node and "killed" in alert["reason"]
+        assert alert["cleanup"] == f"spark-tui stop --inventory {inv}"
+
+
+async def test_cli_watch_exits_3_when_a_node_is_unreachable(tmp_path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - {name: gone, host: 127.0.0.254, port: 1}\n")
+    code = await asyncio.to_thread(cli.main, ["watch", "--inventory", str(inv)])
+    assert code == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +30,7 @@ from spark_tui.ops.attach import api_port_of, rank_argv
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
     ClusterStatus,
+    RankStatus,
     close_dockers,
     open_dockers,
     status,
@@ -319,8 +321,7 @@ class _Watch:
             # request makes it fail and log why (as real vLLM does), then its lines are there.
             await self.probe()
         await asyncio.sleep(settle)
-        fresh = await status(self.pool, self.cluster.cluster_id, dockers=self.dockers)
-        cluster = fresh[0] if fresh else self.cluster
+        cluster = await self.refresh()
         diag: ClusterDiagnosis = await diagnose(cluster, self.dockers, cleanup=cleanup)
         if diag.first is not None:
             first = diag.first
@@ -337,7 +338,7 @@ class _Watch:
                 others,
                 cleanup,
             )
-        if not fresh or not any(r.rank == head.rank for r in cluster.ranks):
+        if not any(r.rank == head.rank for r in cluster.ranks):
             return WatchAlert(
                 head.rank,
                 head.node,
@@ -351,6 +352,28 @@ class _Watch:
             if health == 200:
                 reason = f"is hung: /health answers 200 but {trigger.error}"
         return WatchAlert(head.rank, head.node, reason, lines, (), (), cleanup)
+
+    async def refresh(self) -> ClusterStatus:
+        """The watched ranks as Docker's inspect sees them now (a removed one is left out;
+        one on a node that does not answer keeps its last known state)."""
+
+        async def one(rs: RankStatus) -> RankStatus | None:
+            try:
+                info = await asyncio.wait_for(
+                    self.dockers[rs.node].inspect(rs.container), self.request_timeout
+                )
+            except (SparkError, TimeoutError):
+                return rs
+            if info is None:
+                return None
+            st = info.get("State") or {}
+            state = str(st.get("Status") or ("running" if st.get("Running") else "exited"))
+            text = rs.status if state == "running" else f"Exited ({st.get('ExitCode')})"
+            return dataclasses.replace(rs, state=state, status=text)
+
+        found = await asyncio.gather(*(one(r) for r in self.cluster.ranks))
+        ranks = [r for r in found if r is not None]
+        return dataclasses.replace(self.cluster, ranks=ranks)
 
     async def _health(self) -> int | None:
         try:

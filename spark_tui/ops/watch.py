@@ -147,10 +147,10 @@ class _Watch:
     async def _every(self, sample: Callable[[], Awaitable[None]]) -> None:
         while True:
             started = time.monotonic()
-            try:
+            # Each sampler reports its own node's trouble (NodeNotAnswering); anything else
+            # it meets this round ends only this round, never the watch.
+            with contextlib.suppress(SparkError):
                 await sample()
-            except SparkError as exc:  # a sampler's trouble is reported, never fatal
-                await self.queue.put(NodeNotAnswering(self.cluster.nodes[0], 0.0, exc.message))
             await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
     def _headers(self) -> dict[str, str]:

@@ -144,6 +144,11 @@ async def test_status_says_failed_which_rank_why_and_the_stop_command(sim_scenar
         assert diag["failed_rank"] == 1 and "killed" in diag["failed"][0]["reason"]
         assert diag["failed"][0]["lines"]
         assert diag["cleanup"] == f"spark-tui stop --inventory {inv}"
+        # A watch started on the dead cluster says the same at once.
+        code = await asyncio.to_thread(cli.main, ["watch", "--inventory", inv])
+        _, err = capsys.readouterr()
+        assert code == 1 and f"FAILED: rank 1 on {worker.node} was killed" in err
+        assert f"clean up: spark-tui stop --inventory {inv}" in err
         code = await asyncio.to_thread(cli.main, ["stop", "--inventory", inv])
         capsys.readouterr()
         code = await asyncio.to_thread(cli.main, ["status", "--inventory", inv])

@@ -7,9 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from spark_tui.ops.diagnose import ClusterDiagnosis
 
 
 async def _status(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
@@ -32,11 +36,8 @@ async def _status(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     return list(zip(clusters, diagnoses, strict=True))
 
 
-def render_diagnosis(diag: object) -> list[str]:
+def render_diagnosis(diag: ClusterDiagnosis) -> list[str]:
     """The lines that say why a cluster failed and how to clean it up."""
-    from spark_tui.ops.diagnose import ClusterDiagnosis
-
-    assert isinstance(diag, ClusterDiagnosis)
     out: list[str] = []
     for i, f in enumerate(diag.failed):
         lead = "failed" if i == 0 else "then"

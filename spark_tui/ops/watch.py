@@ -274,8 +274,8 @@ class _Watch:
         for rs in self.cluster.ranks:
             if rs.node not in answered:
                 continue
-            raw = seen.get((rs.node, rs.container))
-            if raw is None:
+            now = seen.get((rs.node, rs.container))
+            if now is None:
                 missing.append(rs.rank)
                 continue
             ranks.append(
@@ -283,8 +283,8 @@ class _Watch:
                     rs.rank,
                     rs.node,
                     rs.container,
-                    str(raw.get("State") or "unknown"),
-                    str(raw.get("Status") or ""),
+                    str(now.get("State") or "unknown"),
+                    str(now.get("Status") or ""),
                 )
             )
         return ContainerStates(tuple(ranks), tuple(missing)), down

@@ -6,9 +6,9 @@ command), 3 when the nodes cannot be reached at the start, 0 on Ctrl+C."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
+import signal
 import sys
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
@@ -95,8 +95,13 @@ async def _watch(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from spark_tui.commands._interrupts import CommandInterrupted, run_command
+
     try:
-        return asyncio.run(_watch(args))
-    except KeyboardInterrupt:
+        return run_command(lambda: _watch(args))
+    except CommandInterrupted as exc:
+        if exc.signum != signal.SIGINT:
+            raise
+        # Ctrl+C is how a watch is meant to end: the cluster is left as it is.
         print("spark-tui: watch ended (Ctrl+C); the cluster keeps running", file=sys.stderr)
         return EXIT_OK

@@ -35,7 +35,7 @@ from spark_tui.ops.cluster import (
     open_dockers,
     status,
 )
-from spark_tui.ops.diagnose import ClusterDiagnosis, diagnose, rank_evidence
+from spark_tui.ops.diagnose import ClusterDiagnosis, RankFailure, diagnose, rank_evidence
 from spark_tui.ops.events import (
     ContainerStates,
     NodeMemory,
@@ -141,11 +141,15 @@ class _Watch:
         self.model_checked = False
         self.down_since: dict[str, float] = {}
         self._metrics_prev: tuple[float, dict[str, float]] | None = None
+        self.stopped = False
 
     # --- samplers ---------------------------------------------------------------------------
 
     async def _every(self, sample: Callable[[], Awaitable[None]]) -> None:
-        while True:
+        me = asyncio.current_task()
+        # A library below may swallow the cancel (it turns it into its own error): the loop
+        # checks the stop flag and its own cancelling state, so stopping always ends it.
+        while not self.stopped and not (me is not None and me.cancelling()):
             started = time.monotonic()
             # Each sampler reports its own node's trouble (NodeNotAnswering); anything else
             # it meets this round ends only this round, never the watch.
@@ -295,6 +299,14 @@ class _Watch:
             await self.queue.put(ev)
         await self.queue.put(states)
 
+    async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
+        """End the samplers; a sampler stuck in a thread is left behind, never waited on."""
+        self.stopped = True
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.request_timeout)
+
     def start(self) -> list[asyncio.Task[None]]:
         return [
             asyncio.create_task(self._every(s))
@@ -322,7 +334,13 @@ class _Watch:
             await self.probe()
         await asyncio.sleep(settle)
         cluster = await self.refresh()
-        diag: ClusterDiagnosis = await diagnose(cluster, self.dockers, cleanup=cleanup)
+        try:
+            # Logs over a slow link must not hold the alert back for long.
+            diag = await asyncio.wait_for(
+                diagnose(cluster, self.dockers, cleanup=cleanup), 3 * self.request_timeout
+            )
+        except TimeoutError:
+            diag = _states_only(cluster, cleanup)
         if diag.first is not None:
             first = diag.first
             gone = [f for f in cluster.ranks if f.rank not in {x.rank for x in diag.failed}]
@@ -345,7 +363,12 @@ class _Watch:
                 "its container disappeared (removed from outside spark-tui)",
                 cleanup=cleanup,
             )
-        _info, lines = await rank_evidence(self.dockers[head.node], head)
+        try:
+            _info, lines = await asyncio.wait_for(
+                rank_evidence(self.dockers[head.node], head), 3 * self.request_timeout
+            )
+        except (TimeoutError, SparkError):
+            lines = ()
         reason = "its API " + (_probe_text(trigger) if trigger else "failed")
         if trigger is not None and trigger.status is None:
             health = await self._health()
@@ -383,6 +406,16 @@ class _Watch:
         except (TimeoutError, httpx.HTTPError):
             return None
         return resp.status_code
+
+
+def _states_only(cluster: ClusterStatus, cleanup: str | None) -> ClusterDiagnosis:
+    """A diagnosis from the container states alone (the logs could not be read in time)."""
+    down = [
+        RankFailure(r.rank, r.node, r.container, f"is down ({r.status or r.state})")
+        for r in cluster.ranks
+        if not r.running
+    ]
+    return ClusterDiagnosis(cluster.cluster_id, "failed" if down else "running", down, (), cleanup)
 
 
 def _error_message(resp: httpx.Response) -> str:
@@ -429,6 +462,7 @@ async def watch(
     (tests). Raises OperationFailed when there is no cluster to watch."""
     dockers = await open_dockers(pool)
     tasks: list[asyncio.Task[None]] = []
+    w: _Watch | None = None
     client = httpx.AsyncClient(timeout=request_timeout, transport=transport)
     try:
         cluster = pick_watched(await status(pool, cluster_id, dockers=dockers), cluster_id)
@@ -466,15 +500,12 @@ async def watch(
             if isinstance(ev, ProbeResult):
                 timeouts = timeouts + 1 if ev.timed_out else 0
             if is_failure(ev, timeouts):
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await w.stop(tasks)
                 trigger = ev if isinstance(ev, ProbeResult) else None
                 yield await w.alert(trigger, settle, cleanup)
                 return
     finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if w is not None:
+            await w.stop(tasks)
         await client.aclose()
         await close_dockers(dockers)

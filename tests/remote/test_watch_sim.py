@@ -74,7 +74,7 @@ async def test_watch_samples_then_reports_the_killed_worker(sim_scenario) -> Non
                     killed = True
                     await kill(pool, worker.node, worker.container.name)
 
-        await asyncio.wait_for(run(), 60)
+        await asyncio.wait_for(run(), 150)
         assert killed
         probes = [e for e in events if isinstance(e, ProbeResult)]
         assert probes[0].ok and probes[0].status == 200
@@ -113,7 +113,7 @@ async def test_hung_head_with_healthy_health_is_a_failure(sim_scenario) -> None:
             ):
                 events.append(ev)
 
-        await asyncio.wait_for(run(), 60)
+        await asyncio.wait_for(run(), 150)
         alert = events[-1]
         assert isinstance(alert, WatchAlert)
         assert alert.rank == 0

@@ -50,9 +50,9 @@ def save(app, name: str) -> None:  # type: ignore[no-untyped-def]
 async def story() -> None:
     """Discover, launch, ready + smoke, benchmark, edit a setting and compare, help."""
     from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.remote_backend import DemoBackend
+    from spark_tui.ui.demo_session import DemoSession
 
-    backend = DemoBackend(pace=0.25, token_scale=0.2)
+    backend = DemoSession(pace=0.25, token_scale=0.2)
     app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait(pilot, app.discovered.is_set, 60, "discovery")
@@ -96,9 +96,9 @@ async def story() -> None:
 async def failure() -> None:
     """A worker that dies after ready: the failed rank, its lines, the other rank stopped."""
     from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.remote_backend import DemoBackend
+    from spark_tui.ui.demo_session import DemoSession
 
-    backend = DemoBackend(pace=0.1, token_scale=0.2, worker_dies_after=1.0)
+    backend = DemoSession(pace=0.1, token_scale=0.2, worker_dies_after=1.0)
     app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
     async with app.run_test(size=SIZE) as pilot:
         await wait(pilot, app.discovered.is_set, 60, "discovery")
@@ -114,9 +114,9 @@ async def failure() -> None:
 async def small() -> None:
     """80x24 over SSH: both ranks ready, smoke and benchmark results."""
     from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.remote_backend import DemoBackend
+    from spark_tui.ui.demo_session import DemoSession
 
-    backend = DemoBackend(pace=0.1, token_scale=0.2)
+    backend = DemoSession(pace=0.1, token_scale=0.2)
     app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
     async with app.run_test(size=SMALL) as pilot:
         await wait(pilot, app.discovered.is_set, 60, "discovery")

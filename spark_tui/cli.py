@@ -41,31 +41,82 @@ def _sets(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+# ops.bench.BenchConfig's defaults, which the cockpit benchmarks with too, so runs from
+# either interface compare like with like (a test holds them equal; importing ops.bench here
+# would load httpx for every command).
+BENCH_DEFAULTS = {"concurrency": "1,4,8", "prompt_tokens": 256, "output_tokens": 128}
+
+
+def _bench_settings(p: argparse.ArgumentParser) -> None:
+    d = BENCH_DEFAULTS
+    p.add_argument(
+        "--concurrency",
+        default=d["concurrency"],
+        help=f"levels, comma-separated (default {d['concurrency']})",
+    )
+    p.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=d["prompt_tokens"],
+        help=f"default {d['prompt_tokens']}",
+    )
+    p.add_argument(
+        "--output-tokens",
+        type=int,
+        default=d["output_tokens"],
+        help=f"default {d['output_tokens']}",
+    )
+    p.add_argument("--requests-per-level", type=int, default=0, help="default: 2 x concurrency")
+    p.add_argument(
+        "--repeats", type=int, default=1, help="run each level N times (their spread is the noise)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spark-tui",
         description="Run one vLLM service across several DGX Sparks.",
     )
     parser.add_argument("--demo", action="store_true", help="open the cockpit on simulated Sparks")
-    parser.add_argument("--inventory", metavar="FILE")
-    parser.add_argument("--hosts", metavar="H1,H2")
-    parser.add_argument("--recipe", metavar="NAME")
-    parser.add_argument("--theme", metavar="NAME")
-    parser.add_argument("--accept-new-host-keys", action="store_true")
+    parser.add_argument(
+        "--inventory", metavar="FILE", help="inventory YAML: nodes: [{name, host, ...}]"
+    )
+    parser.add_argument("--hosts", metavar="H1,H2", help="comma-separated SSH hosts, head first")
+    parser.add_argument("--recipe", metavar="NAME", help="the recipe selected at start")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (see the command palette)")
+    parser.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="trust host keys not yet in known_hosts (changed keys are still refused)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("demo", help="open the cockpit on simulated Sparks")
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--memory-gb", type=int, choices=[64, 128], default=128)
-    p.add_argument("--recipe", metavar="NAME", dest="demo_recipe")
-    p.add_argument("--theme", metavar="NAME", dest="demo_theme")
+    p.add_argument("--nodes", type=int, default=2, help="how many simulated Sparks (default 2)")
+    p.add_argument(
+        "--memory-gb",
+        type=int,
+        choices=[64, 128],
+        default=128,
+        help="memory of each simulated Spark (default 128)",
+    )
+    p.add_argument(
+        "--recipe", metavar="NAME", dest="demo_recipe", help="the recipe selected at start"
+    )
+    p.add_argument("--theme", metavar="NAME", dest="demo_theme", help="colour theme")
 
     p = sub.add_parser(
         "sim", help="run simulated Sparks in the foreground and write their inventory"
     )
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--memory-gb", type=int, default=128)
-    p.add_argument("--inventory", metavar="FILE", required=True)
+    p.add_argument("--nodes", type=int, default=2, help="how many simulated Sparks (default 2)")
+    p.add_argument("--memory-gb", type=int, default=128, help="memory of each (default 128)")
+    p.add_argument(
+        "--inventory", metavar="FILE", required=True, help="where to write their inventory"
+    )
     p.add_argument("--page-cache-gb", type=float, default=0.0, help="memory held by the page cache")
     p.add_argument(
         "--worker-dies-after",
@@ -85,14 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "recipes", help="list the recipes: user, registries (spark-tui's and sparkrun's), bundled"
     )
-    p.add_argument("--json", action="store_true")
+    _json(p)
     p.add_argument(
         "--update", action="store_true", help="pull the git registries named in the config first"
     )
 
     p = sub.add_parser("probe", help="probe nodes and print their facts")
     _targets(p)
-    p.add_argument("--json", action="store_true")
+    _json(p)
 
     p = sub.add_parser(
         "check",
@@ -104,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe")
     _targets(p, facts=True)
     _sets(p)
-    p.add_argument("--json", action="store_true")
+    _json(p)
 
     p = sub.add_parser("plan", help="print the launch plan")
     p.add_argument("recipe")
@@ -114,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument(
         "--shell", action="store_true", help="the commands a person would type per node"
     )
-    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("launch", help="start one container per rank")
     p.add_argument("recipe")
@@ -136,12 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "status",
-        help="list our clusters on the nodes",
+        help="our clusters on the nodes, with the API and its tunnel",
         epilog="exit status: 0 every cluster runs or none is there; 1 a cluster failed (the "
         "rank, why, and the clean-up command are printed); 3 a node could not be reached",
     )
     _targets(p)
-    p.add_argument("--json", action="store_true")
+    _json(p)
 
     p = sub.add_parser(
         "watch",
@@ -157,47 +208,89 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("logs", help="print (or follow) the ranks' logs")
     _targets(p)
-    p.add_argument("--rank", type=int)
-    p.add_argument("--follow", action="store_true")
-    p.add_argument("--tail", type=int, default=200)
+    p.add_argument("--rank", type=int, help="only this rank's log")
+    p.add_argument("--follow", action="store_true", help="keep reading until Ctrl+C")
+    p.add_argument("--tail", type=int, default=200, help="start this many lines back (0: all)")
 
     p = sub.add_parser("stop", help="stop and remove every rank's container")
     _targets(p)
+    p.add_argument("--cluster", metavar="ID", help="only this cluster (default: every one of ours)")
 
     p = sub.add_parser("smoke", help="health, models, chat, tool-call and streaming checks")
     _targets(p, base_url=True)
     p.add_argument("--model", help="model id (default: the first of /v1/models)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="give up on one check after this long (default 180)",
+    )
+    _json(p)
 
     p = sub.add_parser("bench", help="concurrency sweep: TTFT, ITL, tokens/s")
     _targets(p, base_url=True)
-    p.add_argument("--model")
-    p.add_argument("--concurrency", default="1,4,8")
-    p.add_argument("--prompt-tokens", type=int, default=256)
-    p.add_argument("--output-tokens", type=int, default=128)
-    p.add_argument("--requests-per-level", type=int, default=0, help="default: 2 x concurrency")
-    p.add_argument(
-        "--repeats", type=int, default=1, help="run each level N times (their spread is the noise)"
-    )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--model", help="model id (default: the first of /v1/models)")
+    _bench_settings(p)
+    _json(p)
 
-    p = sub.add_parser("history", help="list runs, or compare two")
-    p.add_argument("action", nargs="?", choices=["list", "compare", "export"], default="list")
-    p.add_argument("runs", nargs="*", help="run ids for compare/export")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "tune",
+        help="change one setting on the running cluster and compare with the baseline",
+        epilog="exit status: 0 compared; 1 the relaunch or its smoke checks failed; 2 bad "
+        "input; 3 a node could not be reached",
+    )
+    p.add_argument("recipe")
+    _targets(p)
+    _sets(p)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare with this benchmark run (default: the picked baseline, else the latest "
+        "benchmark of the running settings, else one measured first)",
+    )
+    g.add_argument(
+        "--new-baseline",
+        action="store_true",
+        help="measure a new baseline before the change (its benchmark settings are the "
+        "cockpit's and `bench`'s defaults)",
+    )
+    p.add_argument("--force", action="store_true", help="relaunch even when the fit check says no")
+    # The benchmark a new baseline is measured with (a picked baseline brings its own: the
+    # run after the change always repeats the baseline's settings).
+    _bench_settings(p)
+    _json(p)
+
+    p = sub.add_parser("history", help="list runs, compare two, export, pick the baseline")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "compare", "export", "baseline"],
+        default="list",
+        help="list (default), compare A B, export A [B], baseline RUN (or baseline --reset RECIPE)",
+    )
+    p.add_argument("runs", nargs="*", help="run ids")
+    _json(p)
     p.add_argument("--out", metavar="DIR", help="where export writes the script and report")
+    p.add_argument(
+        "--reset",
+        metavar="RECIPE",
+        help="with baseline: forget the baseline picked for RECIPE (the next tuning step "
+        "measures a new one)",
+    )
 
     p = sub.add_parser("lab", help="real sshd + dockerd in network namespaces (Linux, root)")
-    p.add_argument("action", choices=["up", "down", "status"])
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--memory-gb", type=int, default=128)
-    p.add_argument("--inventory", metavar="FILE")
+    p.add_argument("action", choices=["up", "down", "status"], help="start, end or show the lab")
+    p.add_argument("--nodes", type=int, default=2, help="how many lab nodes (up)")
+    p.add_argument("--memory-gb", type=int, default=128, help="memory each node reports (up)")
+    p.add_argument("--inventory", metavar="FILE", help="where `up` writes the inventory")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")
     p.add_argument("--pace", type=float, help="engine startup pace baked into the lab image")
     p.add_argument(
         "--page-cache-gb", type=float, default=0.0, help="memory held by each node's page cache"
     )
-    p.add_argument("--json", action="store_true", help="status as JSON")
+    _json(p)
     p.add_argument(
         "--prefix", default="sparklab", help="names of the lab's bridge and namespaces (up)"
     )

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from typing import TYPE_CHECKING
 
-from spark_tui.commands._interrupts import run_command
-from spark_tui.commands.smoke import Target, open_target
-from spark_tui.core.errors import (
-    EXIT_FAILED,
-    EXIT_OK,
-    InputError,
-    OperationFailed,
-    UnreachableError,
-)
-from spark_tui.ops.bench import BenchConfig, BenchError, BenchProgress, BenchResult, BenchRun
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
 from spark_tui.ops.compare import fmt_figure
-from spark_tui.ops.history import History
+
+if TYPE_CHECKING:
+    from spark_tui.ops.bench import BenchConfig, BenchResult
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -34,19 +27,24 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return levels
 
 
-def _progress(p: BenchProgress) -> None:
-    # A terminal gets one line rewritten in place; a pipe or log file one line per level.
-    tty = sys.stderr.isatty()
-    if not tty and p.done < p.total:
-        return
-    end = "\n" if p.done == p.total else ""
-    sys.stderr.write(
-        ("\r" if tty else "")
-        + f"  level {p.level_index + 1}/{p.levels} (concurrency {p.concurrency}, repeat "
-        f"{p.repeat + 1}): {p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.1f} s"
-        f"{end}"
+def bench_config(args: argparse.Namespace) -> BenchConfig:
+    """The benchmark settings the flags give (the defaults are the cockpit's too)."""
+    from spark_tui.ops.bench import BenchConfig
+
+    config = BenchConfig(
+        concurrency=parse_concurrency(args.concurrency),
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        requests_per_level=args.requests_per_level,
+        repeats=args.repeats,
     )
-    sys.stderr.flush()
+    if config.repeats < 1 or config.requests_per_level < 0:
+        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
+    if config.prompt_tokens < 1 or config.output_tokens < 1:
+        raise InputError(
+            "--prompt-tokens and --output-tokens must be at least 1", "pass positive lengths"
+        )
+    return config
 
 
 def format_table(result: BenchResult) -> str:
@@ -78,75 +76,51 @@ def format_table(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace, history: History, holder: list[BenchRun]) -> Target:
-    config = BenchConfig(
-        concurrency=parse_concurrency(args.concurrency),
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        requests_per_level=args.requests_per_level,
-        repeats=getattr(args, "repeats", 1),
-    )
-    if config.repeats < 1 or config.requests_per_level < 0:
-        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
-    if config.prompt_tokens < 1 or config.output_tokens < 1:
-        raise InputError(
-            "--prompt-tokens and --output-tokens must be at least 1", "pass positive lengths"
-        )
-    async with open_target(args, history) as target:
-        bench = BenchRun(target.base_url, args.model or target.model, config, progress=_progress)
-        holder.append(bench)
-        sys.stderr.write(
-            f"benchmark of {target.base_url}: concurrency {list(config.concurrency)}, prompt "
-            f"{config.prompt_tokens} tokens, output {config.output_tokens} tokens\n"
-        )
-        try:
-            await bench.run()
-        except BenchError as exc:
-            err = UnreachableError if exc.unreachable and target.via_cluster else OperationFailed
-            raise err(
-                f"benchmark failed: {exc}",
-                "run `spark-tui smoke` against the same server to see which part fails",
-            ) from exc
-        return target
+def report(done: object, as_json: bool) -> None:
+    """The finished (or cancelled) benchmark on stdout."""
+    from spark_tui.service.events import BenchDone
 
-
-def _report(
-    args: argparse.Namespace, history: History, bench: BenchRun, target: Target | None
-) -> None:
-    run_id = None
-    try:
-        rec = history.record_bench(
-            bench.result,
-            launch=target.launch if target else None,
-            base_url=bench.result.base_url,
-        )
-        run_id = rec.id
-    except OSError as exc:
-        print(f"spark-tui: could not record the run in {history.root}: {exc}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"run_id": run_id, **bench.result.to_dict()}, indent=2))
+    assert isinstance(done, BenchDone)
+    result = done.result
+    if as_json:
+        print(json.dumps({"run_id": done.run_id, **result.to_dict()}, indent=2))
         return
-    print(f"model {bench.result.model} at {bench.result.base_url}")
-    for note in bench.result.notes:
+    print(f"model {result.model} at {result.base_url}")
+    for note in result.notes:
         print(f"note: {note}")
-    print(format_table(bench.result))
-    state = " (cancelled: partial results)" if bench.result.cancelled else ""
-    print(f"recorded as run {run_id}{state}" if run_id else state.strip())
+    print(format_table(result))
+    state = " (cancelled: partial results)" if result.cancelled else ""
+    print(f"recorded as run {done.run_id}{state}" if done.run_id else state.strip())
+
+
+async def _bench(args: argparse.Namespace) -> int:
+    from spark_tui.commands.smoke import need_server
+    from spark_tui.commands.terminal import consume, err, session, show
+    from spark_tui.service import events as ev
+
+    need_server(args)
+    config = bench_config(args)
+    s = session(args, nodes_needed=False)
+    done: list[ev.BenchDone] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ev.BenchDone):
+            done.append(event)
+        elif isinstance(event, ev.Notice):
+            err(event.message)
+        else:
+            show(event)
+
+    try:
+        await consume(s.bench(config, base_url=args.base_url, model=args.model), on_event=on_event)
+    finally:
+        await s.close()
+    report(done[0], args.json)
+    errors = sum(lv.errors for lv in done[0].result.levels)
+    return EXIT_OK if errors == 0 else EXIT_FAILED
 
 
 def run(args: argparse.Namespace) -> int:
-    history = History()
-    holder: list[BenchRun] = []
-    try:
-        target = run_command(lambda: _run(args, history, holder))
-    except KeyboardInterrupt as exc:
-        # The signal cancelled the sweep: in-flight requests are closed; keep what finished.
-        if holder:
-            holder[0].result.cancelled = True
-            sys.stderr.write("\nspark-tui: benchmark interrupted\n")
-            _report(args, history, holder[0], None)
-        return int(getattr(exc, "exit_code", 130))
-    bench = holder[0]
-    _report(args, history, bench, target)
-    errors = sum(lv.errors for lv in bench.result.levels)
-    return EXIT_OK if errors == 0 else EXIT_FAILED
+    from spark_tui.commands._interrupts import run_command
+
+    return int(run_command(lambda: _bench(args)))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.core.facts import GIB
-from spark_tui.core.fit import FitReport, NodeFit, check_fit
+from spark_tui.core.facts import GIB, NodeFacts
+from spark_tui.core.fit import FitReport, NodeFit
 
 EXIT_HELP = (
     "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
@@ -31,6 +30,13 @@ _VERDICT_TEXT = {
 def exit_code(report: FitReport) -> int:
     """0 when the verdict lets a launch go ahead, else 1."""
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def plural(n: object, noun: str) -> str:
+    """`1 rank`, `2 ranks` (`? ranks` when unknown)."""
+    from spark_tui.core.wording import plural as counted
+
+    return counted(n, noun) if isinstance(n, int) else f"? {noun}s"
 
 
 def _g(value: int | None) -> str:
@@ -78,7 +84,8 @@ def render_report(
         f"check     {recipe_name}  ({model})",
         f"verdict   {_VERDICT_TEXT.get(report.verdict, report.verdict)}",
         f"layout    TP {p.get('tensor_parallel')} x PP {p.get('pipeline_parallel')} x "
-        f"DP {p.get('data_parallel')} = {p.get('world_size')} ranks on {p.get('nodes')} node(s)"
+        f"DP {p.get('data_parallel')} = {plural(p.get('world_size'), 'rank')} on "
+        f"{plural(p.get('nodes'), 'node')}"
         + (f"   max_model_len {report.max_model_len}" if report.max_model_len else ""),
         "",
     ]
@@ -105,33 +112,47 @@ def render_report(
     return "\n".join(lines)
 
 
+def held_by_running(nodes: list[NodeFacts]) -> dict[str, int]:
+    """Memory our running containers hold per node: a launch replaces them, so the check
+    counts it as available (vLLM's default budget, at most what is in use)."""
+    from spark_tui.core.plan import LABEL_PREFIX
+    from spark_tui.service.evaluate import DEFAULT_GPU_MEMORY_UTILIZATION, held_by_ours
+
+    return {
+        n.name: held_by_ours(n, DEFAULT_GPU_MEMORY_UTILIZATION)
+        for n in nodes
+        if any(c.state == "running" and LABEL_PREFIX + "cluster" in c.labels for c in n.containers)
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
-    from spark_tui.commands.plan import target_nodes
-    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.commands._interrupts import run_command
+    from spark_tui.commands.terminal import targets
     from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.core.render import render_argv, render_env
+    from spark_tui.remote.hub import model_facts_for
+    from spark_tui.service.evaluate import evaluate
+    from spark_tui.service.targets import node_facts
 
     recipe = find_recipe(args.recipe)
-    settings = apply_overrides(recipe, list(getattr(args, "sets", None) or []))
-    argv = render_argv(recipe, settings)
-    env = render_env(recipe)
-    nodes = target_nodes(args)
-    from spark_tui.remote.hub import model_facts_for
-
-    facts, hub_finding = model_facts_for(recipe, nodes, argv)
-    report = check_fit(
-        recipe, argv, env, nodes, facts, hf_token_set=bool(os.environ.get("HF_TOKEN"))
+    nodes = node_facts(targets(args), run=run_command)
+    result = evaluate(
+        recipe, list(args.sets), nodes, held=held_by_running(nodes), facts_for=model_facts_for
     )
-    if hub_finding is not None:
-        report.findings.append(hub_finding)
-    if getattr(args, "json", False):
-        doc = report.to_dict()
-        doc["facts_sources"] = dict(sorted(facts.sources.items()))
+    if result.problem is not None:
+        raise result.problem
+    assert result.report is not None and result.model_facts is not None
+    sources = result.model_facts.sources
+    if args.json:
+        doc = result.report.to_dict()
+        doc["facts_sources"] = dict(sorted(sources.items()))
         print(json.dumps(doc, indent=2))
     else:
-        print(render_report(report, recipe.name, recipe.model, facts.sources))
-    return exit_code(report)
+        print(render_report(result.report, recipe.name, recipe.model, sources))
+        if result.credited:
+            held = ", ".join(f"{k} {v / GIB:.1f} GiB" for k, v in result.credited.items())
+            print(f"(counted as available: memory our running cluster holds: {held})")
+    return exit_code(result.report)
 
 
 def _sources_lines(sources: dict[str, str]) -> list[str]:

@@ -21,15 +21,15 @@ def open_demo(
         raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.config import load_config
-    from spark_tui.ui.remote_backend import DemoBackend
+    from spark_tui.ui.demo_session import DemoSession
     from spark_tui.ui.runner import run_cockpit
 
     # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
     # SPARK_SIM_TOKEN_SCALE does the same for generation speed (tests use both).
     pace = pace if pace is not None else _env_float("SPARK_SIM_PACE", 0.5)
     token_scale = _env_float("SPARK_SIM_TOKEN_SCALE", 1.0)
-    backend = DemoBackend(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
-    app = SparkApp(backend, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config())
+    session = DemoSession(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
+    app = SparkApp(session, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config())
     return run_cockpit(app)
 
 

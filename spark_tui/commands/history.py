@@ -1,4 +1,5 @@
-"""`spark-tui history`: list runs, compare two benchmarks, export a script and a report."""
+"""`spark-tui history`: list runs (failed ones too), compare two benchmarks, export a script
+and a report, pick or reset the baseline tuning compares with."""
 
 from __future__ import annotations
 
@@ -9,27 +10,14 @@ from pathlib import Path
 from spark_tui.core.errors import EXIT_OK, InputError
 from spark_tui.ops.compare import compare_bench
 from spark_tui.ops.export import export_runs, masked_dict
-from spark_tui.ops.history import History, Run
+from spark_tui.ops.history import History
 
-
-def bench_run(history: History, run_id: str) -> Run:
-    """The benchmark named by the id: the run itself, or the last benchmark of a launch."""
-    run = history.get_run(run_id)
-    if run.kind == "bench":
-        return run
-    if run.kind == "launch":
-        benches = [r for r in history.list_runs("bench") if r.launch_id == run.id]
-        if benches:
-            return benches[-1]
-    raise InputError(
-        f"run {run.id} is a {run.kind} run with no benchmark",
-        "compare benchmark runs (kind bench in `spark-tui history`)",
-    )
+OUTCOME = {True: "ok", False: "FAIL", None: "-"}
 
 
 def run(args: argparse.Namespace) -> int:
     history = History()
-    action = args.action or "list"
+    action = args.action
     if action == "list":
         runs = history.list_runs()
         if args.json:
@@ -40,9 +28,8 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_OK
         for r in runs:
             changed = ", ".join(f"{c['name']}={c['after']}" for c in r.changed)
-            ok = {True: "ok", False: "FAIL", None: "-"}[r.ok]
             print(
-                f"{r.id}  {r.kind:<6} {r.time[:19]}  {r.recipe or '-':<22} {ok:<4} "
+                f"{r.id}  {r.kind:<6} {r.time[:19]}  {r.recipe or '-':<22} {OUTCOME[r.ok]:<4} "
                 f"{r.summary()}" + (f"  [changed {changed}]" if changed else "")
             )
         return EXIT_OK
@@ -51,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 "compare takes two run ids", "spark-tui history compare BASELINE_ID RUN_ID"
             )
-        a, b = (bench_run(history, rid) for rid in args.runs)
+        a, b = (history.bench_of(rid) for rid in args.runs)
         repeats = [r for r in history.repeats_of(a) if r.id not in (a.id, b.id)]
         cmp = compare_bench(a, b, repeats)
         print(json.dumps(cmp.to_dict(), indent=2) if args.json else cmp.to_text())
@@ -70,4 +57,29 @@ def run(args: argparse.Namespace) -> int:
             for p in paths:
                 print(p)
         return EXIT_OK
-    raise InputError(f"unknown history action {action!r}", "use list, compare or export")
+    if action == "baseline":
+        return _baseline(history, args)
+    raise InputError(f"unknown history action {action!r}", "use list, compare, export or baseline")
+
+
+def _baseline(history: History, args: argparse.Namespace) -> int:
+    if args.reset:
+        gone = history.reset_baseline(args.reset)
+        if args.json:
+            print(json.dumps({"recipe": args.reset, "reset": gone}))
+        else:
+            picked = ", ".join(gone) or "none was picked"
+            print(
+                f"{args.reset}: baseline reset ({picked}); the next tuning step measures a new one"
+            )
+        return EXIT_OK
+    if len(args.runs) != 1:
+        raise InputError(
+            "baseline takes one run id", "spark-tui history baseline RUN_ID (or --reset RECIPE)"
+        )
+    run = history.pin_baseline(args.runs[0])
+    if args.json:
+        print(json.dumps({"baseline": run.id, "recipe": run.recipe, "cluster": run.cluster_key}))
+    else:
+        print(f"{run.id} is the baseline of {run.recipe} on {run.cluster_key}")
+    return EXIT_OK

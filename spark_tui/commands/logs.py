@@ -18,13 +18,14 @@ def _prefix(rank: int, node: str) -> str:
 
 
 async def _logs(args: argparse.Namespace) -> int:
+    from spark_tui.commands.terminal import session
     from spark_tui.ops.attach import pick_cluster
     from spark_tui.ops.cluster import close_dockers, open_dockers, status
     from spark_tui.ops.logs import RankLogFollower
-    from spark_tui.remote.discovery import pool_from_args
 
-    pool = pool_from_args(args)
-    await pool.open()
+    s = session(args)
+    await s.connect()
+    pool = s.pool
     dockers = {}
     try:
         dockers = await open_dockers(pool)
@@ -81,7 +82,7 @@ async def _logs(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         await close_dockers(dockers)
-        await pool.close()
+        await s.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -61,23 +61,23 @@ def summary(nodes: list[NodeFacts]) -> str:
 
 
 async def _probe(args: argparse.Namespace) -> tuple[list[NodeFacts], list[str]]:
-    from spark_tui.remote.discovery import pool_from_args
-    from spark_tui.remote.probe import probe_pool
+    from spark_tui.commands.terminal import consume, session
+    from spark_tui.service.events import Probed
 
-    pool = pool_from_args(args)
-    print(f"probing {len(pool)} node(s)...", file=sys.stderr, flush=True)
+    s = session(args)
+    print(f"probing {len(s.inventory)} node(s)...", file=sys.stderr, flush=True)
     try:
-        errors = await pool.open(partial=True)
-        facts = await probe_pool(pool, partial=True)
+        seen = await consume(s.discover(), on_event=lambda _e: None)
     finally:
-        await pool.close()
-    failed = [f"{e.message}\n  remedy: {e.remedy}" for e in errors.values()]
-    return facts, failed
+        await s.close()
+    probed = next(e for e in seen if isinstance(e, Probed))
+    failed = [f"{msg}\n  remedy: {fix}" for msg, fix in probed.errors.values()]
+    return probed.nodes, failed
 
 
 def run(args: argparse.Namespace) -> int:
     facts, failed = run_command(lambda: _probe(args))
-    if getattr(args, "json", False):
+    if args.json:
         print(facts_to_json(facts))
     else:
         print(summary(facts), end="")

@@ -1,5 +1,6 @@
 """`spark-tui status (--inventory FILE | --hosts ...) [--json]`: our clusters on the nodes,
-found from container labels (cluster id, recipe, ranks, their states and nodes). A cluster
+found from container labels (cluster id, recipe, ranks, their states and nodes), each with
+its API endpoint and the SSH tunnel command that reaches it from this machine. A cluster
 that is down says so: which rank failed, why, and the command that removes it (exit 1)."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
@@ -16,24 +18,25 @@ if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
 
 
-async def _status(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
-    from spark_tui.ops.cluster import close_dockers, open_dockers, status
+async def _status(args: argparse.Namespace) -> list[Any]:
+    from spark_tui.commands.terminal import session
+    from spark_tui.ops.cluster import close_dockers, open_dockers
     from spark_tui.ops.diagnose import diagnose, stop_command
-    from spark_tui.remote.discovery import pool_from_args
 
     cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
-    pool = pool_from_args(args)
-    await pool.open()
+    s = session(args)
     try:
-        dockers = await open_dockers(pool)
-        try:
-            clusters = await status(pool, dockers=dockers)
-            diagnoses = [await diagnose(c, dockers, cleanup=cleanup) for c in clusters]
-        finally:
-            await close_dockers(dockers)
+        found = await s.status()
+        diagnoses = []
+        if found and s.pool is not None:
+            dockers = await open_dockers(s.pool)
+            try:
+                diagnoses = [await diagnose(c, dockers, cleanup=cleanup) for c, _e in found]
+            finally:
+                await close_dockers(dockers)
     finally:
-        await pool.close()
-    return list(zip(clusters, diagnoses, strict=True))
+        await s.close()
+    return [(c, e, d) for (c, e), d in zip(found, diagnoses, strict=True)]
 
 
 def render_diagnosis(diag: ClusterDiagnosis) -> list[str]:
@@ -53,13 +56,13 @@ def render_diagnosis(diag: ClusterDiagnosis) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     found = run_command(lambda: _status(args))
-    failed = any(d.state == "failed" for _c, d in found)
-    code = EXIT_FAILED if failed else EXIT_OK
-    if getattr(args, "json", False):
+    code = EXIT_FAILED if any(d.state == "failed" for _c, _e, d in found) else EXIT_OK
+    if args.json:
         clusters = []
-        for c, d in found:
-            data = c.to_dict()
-            data["state"] = d.state if d.state == "failed" else data["state"]
+        for c, e, d in found:
+            data = {**c.to_dict(), "endpoint": asdict(e)}
+            if d.state == "failed":
+                data["state"] = "failed"
             data["diagnosis"] = d.to_dict() if d.state == "failed" else None
             clusters.append(data)
         print(json.dumps({"clusters": clusters}, indent=2))
@@ -67,14 +70,17 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("no spark-tui containers on these nodes", file=sys.stderr)
         return EXIT_OK
-    for c, d in found:
-        state = d.state if d.state == "failed" else c.state
+    for c, endpoint, d in found:
+        state = "failed" if d.state == "failed" else c.state
         print(
             f"cluster {c.cluster_id}  {c.recipe or '?'}  {state}  "
             f"settings {c.settings_hash or '?'}  model {c.model or '?'}"
         )
         for r in c.ranks:
             print(f"  rank {r.rank}  {r.node:<16} {r.role or '?':<7} {r.container}  {r.status}")
+        print(f"  API     {endpoint.api_url}  (on {endpoint.head})")
+        print(f"  tunnel  {endpoint.tunnel}")
+        print(f"          then http://127.0.0.1:{endpoint.api_url.rsplit(':', 1)[-1]}")
         if d.state == "failed":
             print("\n".join(render_diagnosis(d)))
     return code

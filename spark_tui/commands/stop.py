@@ -1,5 +1,6 @@
-"""`spark-tui stop (--inventory FILE | --hosts ...)`: remove every rank's container of our
-clusters on every node, then list again to confirm nothing is left (exit 1 if something is)."""
+"""`spark-tui stop (--inventory FILE | --hosts ...) [--cluster ID]`: remove every rank's
+container of our clusters (or of one) on every node, then list again to confirm nothing
+is left (exit 1 if something is)."""
 
 from __future__ import annotations
 
@@ -7,29 +8,29 @@ import argparse
 import sys
 from typing import Any
 
-from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_OK
 
 
 async def _stop(args: argparse.Namespace) -> Any:
-    from spark_tui.ops.cluster import stop
-    from spark_tui.remote.discovery import pool_from_args
+    from spark_tui.commands.terminal import consume, session
+    from spark_tui.service.events import Stopped
 
-    pool = pool_from_args(args)
-    await pool.open()
+    s = session(args)
     try:
-        report = await stop(pool, getattr(args, "cluster", None))
+        seen = await consume(s.stop(args.cluster), on_event=lambda _e: None)
     finally:
-        await pool.close()
-    return report
+        await s.close()
+    return next(e for e in seen if isinstance(e, Stopped))
 
 
 def run(args: argparse.Namespace) -> int:
-    report = run_command(lambda: _stop(args))
-    removed = report.removed
+    from spark_tui.commands._interrupts import run_command
+
+    done = run_command(lambda: _stop(args))
+    removed = done.removed
     for node, name in removed:
         print(f"removed {name} on {node}")
-    for node, name in report.killed:
+    for node, name in done.killed:
         print(f"  {name} on {node} ignored SIGTERM: it was killed (SIGKILL)", file=sys.stderr)
     if not removed:
         print("no spark-tui containers on these nodes", file=sys.stderr)

@@ -28,7 +28,8 @@ class LineClass:
     driver_oom, engine_start) or "error" / "exception" / "traceback"; for progress the bar's
     label and count; for phases the message. `scope` refines the kind: for `ready` "api"
     (the head's API server is up) or "worker" (a headless worker finished its startup);
-    for `progress` "weights", "cuda_graphs" or "other"; for `phase` the milestone's name.
+    for `progress` "weights", "cuda_graphs" or "other"; for `phase` the milestone's name;
+    "access" for an HTTP access-log line (its `detail` then "METHOD PATH STATUS" when 2xx-4xx).
     """
 
     kind: str
@@ -108,7 +109,7 @@ _PHASES: tuple[tuple[str, str], ...] = (
 )
 _PHASE_RE = re.compile("|".join(f"(?P<{name}>{pat})" for name, pat in _PHASES))
 
-_HTTP_ACCESS = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) \S+ HTTP/[\d.]+" (\d{3})')
+_HTTP_ACCESS = re.compile(r'"(GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) (\S+) HTTP/[\d.]+" (\d{3})')
 _NEGATIVE_KV = "Available KV cache memory: -"
 _BARE_WARNING = re.compile(
     r"^Warning:|^\[transformers\]|\b(?:User|Future|Deprecation|Runtime)Warning\b|\bWARNING\b"
@@ -231,9 +232,10 @@ def classify(line: str) -> LineClass:
         return _phase(body)
     m = _HTTP_ACCESS.search(body) if " HTTP/" in body else None
     if m:
-        return (
-            LineClass("warning", detail="HTTP 5xx") if m.group(1)[0] == "5" else LineClass("debug")
-        )
+        # An access-log line: `detail` is "METHOD PATH STATUS", `scope` "access".
+        detail = f"{m.group(1)} {m.group(2)} {m.group(3)}"
+        kind = "warning" if m.group(3)[0] == "5" else "debug"
+        return LineClass(kind, detail=detail if kind == "debug" else "HTTP 5xx", scope="access")
     if p.level is None and _BARE_WARNING.search(body):
         return LineClass("warning", detail="warning")
     return LineClass("info")

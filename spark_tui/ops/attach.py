@@ -5,8 +5,6 @@ commands (smoke, bench) use to reach a running cluster's head.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,16 +186,3 @@ async def find_api(
         base_url=f"http://127.0.0.1:{port}",
         ranks=ranks,
     )
-
-
-@contextlib.asynccontextmanager
-async def api_forward(args: argparse.Namespace) -> AsyncIterator[FoundCluster]:
-    """For commands given --inventory/--hosts: the running cluster's API through a forward."""
-    from spark_tui.remote.discovery import pool_from_args
-
-    pool = pool_from_args(args)
-    await pool.open()
-    try:
-        yield await find_api(pool, getattr(args, "cluster", None))
-    finally:
-        await pool.close()

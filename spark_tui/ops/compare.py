@@ -35,6 +35,14 @@ from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import Run, changed_settings
 
 NOISE_FLOOR = 0.05
+# Benchmark settings two runs must share for their figures to be compared.
+BENCH_SETTINGS = (
+    "prompt_tokens",
+    "output_tokens",
+    "requests_per_level",
+    "temperature",
+    "force_output_length",
+)
 # Figure -> (label, display unit); seconds are shown as milliseconds.
 FIGURE_LABELS = {
     "ttft_p50_s": ("TTFT p50", "ms"),
@@ -83,8 +91,12 @@ class FigureDelta:
     beyond_noise: bool
     better: bool | None  # None when unchanged within noise or not comparable
 
+    comparable: bool = True
+
     @property
     def verdict(self) -> str:
+        if not self.comparable:
+            return "not comparable"
         if self.delta is None:
             return "n/a"
         if not self.beyond_noise:
@@ -102,6 +114,9 @@ class Comparison:
     figures: list[FigureDelta] = field(default_factory=list)
     rule: str = RULE
     notes: list[str] = field(default_factory=list)
+    # False when the two benchmarks were measured with different settings: the figures
+    # are shown side by side but not judged.
+    comparable: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,11 +239,13 @@ def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> C
     la, lb = _levels(baseline), _levels(run)
     cfg_a = (baseline.results.get("bench") or {}).get("config") or {}
     cfg_b = (run.results.get("bench") or {}).get("config") or {}
-    for key in ("prompt_tokens", "output_tokens", "requests_per_level"):
+    for key in BENCH_SETTINGS:
         if cfg_a.get(key) != cfg_b.get(key):
+            cmp.comparable = False
             cmp.notes.append(
                 f"the benchmarks differ in {key} ({cfg_a.get(key)} vs {cfg_b.get(key)}): "
-                "the comparison is not like for like"
+                "not like for like, so no figure is judged; benchmark both with the same "
+                "settings (or pick a baseline measured like this run)"
             )
     missing = sorted(set(la) ^ set(lb))
     if missing:
@@ -241,6 +258,13 @@ def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> C
             va, vb = fa.get(figure), fb.get(figure)
             if va is None or vb is None:
                 cmp.figures.append(FigureDelta(conc, figure, va, vb, None, None, None, False, None))
+                continue
+            if not cmp.comparable:
+                delta = vb - va
+                pct = delta / abs(va) * 100 if va else None
+                cmp.figures.append(
+                    FigureDelta(conc, figure, va, vb, delta, pct, None, False, None, False)
+                )
                 continue
             delta = vb - va
             pct = delta / abs(va) if va else (0.0 if delta == 0 else math.inf)

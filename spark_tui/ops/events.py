@@ -40,6 +40,8 @@ class LogLine:
     text: str
     kind: str = "info"
     timestamp: str | None = None
+    detail: str | None = None  # see core.logclass.LineClass
+    scope: str | None = None
 
 
 @dataclass(frozen=True)

@@ -262,14 +262,75 @@ class History:
             f"{run_id!r} names {len(matches)} runs", "give more characters of the run id"
         )
 
-    def baseline_for(
-        self, recipe: str | None, cluster_key: str | None, kind: str = "bench"
-    ) -> Run | None:
-        """The first run of this kind of the recipe on the cluster: its baseline."""
-        for run in self.list_runs(kind):
-            if run.recipe == recipe and run.cluster_key == cluster_key:
-                return run
-        return None
+    def bench_of(self, run_id: str) -> Run:
+        """The benchmark named by the id: the run itself, or the last benchmark of a launch."""
+        run = self.get_run(run_id)
+        if run.kind == "bench":
+            return run
+        if run.kind == "launch":
+            benches = [r for r in self.list_runs("bench") if r.launch_id == run.id]
+            if benches:
+                return benches[-1]
+        raise InputError(
+            f"run {run.id} is a {run.kind} run with no benchmark",
+            "pick a benchmark run (kind bench in `spark-tui history`)",
+        )
+
+    # -- the baseline a user picked, per recipe and cluster --------------------------------
+
+    def _baselines_path(self) -> Path:
+        return self.root / "baselines.json"
+
+    def _baselines(self) -> dict[str, str]:
+        try:
+            data = json.loads(self._baselines_path().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _write_baselines(self, data: dict[str, str]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self._baselines_path()
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    @staticmethod
+    def _baseline_key(recipe: str | None, cluster_key: str | None) -> str:
+        return f"{recipe or ''}|{cluster_key or ''}"
+
+    def pin_baseline(self, run_id: str) -> Run:
+        """Make this benchmark (or a launch's last one) the baseline of its recipe on its
+        cluster: tuning compares with it until it is reset."""
+        run = self.bench_of(run_id)
+        data = self._baselines()
+        data[self._baseline_key(run.recipe, run.cluster_key)] = run.id
+        self._write_baselines(data)
+        return run
+
+    def reset_baseline(self, recipe: str, cluster_key: str | None = None) -> list[str]:
+        """Forget the picked baseline of the recipe (on one cluster, or on all); the next
+        tuning step measures a new one. Returns the run ids that were baselines."""
+        data = self._baselines()
+        gone = [
+            k
+            for k in data
+            if k.split("|", 1)[0] == recipe
+            and (cluster_key is None or k == self._baseline_key(recipe, cluster_key))
+        ]
+        ids = [data.pop(k) for k in gone]
+        self._write_baselines(data)
+        return ids
+
+    def pinned_baseline(self, recipe: str | None, cluster_key: str | None) -> Run | None:
+        """The baseline the user picked for the recipe on the cluster, if any (and kept)."""
+        run_id = self._baselines().get(self._baseline_key(recipe, cluster_key))
+        if run_id is None:
+            return None
+        try:
+            return self.get_run(run_id)
+        except InputError:
+            return None
 
     def repeats_of(self, run: Run) -> list[Run]:
         """Benchmarks with the same recipe, cluster, settings and benchmark config as `run`."""
@@ -515,55 +576,3 @@ def changed_settings(run: Run, baseline: Run) -> list[dict[str, Any]]:
     if baseline.image_digests and run.image_digests and baseline.image_digests != run.image_digests:
         out.append({"name": "image", "before": baseline.image_digests, "after": run.image_digests})
     return out
-
-
-# Module-level helpers on the default history folder.
-
-
-def _default() -> History:
-    return History()
-
-
-def record_launch(
-    plan: Mapping[str, Any],
-    overrides: Mapping[str, Any] | None = None,
-    digests: Mapping[str, str] | None = None,
-    revision: str | None = None,
-    **kw: Any,
-) -> Run:
-    """Record a launch in the default history."""
-    return _default().record_launch(plan, overrides, digests, revision, **kw)
-
-
-def record_smoke(results: Iterable[Any], **kw: Any) -> Run:
-    """Record a smoke run in the default history."""
-    return _default().record_smoke(results, **kw)
-
-
-def record_bench(result: Any, **kw: Any) -> Run:
-    """Record a benchmark in the default history."""
-    return _default().record_bench(result, **kw)
-
-
-def list_runs(kind: str | None = None) -> list[Run]:
-    """Every run in the default history, oldest first."""
-    return _default().list_runs(kind)
-
-
-def get_run(run_id: str) -> Run:
-    """One run of the default history by id (or unique id prefix)."""
-    return _default().get_run(run_id)
-
-
-def baseline_for(recipe: str | None, cluster_key: str | None, kind: str = "bench") -> Run | None:
-    """The baseline run of the recipe on the cluster in the default history."""
-    return _default().baseline_for(recipe, cluster_key, kind)
-
-
-def compare(baseline: Run, run: Run) -> Any:
-    """The `Comparison` of two benchmark runs (see ops.compare), with repeats as noise."""
-    from spark_tui.ops.compare import compare_bench
-
-    history = _default()
-    repeats = [r for r in history.repeats_of(baseline) if r.id not in (baseline.id, run.id)]
-    return compare_bench(baseline, run, repeats)

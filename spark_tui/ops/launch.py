@@ -184,7 +184,7 @@ class ClusterWatch:
     def _line(self, r: WatchedRank, text: str, stamp: str | None) -> None:
         r.lines.append(text)
         cls = r.classifier.classify(text)
-        self.emit(LogLine(r.rank, r.node, text, cls.kind, stamp or None))
+        self.emit(LogLine(r.rank, r.node, text, cls.kind, stamp or None, cls.detail, cls.scope))
         if r.state in (RankState.READY, RankState.FAILED, RankState.STOPPED):
             return
         if cls.kind == "progress" and cls.progress is not None:

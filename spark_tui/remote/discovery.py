@@ -6,81 +6,17 @@ user's confirmation, never connected to or trusted on their own.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import glob
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_tui.core.errors import FactsError, InputError
-from spark_tui.core.inventory import InventoryNode, hosts_to_inventory, parse_inventory
+from spark_tui.core.inventory import InventoryNode
 from spark_tui.remote import parsers
 from spark_tui.remote import probe_commands as pc
-from spark_tui.remote.hostkeys import HostKeyConfirm
-from spark_tui.remote.ssh import ConnectionPool, NodeConnection
-
-
-def nodes_from_inventory_file(path: str) -> list[InventoryNode]:
-    """The nodes of an inventory YAML file, head first."""
-    p = Path(path).expanduser()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FactsError(
-            f"inventory file {path!r} does not exist",
-            "write one: nodes: [{name: spark-a, host: 10.0.0.1}, {name: spark-b, host: 10.0.0.2}]",
-        ) from None
-    except OSError as exc:
-        raise FactsError(
-            f"cannot read inventory file {path!r}: {exc.strerror}", "check the path"
-        ) from None
-    return parse_inventory(text, source=str(path))
-
-
-def nodes_from_args(args: argparse.Namespace) -> list[InventoryNode]:
-    """The nodes named by `--inventory FILE` or `--hosts a,b` (head first)."""
-    inventory = getattr(args, "inventory", None)
-    hosts = getattr(args, "hosts", None)
-    if inventory:
-        return nodes_from_inventory_file(inventory)
-    if hosts:
-        return hosts_to_inventory(str(hosts))
-    raise InputError(
-        "no nodes given", "pass --inventory FILE or --hosts spark-a,spark-b (head first)"
-    )
-
-
-async def terminal_confirm(host: str, fingerprint: str) -> bool:
-    """Ask on the terminal (like ssh does) whether to trust an unknown host key."""
-    if not sys.stdin.isatty():
-        return False
-    prompt = (
-        f"The authenticity of host {host} can't be established.\n"
-        f"Its key fingerprint is {fingerprint}.\n"
-        "Are you sure you want to continue connecting (yes/no)? "
-    )
-
-    def ask() -> str:
-        sys.stderr.write(prompt)
-        sys.stderr.flush()
-        return sys.stdin.readline().strip().lower()
-
-    return await asyncio.to_thread(ask) in ("yes", "y")
-
-
-def pool_from_args(args: argparse.Namespace, **options: Any) -> ConnectionPool:
-    """A (not yet opened) pool for the nodes on the command line, with its host key policy:
-    `--accept-new-host-keys`, else a question on the terminal, else refusal."""
-    confirm: HostKeyConfirm | None = terminal_confirm if sys.stdin.isatty() else None
-    return ConnectionPool(
-        nodes_from_args(args),
-        accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
-        confirm=confirm,
-        **options,
-    )
+from spark_tui.remote.ssh import NodeConnection
 
 
 def _config_aliases(path: Path, seen: set[Path], names: list[str]) -> None:

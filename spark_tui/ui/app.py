@@ -10,7 +10,6 @@ import sys
 import threading
 import traceback
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +23,8 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
 from spark_tui.core.errors import SparkError
-from spark_tui.ops.events import (
-    ClusterReady,
-    Event,
-    LogLine,
-    Notice,
-    RankState,
-    RankStateChanged,
-)
+from spark_tui.service import events as ev
+from spark_tui.ui import messages as msg
 from spark_tui.ui.config import CockpitConfig
 from spark_tui.ui.palette import CockpitCommands
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, QuitDialog
@@ -45,21 +38,10 @@ from spark_tui.ui.widgets.results import ResultsBar
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
-    from spark_tui.ui.backend import Backend, NodeProbe
+    from spark_tui.service.evaluate import Evaluation
+    from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.widgets.nodes import NodeView
 
-
-class _Actions:
-    """`spark_tui.ui.actions`, imported on first use: it pulls in the domain (plans, fit,
-    recipes), which the first frame does not need (the demo's first frame has a budget)."""
-
-    def __getattr__(self, name: str) -> Any:
-        from spark_tui.ui import actions as module
-
-        return getattr(module, name)
-
-
-actions = _Actions()
 
 # Side by side up to this many ranks; tabs beyond.
 SIDE_BY_SIDE = 2
@@ -86,28 +68,6 @@ def _detach_from_terminal() -> None:
     os.close(devnull)
 
 
-@dataclass
-class ClusterView:
-    """The cluster this cockpit launched or attached to."""
-
-    cluster_id: str
-    recipe: str
-    sets: dict[str, str]
-    base_url: str | None = None
-    model: str | None = None
-    ready: bool = False
-    failed: bool = False
-    states: dict[int, str] = field(default_factory=dict)
-    launch_run: str | None = None
-    # Set once the launch is decided: every rank ready, or a rank failed.
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def running(self) -> bool:
-        """Containers of this cluster may be running (a failed launch removed them)."""
-        return not self.failed
-
-
 class SparkApp(App[int]):
     """The spark-tui cockpit."""
 
@@ -127,6 +87,7 @@ class SparkApp(App[int]):
     #logs TabPane { padding: 0; }
     #filter { dock: bottom; display: none; height: 1; margin-bottom: 1; }
     #filter.visible { display: block; }
+    #filter.-invalid { color: $error; }
     /* 80x24 and other short terminals: every row counts. */
     .-short #top { height: 8; }
     .-short RecipePanel > #recipe-details { max-height: 2; border-top: none; }
@@ -152,13 +113,12 @@ class SparkApp(App[int]):
 
     def __init__(
         self,
-        backend: Backend,
+        session: Session,
         *,
         recipe: str | None = None,
         theme: str | None = None,
         config: CockpitConfig | None = None,
         auto_refresh: bool = True,
-        bench_levels: list[int] | None = None,
         handle_signals: bool = True,
     ) -> None:
         driver = None
@@ -167,33 +127,30 @@ class SparkApp(App[int]):
 
             driver = CockpitDriver
         super().__init__(driver_class=driver)
-        self.backend = backend
+        self.session = session
         self.config = config or CockpitConfig()
         self.initial_recipe = recipe
         self.requested_theme = theme or self.config.theme
         self.periodic_refresh = auto_refresh
-        self.bench_levels = bench_levels or [1, 4, 8]
         self.handle_signals = handle_signals
         self.views: list[NodeView] = []
         self.recipes: list[Recipe] = []
         self.sets: dict[str, dict[str, str]] = {}
-        self.cluster: ClusterView | None = None
         self.panes: dict[int, LogPane] = {}
         self.last_smoke: list[dict[str, Any]] | None = None
-        self.last_bench: dict[str, Any] | None = None
+        self.last_bench: ev.BenchDone | None = None
         self.last_compare: Text | None = None
         self.busy: str | None = None
         self.filter_target: str = "logs"
         self.discovered = asyncio.Event()
         self.closing = False
         self._signals: list[int] = []
-        self._fit_nodes: list[NodeFacts] = []
         self.theme_names: list[str] = []
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         title = Static(self._title_text(), id="title")
-        if self.backend.simulated:
+        if self.session.simulated:
             title.add_class("simulated")
         yield title
         with Horizontal(id="top"):
@@ -206,7 +163,7 @@ class SparkApp(App[int]):
 
     def _title_text(self) -> Text:
         text = Text("spark-tui ", style="bold")
-        text.append(self.backend.label, style="bold" if self.backend.simulated else "")
+        text.append(self.session.label, style="bold" if self.session.simulated else "")
         return text
 
     async def on_mount(self) -> None:
@@ -241,7 +198,9 @@ class SparkApp(App[int]):
         self.set_keymap({k: v for k, v in keys.items() if k in known})
 
     def _after_first_frame(self) -> None:
-        self.recipes = actions.load_recipes(self._warn)
+        from spark_tui.service.evaluate import load_recipes
+
+        self.recipes = load_recipes(self._warn)
         self._refresh_recipes(keep=self.initial_recipe)
         self.query_one("#recipe-list", OptionList).focus()
         self.discover()
@@ -322,13 +281,15 @@ class SparkApp(App[int]):
 
     @work(group="exit", exit_on_error=False)
     async def _gone(self, why: str) -> None:
+        # A real cluster is left running, even one still loading.
+        self.session.keep_on_cancel = not self.session.simulated
         try:
-            if self.cluster is not None and self.cluster.running and self.backend.simulated:
+            if self.cluster is not None and self.cluster.running and self.session.simulated:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._stop_now(), GONE_STOP_TIMEOUT)
         finally:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.backend.close(), GONE_STOP_TIMEOUT)
+                await asyncio.wait_for(self.session.close(), GONE_STOP_TIMEOUT)
             if self.handle_signals:
                 # Everything is cleaned up; should restoring a dead terminal hang, end anyway.
                 timer = threading.Timer(GONE_EXIT_DEADLINE, os._exit, (0,))
@@ -345,84 +306,146 @@ class SparkApp(App[int]):
         return [v.facts for v in self.views if v.facts is not None]
 
     @property
-    def fit_nodes(self) -> list[NodeFacts]:
-        """The facts fit checks use: while our cluster runs, the nodes as they were before
-        it started (its own engines hold the memory a relaunch would get back)."""
-        if self.cluster is not None and self.cluster.running and self._fit_nodes:
-            return self._fit_nodes
-        return self.nodes
+    def cluster(self) -> Cluster | None:
+        """The cluster the session launched or attached to."""
+        return self.session.cluster
 
-    @work(exclusive=True, group="discover", exit_on_error=False)
-    async def discover(self) -> None:
-        self._status("discovering nodes…")
-        try:
-            await self.backend.start()
-            probes = await self.backend.discover(self._confirm_host_key)
-        except SparkError as exc:
-            self.query_one(NodePanel).show_message(f"{exc.message}\n→ {exc.remedy}")
-            self._error(exc.message, exc.remedy)
-            return
-        self._show_probes(probes)
-        reachable = len(self.nodes)
-        self._status(f"{reachable} of {len(probes)} nodes reachable; pick a recipe and press l")
-        self.discovered.set()
-        if self.periodic_refresh:
-            self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
-        await self._maybe_attach()
+    def evaluate(self, recipe: Recipe, sets: dict[str, str] | None = None) -> Evaluation:
+        """The service's recipe pipeline on the nodes (our cluster's memory counted free)."""
+        return self.session.evaluate(
+            recipe, self.sets.get(recipe.name, {}) if sets is None else sets
+        )
 
-    async def _confirm_host_key(self, host: str, fingerprint: str) -> bool:
+    async def consume(self, events: AsyncIterator[Any]) -> None:
+        """Turn a service action's events into messages; answer its questions in dialogs.
+        Log lines go straight into their pane's buffer (written in batches on a timer)."""
+        from spark_tui.service.measure import is_own_request
+
+        smoke: list[dict[str, Any]] = []
+        async for event in events:
+            if isinstance(event, ev.LogLine):
+                pane = self.panes.get(event.rank)
+                if pane is not None:
+                    pane.push(event.text, event.kind, own=is_own_request(event))
+            elif isinstance(event, ev.Question):
+                event.reply(await self._ask(event))
+            elif isinstance(event, ev.Probed):
+                self.post_message(msg.NodesProbed(event))
+            elif isinstance(event, ev.RankStateChanged):
+                self.post_message(msg.RankChanged(event))
+            elif isinstance(event, ev.ClusterReady):
+                self.post_message(msg.ClusterUp(event))
+            elif isinstance(event, ev.Endpoint):
+                self.post_message(msg.EndpointKnown(event))
+            elif isinstance(event, ev.Notice):
+                self.post_message(msg.ServiceNotice(event))
+            elif isinstance(event, ev.NodeUnreachable):
+                # The link is down, the ranks are not failed for it: say so, keep waiting.
+                self.post_message(msg.ServiceNotice(ev.Notice("warning", event.text, event.remedy)))
+            elif isinstance(event, ev.NodeReachable):
+                text = f"{event.node} reachable again after {event.outage_seconds:.0f} s"
+                self.post_message(msg.ServiceNotice(ev.Notice("info", text)))
+            elif isinstance(event, ev.SmokeChecked):
+                smoke.append(event.result.to_dict())
+                self.post_message(msg.SmokeUpdate(list(smoke), None))
+            elif isinstance(event, ev.SmokeDone):
+                smoke = [r.to_dict() for r in event.results]
+                self.post_message(msg.SmokeUpdate(smoke, event))
+                smoke = []
+            elif isinstance(event, ev.BenchProgressed):
+                p = event.progress
+                self.post_message(
+                    msg.BenchUpdate(
+                        progress=f"benchmark: concurrency {p.concurrency} "
+                        f"({p.level_index + 1}/{p.levels}), {p.done}/{p.total} requests, "
+                        f"{p.errors} errors, {p.elapsed_s:.0f} s"
+                    )
+                )
+            elif isinstance(event, ev.BenchDone):
+                levels = [lv.to_dict() for lv in event.result.levels]
+                self.post_message(msg.BenchUpdate(levels=levels, done=event))
+            elif isinstance(event, ev.Compared):
+                self.post_message(msg.TuneCompared(event))
+            elif isinstance(event, ev.Stopped):
+                self.post_message(msg.ClusterStopped(event))
+            elif isinstance(event, ev.Recorded) and event.error:
+                self._warn(event.error)
+
+    async def _ask(self, question: ev.Question) -> bool:
+        """A question of the service, as a dialog; the answer once the user gives it."""
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
         def done(ok: bool | None) -> None:
             if not answer.done():
                 answer.set_result(bool(ok))
 
-        self.push_screen(HostKeyDialog(host, fingerprint), done)
+        if question.kind == ev.HOST_KEY:
+            dialog: Dialog = HostKeyDialog(question.data["host"], question.data["fingerprint"])
+        else:
+            dialog = Dialog(question.title, Text(question.text), yes=question.yes_label)
+        self.push_screen(dialog, done)
         return await answer
+
+    @work(exclusive=True, group="discover", exit_on_error=False)
+    async def discover(self) -> None:
+        self._status("discovering nodes…")
+        try:
+            await self.session.start()
+            await self.consume(self.session.discover())
+        except SparkError as exc:
+            self.query_one(NodePanel).show_message(f"{exc.message}\n→ {exc.remedy}")
+            self._error(exc.message, exc.remedy)
+            return
+        reachable = len(self.session.reachable)
+        self._status(
+            f"{reachable} of {len(self.session.facts)} nodes reachable; pick a recipe and "
+            f"press {self._key_of('launch', 'l')}"
+        )
+        self.discovered.set()
+        if self.periodic_refresh:
+            self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
+        await self._maybe_attach()
 
     @work(exclusive=True, group="refresh", exit_on_error=False)
     async def refresh_nodes(self) -> None:
         if self.busy:
             return  # probing during a launch or a benchmark would disturb the figures
-        try:
-            probes = await self.backend.refresh()
-        except SparkError:
-            return  # the next refresh tries again; the panel keeps the last facts
-        self._show_probes(probes)
+        with contextlib.suppress(SparkError):  # the next refresh tries again
+            await self.consume(self.session.probe())
 
     def action_refresh(self) -> None:
         self.refresh_nodes()
 
-    def _show_probes(self, probes: list[NodeProbe]) -> None:
+    def on_nodes_probed(self, message: msg.NodesProbed) -> None:
+        self._show_probes(message.probed)
+
+    def _show_probes(self, probed: ev.Probed) -> None:
         from spark_tui.ui.widgets.nodes import NodeView
 
-        self.views = [
-            NodeView(
-                name=p.name,
-                state="reachable" if p.facts else "error",
-                facts=p.facts,
-                error=p.error,
-                remedy=p.remedy,
+        self.views = []
+        for node in probed.nodes:
+            error = probed.errors.get(node.name)
+            self.views.append(
+                NodeView(
+                    name=node.name,
+                    state="error" if error else "reachable",
+                    facts=None if error else node,
+                    error=error[0] if error else None,
+                    remedy=error[1] if error else None,
+                )
             )
-            for p in probes
-        ]
         self.query_one(NodePanel).show(self.views)
-        if self.cluster is None or not self.cluster.running:
-            self._fit_nodes = self.nodes
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
-        if not self.cluster:
+        if not self.cluster and not self.busy:
             self._build_panes([(i, v.name) for i, v in enumerate(self.views)])
 
     # ---------------------------------------------------------------- recipes
     def _refresh_recipes(self, keep: str | None = None) -> None:
         from spark_tui.ui.widgets.recipes import RecipeRow
 
-        nodes = self.fit_nodes
         rows = []
         for recipe in self.recipes:
-            verdict = None
-            if nodes:
-                verdict = actions.evaluate(recipe, self.sets.get(recipe.name, {}), nodes).verdict
+            verdict = self.evaluate(recipe).verdict if self.nodes else None
             rows.append(RecipeRow(recipe, verdict))
         self.query_one(RecipePanel).set_rows(rows, keep=keep)
         self._show_selected()
@@ -444,15 +467,17 @@ class SparkApp(App[int]):
             fit.show(None)
             panel.show_details(None, {})
             return
-        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.fit_nodes)
+        result = self.evaluate(recipe)
         panel.show_details(recipe, result.settings_shown)
         fit.border_title = f"Fit: {recipe.name}"
-        frozen = self.cluster is not None and self.cluster.running
-        fit.border_subtitle = "memory as before the launch" if frozen else ""
+        fit.border_subtitle = "our running cluster's memory counted free" if result.credited else ""
         if not self.nodes:
             fit.show(None, "no reachable nodes yet: the fit check needs their memory")
         else:
-            fit.show(result.report, result.problem)
+            problem = (
+                f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
+            )
+            fit.show(result.report.to_dict() if result.report else {}, problem)
 
     # -------------------------------------------------------------- log panes
     def _build_panes(self, ranks: list[tuple[int, str]]) -> None:
@@ -493,15 +518,21 @@ class SparkApp(App[int]):
         self._status(text)
         self.notify(f"{message}\n→ {remedy}" if remedy else message, severity="error", timeout=10)
 
+    def _keys_hint(self, *actions: tuple[str, str, str]) -> str:
+        """`t smoke · b bench`, with the keys as the config file maps them."""
+        return " · ".join(f"{self._key_of(bid, key)} {what}" for bid, key, what in actions)
+
     # ----------------------------------------------------------------- launch
     def action_launch(self) -> None:
         recipe = self.selected
         if recipe is None:
             self.notify("pick a recipe first", severity="warning")
             return
-        if self.cluster and self.cluster.running:
+        cluster = self.cluster
+        if cluster and cluster.running:
             self.notify(
-                f"cluster {self.cluster.cluster_id} is running: stop it first (s)",
+                f"cluster {cluster.cluster_id} is running: stop it first "
+                f"({self._key_of('stop', 's')})",
                 severity="warning",
             )
             return
@@ -510,121 +541,59 @@ class SparkApp(App[int]):
             return
         if not self.nodes:
             self.notify(
-                "no reachable node yet: wait for discovery (r refreshes)", severity="warning"
+                "no reachable node yet: wait for discovery "
+                f"({self._key_of('refresh', 'r')} refreshes)",
+                severity="warning",
             )
             return
-        result = actions.evaluate(recipe, self.sets.get(recipe.name, {}), self.fit_nodes)
+        result = self.evaluate(recipe)
         if result.problem or result.plan is None:
-            self._error(result.problem or "no launch plan", "fix the recipe or the settings (e)")
-            return
-        if result.verdict in ("does_not_fit", "unknown"):
-            errors = [f for f in result.report.get("findings", []) if f["severity"] == "error"]
-            reasons = "\n".join(
-                f"• {f['message']}" + (f"\n  → {f['remedy']}" if f.get("remedy") else "")
-                for f in errors
-            ) or "• facts are missing: " + ", ".join(
-                f["message"] for f in result.report.get("findings", [])
-            )
-            verdict = "does not fit" if result.verdict == "does_not_fit" else "cannot be checked"
-            body = Text(f"{recipe.name} {verdict} on these nodes:\n{reasons}\n\n")
-            body.append("vLLM will most likely fail at startup. Launch anyway?", style="bold")
-
-            def insist(yes: bool | None) -> None:
-                if yes:
-                    self.run_launch(recipe, dict(self.sets.get(recipe.name, {})))
-                else:
-                    self._status(f"launch of {recipe.name} refused by the fit check")
-
-            self.push_screen(
-                Dialog("Launch refused by the fit check", body, yes="Launch anyway"), insist
+            problem = result.problem
+            self._error(
+                problem.message if problem else "no launch plan",
+                problem.remedy if problem else "fix the recipe or the settings",
             )
             return
-        self.run_launch(recipe, dict(self.sets.get(recipe.name, {})))
+        self._launch(recipe, dict(self.sets.get(recipe.name, {})))
 
-    def run_launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
-        self._launch(recipe, sets)
-
-    @work(exclusive=True, group="launch", exit_on_error=False)
-    async def _launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
-        await self._launch_and_wait(recipe, sets)
-
-    async def _launch_and_wait(self, recipe: Recipe, sets: dict[str, str]) -> bool:
-        """Start the ranks, follow them in the background, return once ready (or failed)."""
-        result = actions.evaluate(recipe, sets, self.fit_nodes)
-        plan = result.plan
-        if plan is None:
-            self._error(result.problem or "no launch plan", "fix the settings (e)")
-            return False
-        cluster = ClusterView(plan.cluster_id, recipe.name, sets, model=result.served_model)
-        self.cluster = cluster
-        self.busy = "launching"
-        self._build_panes([(r.rank, r.node) for r in plan.ranks])
+    def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
+        self._build_panes(ranks)
         self.query_one(ResultsBar).clear_results()
         self.last_compare = None
-        self._status(f"launching {recipe.name} as cluster {plan.cluster_id}…")
-        self._follow_cluster(cluster, self.backend.launch(plan))
-        try:
-            await cluster.settled.wait()
-        finally:
-            self.busy = None
-        if cluster.ready:
-            cluster.launch_run = actions.record_launch(plan, recipe, sets)
-        return cluster.ready
 
     @work(exclusive=True, group="follow", exit_on_error=False)
-    async def _follow_cluster(self, cluster: ClusterView, events: AsyncIterator[Event]) -> None:
-        """Follow a cluster's events for as long as it runs (logs keep coming after ready)."""
+    async def _launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
+        """Start the ranks and follow them for as long as they run (logs keep coming)."""
+        evaluation = self.evaluate(recipe, sets)
+        if evaluation.plan is not None:
+            self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
+        self.busy = "launching"
+        self._status(f"launching {recipe.name}…")
+        await self._follow(self.session.launch(recipe, sets))
+
+    async def _follow(self, events: AsyncIterator[Any]) -> None:
         try:
-            await self._follow(cluster, events)
+            await self.consume(events)
         except SparkError as exc:
-            cluster.failed = True
-            cluster.ready = False
             self._error(exc.message, exc.remedy)
-        except Exception:
-            cluster.failed = True
-            cluster.ready = False
-            raise  # shown by on_worker_state_changed, with the crash log's path
+            self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         finally:
+            self.busy = None
             for pane in self.panes.values():
                 pane.flush()
-            cluster.settled.set()
 
-    async def _follow(self, cluster: ClusterView, events: AsyncIterator[Event]) -> None:
-        async for event in events:
-            if isinstance(event, LogLine):
-                pane = self.panes.get(event.rank)
-                if pane is not None:
-                    pane.push(event.text)
-            elif isinstance(event, RankStateChanged):
-                self._rank_state(cluster, event)
-            elif isinstance(event, ClusterReady):
-                cluster.base_url = event.base_url
-                cluster.ready = True
-                cluster.settled.set()
-                text = Text(f"cluster {event.cluster_id} ready ", style="bold green")
-                text.append("(t smoke · b bench · e edit a setting · s stop)", style="dim")
-                self._status(text)
-            elif isinstance(event, Notice):
-                message = event.message + (f"\n→ {event.remedy}" if event.remedy else "")
-                if event.level == "error":
-                    self._error(event.message, event.remedy)
-                elif event.level == "warning":
-                    self.notify(message, severity="warning", timeout=8)
-                elif not cluster.ready:
-                    self._status(event.message)
+    def on_rank_changed(self, message: msg.RankChanged) -> None:
+        self._rank_state(message.event)
 
-    def _rank_state(self, cluster: ClusterView, event: RankStateChanged) -> None:
-        cluster.states[event.rank] = event.state.value
+    def _rank_state(self, event: ev.RankStateChanged) -> None:
         self._tab_label(event.rank, event.state.value)
         pane = self.panes.get(event.rank)
         if pane is None:
             return
         pane.flush()
         pane.set_state(event.state.value, event.progress)
-        if event.state == RankState.FAILED:
+        if event.state == ev.RankState.FAILED:
             pane.show_failure(event.reason or "failed", list(event.explaining_lines))
-            cluster.failed = True
-            cluster.ready = False
             # One toast per failure comes with the launch's error; the status says which rank.
             text = Text(
                 f"rank {event.rank} on {event.node} {event.reason or 'failed'}", style="bold red"
@@ -632,18 +601,46 @@ class SparkApp(App[int]):
             text.append("  → the lines that explain it are at the top of its pane", style="")
             self._status(text)
 
+    def on_cluster_up(self, message: msg.ClusterUp) -> None:
+        self.busy = None if self.busy == "launching" else self.busy
+        text = Text(f"cluster {message.event.cluster_id} ready ", style="bold green")
+        hint = self._keys_hint(
+            ("smoke", "t", "smoke"),
+            ("bench", "b", "bench"),
+            ("edit", "e", "edit a setting"),
+            ("stop", "s", "stop"),
+        )
+        text.append(f"({hint})", style="dim")
+        self._status(text)
+        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+
+    def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
+        self.query_one(ResultsBar).set_endpoint(message.endpoint)
+
+    def on_service_notice(self, message: msg.ServiceNotice) -> None:
+        notice = message.notice
+        if notice.level == "error":
+            self._error(notice.message, notice.remedy)
+        elif notice.level == "warning":
+            text = notice.message + (f"\n→ {notice.remedy}" if notice.remedy else "")
+            self.notify(text, severity="warning", timeout=8)
+        elif not (self.cluster and self.cluster.ready) or self.busy:
+            self._status(notice.message)
+
     async def _maybe_attach(self) -> None:
         try:
-            running = await self.backend.running()
+            found = await self.session.running()
         except SparkError:
             return
-        if running is None or self.cluster is not None:
+        if found is None or self.cluster is not None:
             return
-        cluster = ClusterView(running.cluster_id, running.recipe, {})
-        self.cluster = cluster
-        self._build_panes([(r["rank"], r["node"]) for r in running.ranks])
-        self._status(f"attached to running cluster {running.cluster_id} ({running.recipe})")
-        self._follow_cluster(cluster, self.backend.attach(running.cluster_id))
+        self._build_panes([(r.rank, r.node) for r in found.ranks])
+        self._status(f"attached to running cluster {found.cluster_id} ({found.recipe})")
+        self._attach(found)
+
+    @work(exclusive=True, group="follow", exit_on_error=False)
+    async def _attach(self, found: Any) -> None:
+        await self._follow(self.session.attach(found))
 
     # ------------------------------------------------------------------- stop
     def action_stop(self) -> None:
@@ -668,103 +665,94 @@ class SparkApp(App[int]):
         cluster = self.cluster
         if cluster is None:
             return True
+        # The stop below removes the ranks: the launch it interrupts must not as well.
+        self.session.keep_on_cancel = True
         self.workers.cancel_group(self, "follow")
-        self.workers.cancel_group(self, "launch")
+        self.workers.cancel_group(self, "measure")
         self._status(f"stopping {cluster.cluster_id}…")
         try:
-            left = await self.backend.stop(cluster.cluster_id)
+            await self.consume(self.session.stop(cluster.cluster_id))
         except SparkError as exc:
             self._error(exc.message, exc.remedy)
             return False
-        if left:
-            self._error(
-                f"still running after stop: {', '.join(left)}",
-                "check the nodes with `spark-tui status` and remove them with `docker rm -f`",
-            )
-            return False
+        finally:
+            self.session.keep_on_cancel = False
         for rank, pane in self.panes.items():
             pane.flush()
             if pane.state != "failed":
                 pane.set_state("stopped")
                 self._tab_label(rank, "stopped")
-        cluster.failed = True  # nothing of it runs any more
-        cluster.ready = False
-        cluster.settled.set()
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
-        self.cluster = None
+        self.query_one(ResultsBar).set_endpoint(None)
+        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
 
     # ---------------------------------------------------------- smoke & bench
-    def _ready_cluster(self) -> ClusterView | None:
-        if self.cluster and self.cluster.ready and self.cluster.base_url:
+    def _ready_cluster(self) -> Cluster | None:
+        cluster = self.cluster
+        if cluster and cluster.ready and cluster.base_url:
             if self.busy:
                 self.notify(f"busy: {self.busy}", severity="warning")
                 return None
-            return self.cluster
-        self.notify("no ready cluster: launch one first (l)", severity="warning")
+            return cluster
+        self.notify(
+            f"no ready cluster: launch one first ({self._key_of('launch', 'l')})",
+            severity="warning",
+        )
         return None
 
     def action_smoke(self) -> None:
         if self._ready_cluster():
             self._smoke()
 
-    @work(exclusive=True, group="smoke", exit_on_error=False)
+    @work(exclusive=True, group="measure", exit_on_error=False)
     async def _smoke(self) -> None:
-        await self._smoke_now()
-
-    async def _smoke_now(self) -> list[dict[str, Any]]:
-        cluster = self.cluster
-        assert cluster is not None and cluster.base_url
         self._status("running the smoke checks: health, models, chat, tool call, streaming…")
-        results = await self.backend.smoke(cluster.base_url, cluster.model)
-        self.last_smoke = results
-        self.query_one(ResultsBar).set_smoke(results)
-        failed = [r["name"] for r in results if not r.get("ok")]
+        await self.consume(self.session.smoke())
+
+    def on_smoke_update(self, message: msg.SmokeUpdate) -> None:
+        self.query_one(ResultsBar).set_smoke(message.results)
+        if message.done is None:
+            return
+        self.last_smoke = message.results
+        failed = [r["name"] for r in message.results if not r.get("ok")]
         if failed:
             self._status(Text(f"smoke checks failed: {', '.join(failed)}", style="bold red"))
         else:
-            self._status(
-                Text(f"smoke checks passed ({len(results)}/{len(results)})", style="bold green")
-            )
-        actions.record_smoke(
-            cluster.cluster_id, cluster.recipe, cluster.sets, results, cluster.base_url
-        )
-        return results
+            n = len(message.results)
+            self._status(Text(f"smoke checks passed ({n}/{n})", style="bold green"))
 
     def action_bench(self) -> None:
         if self._ready_cluster():
             self._bench()
 
-    @work(exclusive=True, group="bench", exit_on_error=False)
+    @work(exclusive=True, group="measure", exit_on_error=False)
     async def _bench(self) -> None:
-        await self._bench_now()
-
-    async def _bench_now(self) -> dict[str, Any]:
-        cluster = self.cluster
-        assert cluster is not None and cluster.base_url
+        config = self.session.bench_config
         self.busy = "benchmark"
-        self._status(f"benchmark: concurrency {', '.join(map(str, self.bench_levels))}…")
+        self._status(f"benchmark: concurrency {', '.join(map(str, config.concurrency))}…")
         try:
-            result = await self.backend.bench(
-                cluster.base_url, cluster.model, self.bench_levels, self._status
-            )
+            await self.consume(self.session.bench())
         finally:
             self.busy = None
-        self.last_bench = result
-        self.query_one(ResultsBar).set_bench(result.get("levels"))
-        levels = result.get("levels") or []
+
+    def on_bench_update(self, message: msg.BenchUpdate) -> None:
+        if message.progress:
+            self._status(message.progress)
+        if message.done is None:
+            return
+        self.last_bench = message.done
+        self.query_one(ResultsBar).set_bench(message.levels)
+        n = len(message.levels or [])
+        again = self._key_of("bench", "b")
         self._status(
-            Text(
-                f"benchmark done: {len(levels)} concurrency levels (b runs it again)", style="bold"
-            )
+            Text(f"benchmark done: {n} concurrency levels ({again} runs it again)", style="bold")
         )
-        run = actions.record_bench(cluster.cluster_id, cluster.recipe, cluster.sets, result)
-        result["run"] = run
-        result["sets"] = dict(cluster.sets)
-        return result
 
     # -------------------------------------------------------------- tuning
     def action_edit(self) -> None:
+        from spark_tui.ui.views import editable_settings, preview_change
+
         cluster = self.cluster
         recipe = self.selected
         if cluster is not None and cluster.running:
@@ -776,71 +764,89 @@ class SparkApp(App[int]):
         if self.busy:
             self.notify(f"busy: {self.busy}", severity="warning")
             return
-        sets = self.sets.get(recipe.name, {})
-        keys, current = actions.editable_settings(recipe, sets)
+        sets = dict(cluster.overrides) if cluster and cluster.recipe == recipe.name else {}
+        sets = sets or self.sets.get(recipe.name, {})
+        keys, current = editable_settings(recipe, sets)
 
         def preview(key: str, value: str) -> tuple[str | None, Text]:
-            return actions.preview_change(recipe, sets, key, value, self.fit_nodes)
+            return preview_change(recipe, sets, key, value, self.evaluate)
 
         def chosen(change: tuple[str, str] | None) -> None:
             if change:
-                self._tune(recipe, change)
+                self._change(recipe, change)
 
         from spark_tui.ui.screens.edit import EditSettingDialog
 
         self.push_screen(EditSettingDialog(keys, current, preview, recipe=recipe.name), chosen)
 
-    @work(exclusive=True, group="tune", exit_on_error=False)
-    async def _tune(self, recipe: Recipe, change: tuple[str, str]) -> None:
+    def _change(self, recipe: Recipe, change: tuple[str, str]) -> None:
         key, value = change
-        old_sets = dict(self.sets.get(recipe.name, {}))
-        new_sets = {**old_sets, key: value}
         cluster = self.cluster
-        running = cluster is not None and cluster.ready and cluster.recipe == recipe.name
-        if not running:
+        if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
             # Nothing to compare against yet: remember the setting for the next launch.
-            self.sets[recipe.name] = new_sets
+            self.sets[recipe.name] = {**self.sets.get(recipe.name, {}), key: value}
             self._refresh_recipes(keep=recipe.name)
-            self._status(f"{key}={value} set for {recipe.name}; press l to launch")
-            return
-        if self.last_bench is None or self.last_bench.get("sets") != old_sets:
-            self._status("measuring the baseline before the change…")
-            before = await self._bench_now()
-        else:
-            before = self.last_bench
-        if not await self._stop_now():
-            return
-        self.sets[recipe.name] = new_sets
-        self._refresh_recipes(keep=recipe.name)
-        self._status(f"relaunching every rank with {key}={value}…")
-        if not await self._launch_and_wait(recipe, new_sets):
-            self._error(
-                f"the relaunch with {key}={value} failed",
-                "read the failed rank's pane; press e to change the setting back",
+            self._status(
+                f"{key}={value} set for {recipe.name}; press {self._key_of('launch', 'l')} "
+                "to launch"
             )
             return
-        smoke = await self._smoke_now()
-        after = await self._bench_now()
-        baseline = actions.baseline_run(before.get("run"))
-        if baseline is not None and after.get("run") is not None:
-            text = actions.comparison_text(baseline, after["run"], smoke)
-        else:
-            text = Text("no comparison: the runs could not be recorded in the history", style="red")
+        self.sets[recipe.name] = {**cluster.overrides, key: value}
+        self._tune(recipe, key, value)
+
+    @work(exclusive=True, group="follow", exit_on_error=False)
+    async def _tune(self, recipe: Recipe, key: str, value: str) -> None:
+        """One change: the service stops, relaunches, checks, measures and compares; the
+        relaunched cluster is then followed like a launch."""
+        cluster = self.cluster
+        if cluster is not None:
+            self._new_cluster_panes(list(cluster.ranks))
+        self.busy = "tuning"
+        self._status(f"relaunching every rank with {key}={value}, then measuring…")
+        await self._follow(self.session.tune(recipe, key, value))
+
+    def on_tune_compared(self, message: msg.TuneCompared) -> None:
+        from spark_tui.ui.views import comparison_text
+
+        self.busy = None
+        text = comparison_text(message.compared)
         self.last_compare = text
         self.query_one(ResultsBar).set_compare(text)
-        self._status(
-            Text(f"relaunched with {key}={value}: compared with the baseline below", style="bold")
+        change = message.compared.comparison.changed_text()
+        self._status(Text(f"relaunched ({change}): compared with the baseline below", style="bold"))
+
+    def action_reset_baseline(self) -> None:
+        """Forget the picked baseline of the running recipe: the next change measures anew."""
+        cluster = self.cluster
+        recipe = cluster.recipe if cluster else (self.selected.name if self.selected else None)
+        if recipe is None:
+            self.notify("pick a recipe first", severity="warning")
+            return
+        gone = self.session.history.reset_baseline(recipe)
+        self.notify(
+            f"{recipe}: baseline reset ({', '.join(gone) or 'none was picked'}); the next "
+            "change measures a new one first"
         )
 
     def action_history(self) -> None:
+        from spark_tui.ui.views import describe_run, history_rows
+
+        history = self.session.history
         try:
-            runs = actions.history_rows()
+            runs = history_rows(history)
         except SparkError as exc:
             self._error(exc.message, exc.remedy)
             return
         from spark_tui.ui.screens.info import HistoryScreen
 
-        self.push_screen(HistoryScreen(runs, actions.describe_run))
+        def pin(run_id: str) -> str:
+            try:
+                run = history.pin_baseline(run_id)
+            except SparkError as exc:
+                return f"{exc.message} ({exc.remedy})"
+            return f"{run.id} is now the baseline of {run.recipe} on this cluster"
+
+        self.push_screen(HistoryScreen(runs, lambda rid: describe_run(history, rid), pin))
 
     # ------------------------------------------------------- filter & views
     def action_filter(self) -> None:
@@ -874,6 +880,21 @@ class SparkApp(App[int]):
         else:
             for pane in self.panes.values():
                 pane.filter_text = event.value
+        self._filter_problem(event.value)
+
+    def _filter_problem(self, text: str) -> None:
+        """An invalid regular expression is said, and matched as plain text."""
+        import re
+
+        box = self._filter_box()
+        try:
+            re.compile(text)
+        except re.error as exc:
+            box.add_class("-invalid")
+            box.tooltip = f"not a regular expression ({exc}): matching it as plain text"
+            return
+        box.remove_class("-invalid")
+        box.tooltip = None
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self) -> None:
@@ -952,12 +973,16 @@ class SparkApp(App[int]):
         self.push_screen(HelpScreen(rows, notes))
 
     # ------------------------------------------------------------------ quit
+    async def action_quit(self) -> None:
+        """Textual's own quit (the palette's Quit, ctrl+q) asks like q does."""
+        self.action_quit_cockpit()
+
     def action_quit_cockpit(self) -> None:
         cluster = self.cluster
         if cluster is None or not cluster.running:
             self._exit_clean()
             return
-        if self.backend.simulated:
+        if self.session.simulated:
             body = Text(
                 f"Cluster {cluster.cluster_id} runs on the simulated Sparks of this demo;\n"
             )
@@ -976,7 +1001,7 @@ class SparkApp(App[int]):
             elif choice == "leave":
                 self._exit_clean(leave=cluster)
 
-        self.push_screen(QuitDialog(cluster.cluster_id, self.backend.reattach_hint), choose)
+        self.push_screen(QuitDialog(cluster.cluster_id, self.session.reattach_hint), choose)
 
     @work(exclusive=True, group="stop", exit_on_error=False)
     async def _stop_and_exit(self) -> None:
@@ -987,18 +1012,19 @@ class SparkApp(App[int]):
             self.closing = False
 
     @work(group="exit", exit_on_error=False)
-    async def _exit_clean(self, leave: ClusterView | None = None) -> None:
+    async def _exit_clean(self, leave: Cluster | None = None) -> None:
         self.closing = True
+        self.session.keep_on_cancel = leave is not None
         self.workers.cancel_group(self, "follow")
         try:
-            await self.backend.close()
+            await self.session.close()
         finally:
             if leave is not None:
                 # Printed after the screen is restored, so it stays in the user's terminal.
                 self.exit(
                     0,
                     message=f"cluster {leave.cluster_id} ({leave.recipe}) left running; "
-                    f"to come back to it: {self.backend.reattach_hint}",
+                    f"to come back to it: {self.session.reattach_hint}",
                 )
             else:
                 self.exit(0)

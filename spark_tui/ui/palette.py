@@ -16,7 +16,12 @@ ACTIONS = [
         "Edit one setting and relaunch",
         "same change on every rank, compared with the baseline",
     ),
-    ("history", "Show the run history", "launches, smoke runs and benchmarks"),
+    ("history", "Show the run history", "launches (failed ones too), smoke runs, benchmarks"),
+    (
+        "reset_baseline",
+        "Reset the tuning baseline",
+        "the next change measures a new baseline first (pick one: b in the history)",
+    ),
     ("refresh", "Refresh the nodes", "probe every node again"),
     ("filter", "Filter", "recipes or log lines"),
     ("fullscreen", "Full-screen log pane", "toggle"),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.cli.conftest import Cli, SimProcess, descendants
 
@@ -412,6 +413,15 @@ def test_status_lists_the_cluster(cli: Cli, sim: SimProcess) -> None:
     assert SECRET not in res.stdout + res.stderr
     text = json.dumps(clusters[0])
     assert "glm-5.3-flash" in text
+    # The API, and a tunnel command that works with the inventory's port, user and key.
+    inv = yaml.safe_load(sim.inventory.read_text())["nodes"][0]
+    tunnel = clusters[0]["endpoint"]["tunnel"]
+    assert tunnel.startswith("ssh -N -L ") and f"-p {inv['port']}" in tunnel, tunnel
+    if inv.get("identity_file"):
+        assert inv["identity_file"] in tunnel
+    assert tunnel.endswith(f"{inv['user']}@{inv['host']}" if inv.get("user") else inv["host"])
+    human = cli.run("status", "--inventory", str(sim.inventory))
+    assert "tunnel  ssh -N -L" in human.stdout and "API     http://" in human.stdout
     assert "sim-spark-1" in text and "sim-spark-2" in text, text[:2000]
 
 
@@ -520,6 +530,37 @@ def test_relaunch_with_one_changed_setting(cli: Cli, sim: SimProcess) -> None:
     after = _clusters(_json(res))
     assert len(after) == 1, after
     assert json.dumps(after) != json.dumps(before), "the settings hash changed"
+
+
+def test_tune_one_setting_against_a_baseline_measured_like_it(cli: Cli, sim: SimProcess) -> None:
+    """`tune`: no benchmark of the running settings with these benchmark settings yet, so
+    a baseline is measured first; then one change on every rank, the same benchmark."""
+    _need_launch()
+    quick = ["--concurrency", "1,2", "--prompt-tokens", "32", "--output-tokens", "8"]
+    res = cli.run(
+        "tune",
+        "glm-5.3-flash",
+        "--inventory",
+        str(sim.inventory),
+        "--set",
+        "max_num_seqs=4",
+        *quick,
+        "--requests-per-level",
+        "2",
+        "--json",
+        timeout=180,
+    )
+    sim.snapshot()
+    _no_traceback(res)
+    assert res.returncode == 0, _out(res)
+    data = _json(res)
+    assert data["changed"] == [{"name": "max_num_seqs", "before": 8, "after": 4}], data
+    assert data["comparable"] is True and data["smoke_ok"] is True
+    assert "measuring the baseline before the change" in res.stderr
+    runs = {r["id"]: r for r in _json(cli.run("history", "--json"))}
+    base, after = runs[data["baseline_id"]], runs[data["run_id"]]
+    assert base["results"]["bench"]["config"] == after["results"]["bench"]["config"]
+    assert after["results"]["bench"]["config"]["output_tokens"] == 8
 
 
 def test_stop_removes_the_cluster(cli: Cli, sim: SimProcess) -> None:

@@ -1,7 +1,7 @@
 """Start H4's SIMULATED engine (`python -m spark_tui.sim.engine serve ...`) as subprocesses.
 
 A `SimService` runs one rank per argv on loopback (rank 0 serves the API), waits for
-/health, and stops every process it started. Used by the ops tests in place of a cluster.
+/health, and stops every process it started. Used by the ops and service tests in place of a cluster.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from spark_tui.ops.tuning import Launched
 
 ROOT = Path(__file__).resolve().parents[2]
 # Fast startup, short token times: the tests measure ratios, not GB10 speed.
@@ -142,41 +140,3 @@ class SimService:
                 p.kill()
                 p.wait(timeout=5)
         self.procs.clear()
-
-
-class SimCluster:
-    """launch/stop callables for `ops.tuning` that run the real plan's argv on the simulator."""
-
-    def __init__(self, plan_for: Any, log_dir: Path, env: Mapping[str, str] | None = None) -> None:
-        self.plan_for = plan_for  # overrides -> LaunchPlan
-        self.log_dir = log_dir
-        self.env = env
-        self.service: SimService | None = None
-        self.launches = 0
-        self.argvs: list[list[list[str]]] = []
-
-    async def launch(self, overrides: Mapping[str, Any]) -> Launched:
-        import asyncio
-
-        plan = self.plan_for(dict(overrides))
-        plan_dict = plan.to_dict()
-        ranks, port = loopback_ranks(plan_dict)
-        self.argvs.append(ranks)
-        self.launches += 1
-        service = SimService(ranks, port, self.log_dir / f"launch{self.launches}", self.env)
-        await asyncio.to_thread(service.start)
-        self.service = service
-        return Launched(
-            base_url=service.base_url,
-            plan=plan_dict,
-            digests={r["node"]: "sha256:simulated" for r in plan_dict["ranks"]},
-            revision="simulated-revision",
-            shell=plan.to_shell(),
-        )
-
-    async def stop(self) -> None:
-        import asyncio
-
-        if self.service is not None:
-            await asyncio.to_thread(self.service.stop)
-            self.service = None

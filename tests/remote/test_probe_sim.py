@@ -129,9 +129,9 @@ async def test_inventory_yaml_with_hosts_only_uses_defaults(sim_scenario, tmp_pa
         text = inventory_to_yaml(sim.inventory)
         path = tmp_path / "inv.yaml"
         path.write_text(text)
-        from spark_tui.remote.discovery import nodes_from_inventory_file
+        from spark_tui.service.targets import Targets, inventory_nodes
 
-        assert nodes_from_inventory_file(str(path)) == sim.inventory
+        assert inventory_nodes(Targets(inventory=str(path))) == sim.inventory
 
 
 async def test_probe_nodes_sync_for_headless_commands(sim_scenario) -> None:

@@ -15,11 +15,17 @@ from textual.widgets import Input, Static
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.widgets.logpane import LogPane
 
+# The deadlines below only bound a hung test: a loaded 2-core machine renders the cockpit
+# several times slower than an idle one, so each is stretched by this much.
+SLACK = 6.0
+
 
 async def wait_until(
     pilot: Pilot[int], condition: Callable[[], object], timeout: float, what: str
 ) -> None:
-    """Let the app run until `condition()` holds; fail with `what` after `timeout` s."""
+    """Let the app run until `condition()` holds; fail with `what` after `timeout` s
+    (times SLACK)."""
+    timeout *= SLACK
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

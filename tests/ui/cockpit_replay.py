@@ -1,7 +1,7 @@
-"""TEST DOUBLE: a cockpit backend that replays events recorded from a real demo launch.
+"""TEST DOUBLE: a cockpit session that replays events recorded from a real demo launch.
 
 `tests/ui/fixtures/demo_events.json` was captured once by `record_demo_events.py` from the
-simulated Sparks (DemoBackend) with pids, times, ports and paths normalised. Replaying it
+simulated Sparks (DemoSession) with pids, times, ports and paths normalised. Replaying it
 gives the real app the real event sequence without a clock in the picture, so the SVG
 snapshots and the fast Pilot tests are deterministic. It is not used by the product.
 """
@@ -15,9 +15,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from spark_tui.core.errors import OperationFailed
 from spark_tui.core.facts import NodeFacts
+from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
+from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
+from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import (
     ClusterReady,
     Event,
@@ -27,7 +29,9 @@ from spark_tui.ops.events import (
     RankStateChanged,
     ResultEvent,
 )
-from spark_tui.ui.backend import HostKeyConfirm, NodeProbe, Progress, RunningCluster
+from spark_tui.ops.launch import LaunchFailed
+from spark_tui.ops.smoke import SmokeResult
+from spark_tui.service.session import Session
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "demo_events.json"
 _RECORDING: dict[str, Any] | None = None
@@ -46,6 +50,13 @@ def to_event(data: dict[str, Any]) -> Event:
     data = dict(data)
     kind = data.pop("type")
     if kind == "LogLine":
+        if "scope" not in data:
+            # Recorded before log lines carried their class's detail and scope: classify
+            # them as the launch's watch does now (core.logclass).
+            from spark_tui.core.logclass import classify
+
+            found = classify(data["text"])
+            data.update(detail=found.detail, scope=found.scope)
         return LogLine(**data)
     if kind == "RankStateChanged":
         data["state"] = RankState(data["state"])
@@ -60,10 +71,12 @@ def to_event(data: dict[str, Any]) -> Event:
     raise ValueError(f"unknown recorded event type {kind}")
 
 
-class ReplayBackend:
-    """Replays the recording (see module doc). `scenario` is "launch" or "failed_launch";
-    `freeze_when(event)` stops the replay right after that event (the launch then hangs
-    like a real one that is still loading); `host_key` asks the confirm callback first."""
+class ReplaySession(Session):
+    """The product's session with its seams replaced by the recording (see module doc):
+    `scenario` is "launch" or "failed_launch"; `freeze_when(event)` stops the replay right
+    after that event (the launch then hangs like a real one that is still loading);
+    `host_key` asks the host-key question first; `smoke_fails` makes the tool-call check
+    fail. Evaluating, questions, records, tuning and comparing run as in the product."""
 
     def __init__(
         self,
@@ -74,9 +87,14 @@ class ReplayBackend:
         host_key: tuple[str, str] | None = None,
         smoke_fails: bool = False,
     ) -> None:
+        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+        inventory = [InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes]
+        super().__init__(
+            inventory,
+            label="REPLAY · 2 recorded simulated 128 GB Sparks (test double)",
+            reattach_hint="`spark-tui --hosts sim-spark-1,sim-spark-2` (it re-attaches)",
+        )
         self.simulated = simulated
-        self.label = "REPLAY · 2 recorded simulated 128 GB Sparks (test double)"
-        self.reattach_hint = "`spark-tui --hosts sim-spark-1,sim-spark-2` (it re-attaches)"
         self.scenario = scenario
         self.freeze_when = freeze_when
         self.host_key = host_key
@@ -85,34 +103,39 @@ class ReplayBackend:
         self.stopped: list[str] = []
         self.closed = False
         self.host_key_answer: bool | None = None
+        self.launched: LaunchPlan | None = None
+        self.bench_configs: list[BenchConfig] = []
 
-    # -- nodes
-    def _probes(self) -> list[NodeProbe]:
+    async def _open(self, *, strict: bool = False) -> None:
+        if self.host_key is not None and self.host_key_answer is None:
+            self.host_key_answer = await self.confirm_host_key(*self.host_key)
+
+    async def _probe(self) -> list[NodeFacts]:
+        self.calls.append("probe")
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
-        return [NodeProbe(n.name, n) for n in nodes]
+        if self.host_key_answer is False:
+            nodes[0] = NodeFacts(
+                nodes[0].name,
+                nodes[0].address,
+                errors=["host key refused (remedy: check the fingerprint)"],
+            )
+        return nodes
 
-    async def start(self) -> None:
-        self.calls.append("start")
+    async def _status(self) -> list[ClusterStatus]:
+        plan = self.launched
+        if plan is None:
+            return []
+        ranks = [
+            RankStatus(r.rank, r.node, r.container.name, "running", "Up", command=list(r.argv))
+            for r in plan.ranks
+        ]
+        return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def discover(self, confirm: HostKeyConfirm) -> list[NodeProbe]:
-        self.calls.append("discover")
-        if self.host_key is not None:
-            self.host_key_answer = await confirm(*self.host_key)
-            if not self.host_key_answer:
-                name = self._probes()[0].name
-                return [
-                    NodeProbe(name, None, "host key refused", "check the fingerprint"),
-                    *self._probes()[1:],
-                ]
-        return self._probes()
-
-    async def refresh(self) -> list[NodeProbe]:
-        self.calls.append("refresh")
-        return self._probes()
-
-    # -- cluster
-    async def launch(self, plan: LaunchPlan) -> AsyncIterator[Event]:
+    async def _launch_events(
+        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
+    ) -> AsyncIterator[Event]:
         self.calls.append(f"launch {plan.cluster_id}")
+        self.launched = plan
         recorded = recording()[self.scenario]
         for data in recorded["events"]:
             event = to_event(data)
@@ -122,41 +145,50 @@ class ReplayBackend:
                 await asyncio.Event().wait()  # frozen here until the cockpit stops it
         failure = recorded.get("failure")
         if failure:
-            raise OperationFailed(failure["message"], failure["remedy"])
+            self.launched = None
+            raise LaunchFailed(failure["message"], failure["remedy"], rank=1, node="sim-spark-2")
         await asyncio.Event().wait()  # a real launch keeps following the logs
 
-    async def attach(self, cluster_id: str) -> AsyncIterator[Event]:
+    async def _attach_events(self, cluster_id: str) -> AsyncIterator[Event]:
         self.calls.append(f"attach {cluster_id}")
         await asyncio.Event().wait()
         yield Notice("info", "unreachable")  # pragma: no cover - never reached
 
-    async def running(self) -> RunningCluster | None:
-        return None
-
-    async def stop(self, cluster_id: str) -> list[str]:
+    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         self.calls.append(f"stop {cluster_id}")
-        self.stopped.append(cluster_id)
-        return []
+        self.stopped.append(str(cluster_id))
+        plan, self.launched = self.launched, None
+        removed = [(r.node, r.container.name) for r in plan.ranks] if plan else []
+        return StopReport(removed=removed)
 
-    async def smoke(self, base_url: str, model: str | None) -> list[dict[str, Any]]:
+    async def _smoke_checks(self, target: Any, timeout: float) -> AsyncIterator[SmokeResult]:
         self.calls.append("smoke")
-        results = copy.deepcopy(recording()["smoke"])
-        if self.smoke_fails:
-            tool = next(r for r in results if r["name"] == "tool_call")
-            tool.update(
-                ok=False,
-                detail="plain-text answer, no tool_calls (finish_reason stop)",
-                cause="the model answered in plain text: tool calling is not set up",
-                remedy="set tool_call_parser and enable_auto_tool_choice in the recipe",
-            )
-        return results
+        for data in copy.deepcopy(recording()["smoke"]):
+            if self.smoke_fails and data["name"] == "tool_call":
+                data.update(
+                    ok=False,
+                    detail="plain-text answer, no tool_calls (finish_reason stop)",
+                    cause="the model answered in plain text: tool calling is not set up",
+                    remedy="set tool_call_parser and enable_auto_tool_choice in the recipe",
+                )
+            yield SmokeResult.from_dict(data)
 
-    async def bench(
-        self, base_url: str, model: str | None, concurrency: list[int], progress: Progress
-    ) -> dict[str, Any]:
+    def _bench_run(self, target: Any, config: BenchConfig, progress: Any, on_level: Any) -> Any:
         self.calls.append("bench")
-        progress("benchmark: concurrency 1 (1/3)")
-        return copy.deepcopy(recording()["bench"])
+        self.bench_configs.append(config)
+
+        class Replayed:
+            result = BenchResult.from_dict(copy.deepcopy(recording()["bench"]))
+
+            async def run(self) -> BenchResult:
+                self.result.config = config  # measured with the settings asked for
+                progress(BenchProgress(0, 3, 1, 0, 1, 2, 0, 0.1))
+                for level in self.result.levels:
+                    on_level(level)
+                await asyncio.sleep(0)
+                return self.result
+
+        return Replayed()
 
     async def close(self) -> None:
         self.calls.append("close")

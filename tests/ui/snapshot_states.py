@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from cockpit_helpers import settle, wait_until
-from cockpit_replay import ReplayBackend
+from cockpit_replay import ReplaySession
 from textual.pilot import Pilot
 
 from spark_tui.ops.events import Event, RankState, RankStateChanged
@@ -16,7 +16,7 @@ from spark_tui.ui.app import SparkApp
 
 def make_app(**backend_kw: object) -> SparkApp:
     return SparkApp(
-        ReplayBackend(**backend_kw),  # type: ignore[arg-type]
+        ReplaySession(**backend_kw),  # type: ignore[arg-type]
         recipe="glm-5.3-flash",
         auto_refresh=False,
         handle_signals=False,
@@ -83,7 +83,10 @@ async def failed(pilot: Pilot[int]) -> None:
     await discovered(pilot)
     await pilot.press("l")
     await wait_until(
-        pilot, lambda: app.cluster is not None and app.cluster.settled.is_set(), 10, "failure"
+        pilot,
+        lambda: app.cluster is not None and app.cluster.failed and app.busy is None,
+        10,
+        "failure",
     )
     await settle(pilot)
 

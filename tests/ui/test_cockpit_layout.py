@@ -1,10 +1,11 @@
-"""The cockpit on a recorded demo launch (ReplayBackend): log views, layouts (80x24, tabs
+"""The cockpit on a recorded demo launch (ReplaySession): log views, layouts (80x24, tabs
 beyond two ranks), and the fit check while our own cluster runs."""
 
 from __future__ import annotations
 
-from cockpit_helpers import head_text, settle, static_text, wait_until
-from cockpit_replay import ReplayBackend
+from cockpit_helpers import head_text, plain, settle, static_text, wait_until
+from cockpit_replay import ReplaySession
+from textual.widgets import OptionList
 
 from spark_tui.ops.events import RankState, RankStateChanged
 from spark_tui.ui.app import SparkApp
@@ -13,13 +14,12 @@ from spark_tui.ui.widgets.logpane import LogPane, RankLog
 SIZE = (160, 48)
 
 
-def make_app(backend: ReplayBackend | None = None, **kw: object) -> SparkApp:
+def make_app(backend: ReplaySession | None = None, **kw: object) -> SparkApp:
     return SparkApp(
-        backend or ReplayBackend(),
+        backend or ReplaySession(),
         recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
         auto_refresh=False,
         handle_signals=False,
-        bench_levels=[1, 4, 8],
         **kw,  # type: ignore[arg-type]
     )
 
@@ -83,23 +83,26 @@ async def test_small_terminal_keeps_every_panel_visible() -> None:
         assert app.panes[0].region.right <= app.panes[1].region.x  # side by side
 
 
-async def test_fit_ignores_the_memory_our_own_running_cluster_holds() -> None:
+async def test_fit_counts_the_memory_our_own_running_cluster_holds_as_free() -> None:
     from dataclasses import replace
 
-    from spark_tui.ui.backend import NodeProbe
+    from spark_tui.service.events import Probed
 
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         # a refresh while our engines hold most of the memory
-        busy = [
-            NodeProbe(n.name, replace(n, memory_available_bytes=11 * 1024**3)) for n in app.nodes
-        ]
+        busy = Probed([replace(n, memory_available_bytes=11 * 1024**3) for n in app.nodes])
+        app.session.facts = busy.nodes  # what a refresh probe would have found
         app._show_probes(busy)
         await pilot.pause(0.05)
         assert "11 free" in static_text(app, "#nodes") or "(11 free)" in static_text(app, "#nodes")
         assert static_text(app, "#fit-body").lstrip().startswith("fits")
-        assert app.query_one("#fit").border_subtitle == "memory as before the launch"
+        assert app.query_one("#fit").border_subtitle == "our running cluster's memory counted free"
+        # every recipe in the list, not only the selected one
+        olist = app.query_one("#recipe-list", OptionList)
+        rows = [plain(olist.get_option_at_index(i).prompt) for i in range(olist.option_count)]
+        assert any(r.startswith("fits") and "glm-5.3-flash" in r for r in rows), rows
         # once stopped, the live facts count again
         await pilot.press("s", "y")
         await wait_until(pilot, lambda: app.cluster is None, 5, "stopped")
@@ -111,8 +114,6 @@ async def test_fit_ignores_the_memory_our_own_running_cluster_holds() -> None:
 async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
     from textual.widgets import TabbedContent
 
-    from spark_tui.ui.app import ClusterView
-
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
@@ -120,9 +121,8 @@ async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
         await pilot.pause(0.1)
         tabs = app.query_one("#rank-tabs", TabbedContent)
         assert tabs.tab_count == 3
-        cluster = ClusterView("c0ffee01", "some-recipe", {})
         event = RankStateChanged(2, "spark-c", RankState.READY, progress=1.0)
-        app._rank_state(cluster, event)
+        app._rank_state(event)
         await pilot.pause(0.05)
         assert str(tabs.get_tab("tab-2").label) == "rank 2 ✓"
         tabs.active = "tab-2"

@@ -1,14 +1,15 @@
-"""The cockpit on a recorded demo launch (ReplayBackend): quitting, host keys, keys, themes,
+"""The cockpit on a recorded demo launch (ReplaySession): quitting, host keys, keys, themes,
 errors shown with their remedy."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from cockpit_helpers import plain, results_text, settle, static_text, wait_until
-from cockpit_replay import ReplayBackend
+from cockpit_replay import ReplaySession
 from textual.widgets import Button
 
 from spark_tui.core.errors import SparkError
@@ -20,13 +21,12 @@ from spark_tui.ui.screens.info import HelpScreen, HistoryScreen
 SIZE = (160, 48)
 
 
-def make_app(backend: ReplayBackend | None = None, **kw: object) -> SparkApp:
+def make_app(backend: ReplaySession | None = None, **kw: object) -> SparkApp:
     return SparkApp(
-        backend or ReplayBackend(),
+        backend or ReplaySession(),
         recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
         auto_refresh=False,
         handle_signals=False,
-        bench_levels=[1, 4, 8],
         **kw,  # type: ignore[arg-type]
     )
 
@@ -45,7 +45,7 @@ async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
-    backend = ReplayBackend(simulated=False)
+    backend = ReplaySession(simulated=False)
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
@@ -64,7 +64,7 @@ async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
 
 
 async def test_quit_with_a_real_cluster_can_stop_it() -> None:
-    backend = ReplayBackend(simulated=False)
+    backend = ReplaySession(simulated=False)
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
@@ -74,7 +74,7 @@ async def test_quit_with_a_real_cluster_can_stop_it() -> None:
 
 
 async def test_quitting_the_demo_stops_its_cluster() -> None:
-    backend = ReplayBackend(simulated=True)
+    backend = ReplaySession(simulated=True)
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
@@ -87,7 +87,7 @@ async def test_quitting_the_demo_stops_its_cluster() -> None:
 
 
 async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
-    backend = ReplayBackend(simulated=True)
+    backend = ReplaySession(simulated=True)
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
@@ -97,7 +97,7 @@ async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
 
 
 async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
-    backend = ReplayBackend(simulated=False)
+    backend = ReplaySession(simulated=False)
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
@@ -107,7 +107,7 @@ async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
 
 
 async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
-    backend = ReplayBackend(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFyYmF6cXV4"))
+    backend = ReplaySession(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFyYmF6cXV4"))
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
@@ -121,7 +121,7 @@ async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
 
 
 async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason() -> None:
-    backend = ReplayBackend(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFy"))
+    backend = ReplaySession(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFy"))
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
@@ -132,9 +132,16 @@ async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason(
 
 
 async def test_keys_remapped_from_the_config_file() -> None:
-    backend = ReplayBackend()
+    backend = ReplaySession()
     app = make_app(backend, config=CockpitConfig(keys={"launch": "f5", "nonsense": "x"}))
     async with app.run_test(size=SIZE) as pilot:
+        # the unknown binding id is warned about as the cockpit starts (a toast that expires)
+        await wait_until(
+            pilot,
+            lambda: any("nonsense" in str(n.message) for n in app._notifications),
+            5,
+            "the keymap warning",
+        )
         await discovered(pilot)
         await pilot.press("l")
         await pilot.pause(0.1)
@@ -146,7 +153,6 @@ async def test_keys_remapped_from_the_config_file() -> None:
         assert isinstance(app.screen, HelpScreen)
         rows = dict(app.screen.rows)
         assert rows.get("f5") == "launch" and rows.get("/") == "filter" and rows.get("?") == "help"
-        assert any("nonsense" in str(n.message) for n in app._notifications)
 
 
 def write_user_theme(name: str) -> Path:
@@ -210,23 +216,24 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPARK_TUI_CRASH_LOG", str(tmp_path / "crash.log"))
-    backend = ReplayBackend()
+    backend = ReplaySession()
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
 
-        async def broken_smoke(*_a: object) -> list[dict[str, object]]:
+        async def broken_smoke(*_a: object) -> AsyncIterator[object]:
             raise SparkError("the API did not answer", "check the head node's container")
+            yield  # pragma: no cover - an async generator that fails at once
 
-        backend.smoke = broken_smoke  # type: ignore[method-assign]
+        backend._smoke_checks = broken_smoke  # type: ignore[method-assign,assignment]
         await pilot.press("t")
         await wait_until(pilot, lambda: "did not answer" in results_text(app), 5, "error shown")
         assert "check the head node's container" in results_text(app)
 
-        async def buggy_bench(*_a: object) -> dict[str, object]:
+        def buggy_bench(*_a: object) -> object:
             raise RuntimeError("boom")
 
-        backend.bench = buggy_bench  # type: ignore[method-assign]
+        backend._bench_run = buggy_bench  # type: ignore[method-assign]
         await pilot.press("b")
         await wait_until(pilot, lambda: "unexpected error" in results_text(app), 5, "bug shown")
         assert "RuntimeError: boom" in results_text(app) and "crash.log" in results_text(app)

@@ -1,4 +1,4 @@
-"""The whole cockpit flow on the simulated Sparks (DemoBackend, real SSH, simulated engine):
+"""The whole cockpit flow on the simulated Sparks (DemoSession, real SSH, simulated engine):
 discover, pick, check, launch, ready, smoke, edit one setting, relaunch, compare, stop, quit.
 """
 
@@ -14,22 +14,22 @@ from cockpit_helpers import (
     wait_until_gone,
 )
 
+from spark_tui.ops.bench import BenchConfig
+from spark_tui.sim.nodes import random_loopback_base
 from spark_tui.ui.app import SparkApp
-from spark_tui.ui.remote_backend import DemoBackend
+from spark_tui.ui.demo_session import DemoSession
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
 from spark_tui.ui.screens.edit import EditSettingDialog
 
 
 async def test_whole_flow_on_simulated_sparks() -> None:
     before = live_children()
-    backend = DemoBackend(pace=0.05, token_scale=0.05)
-    app = SparkApp(
-        backend,
-        recipe="glm-5.3-flash",
-        auto_refresh=False,
-        handle_signals=False,
-        bench_levels=[1, 2],
+    # A short benchmark keeps the test quick; the product benchmarks with BenchConfig().
+    quick = BenchConfig(concurrency=(1, 2), prompt_tokens=32, output_tokens=16)
+    backend = DemoSession(
+        pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=quick
     )
+    app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
     async with app.run_test(size=(120, 40)) as pilot:
         # discover: both simulated Sparks, probed over SSH
         await wait_until(pilot, app.discovered.is_set, 30, "discovery")
@@ -71,14 +71,14 @@ async def test_whole_flow_on_simulated_sparks() -> None:
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.last_compare is not None, 120, "comparison")
         assert app.cluster is not None and app.cluster.ready
-        assert app.cluster.sets == {"max_num_seqs": "8"}
+        assert app.cluster.overrides == {"max_num_seqs": "8"}
         compare = plain(app.last_compare)
         assert "max_num_seqs" in compare and "vs baseline" in compare and "tok/s" in compare
         assert app.cluster.cluster_id == first_id  # same recipe on the same nodes
         # every rank runs the new setting
         running = [
             " ".join(c.argv)
-            for node in backend.cluster.nodes
+            for node in backend.sim.nodes
             for c in node.engine.containers.values()
             if c.running
         ]
@@ -95,11 +95,11 @@ async def test_whole_flow_on_simulated_sparks() -> None:
         assert "no container left" in results_text(app)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "exit")
-    assert backend.cluster is None  # the simulated Sparks are closed with the cockpit
+    assert backend.sim is None  # the simulated Sparks are closed with the cockpit
     await wait_until_gone(before)
 
 
-class FreshKeysDemo(DemoBackend):
+class FreshKeysDemo(DemoSession):
     """The demo, but with an empty known_hosts: every node's key must be confirmed."""
 
     async def start(self) -> None:
@@ -113,7 +113,7 @@ class FreshKeysDemo(DemoBackend):
 
 
 async def test_unknown_host_keys_are_confirmed_with_their_fingerprint() -> None:
-    backend = FreshKeysDemo(pace=0.05, token_scale=0.05)
+    backend = FreshKeysDemo(pace=0.05, token_scale=0.05, base_address=random_loopback_base())
     app = SparkApp(backend, auto_refresh=False, handle_signals=False)
     async with app.run_test(size=(120, 40)) as pilot:
         seen: list[str] = []

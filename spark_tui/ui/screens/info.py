@@ -54,16 +54,26 @@ class HistoryScreen(ModalScreen[None]):
     HistoryScreen #history-detail { height: auto; max-height: 50%; }
     """
     )
-    BINDINGS = [Binding("escape,h,q", "dismiss", "close")]  # noqa: RUF012
+    BINDINGS = [  # noqa: RUF012
+        Binding("escape,h,q", "dismiss", "close"),
+        Binding("b", "pin", "use as the baseline"),
+    ]
 
-    def __init__(self, runs: list[dict[str, Any]], describe: Callable[[str], Text]) -> None:
+    def __init__(
+        self,
+        runs: list[dict[str, Any]],
+        describe: Callable[[str], Text],
+        pin: Callable[[str], str] | None = None,
+    ) -> None:
         super().__init__()
-        self.runs, self.describe = runs, describe
+        self.runs, self.describe, self.pin = runs, describe, pin
+        self.current: str | None = None
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="info"):
             yield Static(
-                "History (↑↓: a run's details and its comparison with the baseline, Esc: close)",
+                "History (↑↓: a run's details and its comparison with the baseline, "
+                "b: use it as the baseline, Esc: close)",
                 classes="title",
                 markup=False,
             )
@@ -72,7 +82,7 @@ class HistoryScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "when", "kind", "recipe", "change", "result")
+        table.add_columns("run", "when", "kind", "recipe", "change", "outcome", "result")
         for run in self.runs:
             table.add_row(
                 run.get("id", "?"),
@@ -80,6 +90,7 @@ class HistoryScreen(ModalScreen[None]):
                 run.get("kind", ""),
                 run.get("recipe", ""),
                 run.get("change", ""),
+                run.get("outcome", ""),
                 run.get("summary", ""),
                 key=run.get("id"),
             )
@@ -97,6 +108,13 @@ class HistoryScreen(ModalScreen[None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self._describe(event.row_key.value)
 
+    def action_pin(self) -> None:
+        if self.pin is None or self.current is None:
+            return
+        self.notify(self.pin(self.current))
+        self._describe(self.current)
+
     def _describe(self, key: str | None) -> None:
+        self.current = key
         if key is not None:
             self.query_one("#history-detail", Static).update(self.describe(key))

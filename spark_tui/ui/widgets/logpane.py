@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.color import Color
 from textual.containers import Vertical
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widgets import Log, Static
 
 # The pane keeps this many lines for the `/` filter; older ones are dropped.
@@ -30,16 +31,6 @@ _VLLM_PREFIX = re.compile(
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w./-]+\.py:\d+\]\s?"
 )
 _UVICORN_PREFIX = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
-
-_ERROR = re.compile(
-    r"^(?:ERROR|CRITICAL)\b|Traceback \(most recent call last\)|^\s*File \".*\", line \d+"
-    r"|\b\w+(?:Error|Exception):|\bNCCL WARN\b|Free memory on device|KV cache is needed"
-    r"|No available memory for the cache blocks|Address already in use|must be divisible by"
-    r"|\] ERROR |\) ERROR "
-)
-_WARNING = re.compile(r"\bWARN(?:ING)?\b")
-_READY = re.compile(r"Application startup complete\.|Uvicorn running on \S+|Starting vLLM API")
-_PROGRESS = re.compile(r"\d+% Completed \| \d+/\d+|\d+%\|[^|]*\|")
 
 
 def compact_line(line: str) -> str:
@@ -62,31 +53,28 @@ def _rich(colour: str | None, fallback: str) -> Style:
         return Style(color=Color.parse(fallback).rich_color)
 
 
-class VllmLogHighlighter(Highlighter):
-    """Colours errors (the whole line), warnings, readiness and progress from the theme."""
+class KindHighlighter(Highlighter):
+    """Colours a line by the kind core.logclass gave it (errors, warnings, readiness,
+    progress), in the theme's colours; the pane sets `kind` before each line renders."""
 
     def __init__(self) -> None:
+        self.kind = "info"
         self.set_colours(None, None, None, None)
 
     def set_colours(
         self, error: str | None, warning: str | None, success: str | None, accent: str | None
     ) -> None:
-        self.error = _rich(error, "red") + Style(bold=True)
-        self.warning = _rich(warning, "yellow") + Style(bold=True)
-        self.ready = _rich(success, "green") + Style(bold=True)
-        self.progress = _rich(accent, "cyan")
+        self.styles = {
+            "error": _rich(error, "red") + Style(bold=True),
+            "warning": _rich(warning, "yellow"),
+            "ready": _rich(success, "green") + Style(bold=True),
+            "progress": _rich(accent, "cyan"),
+        }
 
     def highlight(self, text: Text) -> None:
-        plain = text.plain
-        if _ERROR.search(plain):
-            text.stylize(self.error)
-            return
-        for m in _WARNING.finditer(plain):
-            text.stylize(self.warning, m.start(), m.end())
-        for m in _READY.finditer(plain):
-            text.stylize(self.ready, m.start(), m.end())
-        for m in _PROGRESS.finditer(plain):
-            text.stylize(self.progress, m.start(), m.end())
+        style = self.styles.get(self.kind)
+        if style is not None:
+            text.stylize(style)
 
 
 class RankLog(Log):
@@ -100,8 +88,9 @@ class RankLog(Log):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(highlight=True, max_lines=SHOWN_LINES, **kwargs)  # type: ignore[arg-type]
-        self.highlighter: VllmLogHighlighter = VllmLogHighlighter()
+        self.highlighter: KindHighlighter = KindHighlighter()
         self.follow = True
+        self._kinds: list[str] = []  # one per line of the log, as classified
 
     def on_mount(self) -> None:
         self._theme_colours()
@@ -122,8 +111,23 @@ class RankLog(Log):
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    def add_lines(self, lines: list[str]) -> None:
-        self.write_lines(lines, scroll_end=self.follow)
+    def add_lines(self, lines: list[tuple[str, str]]) -> None:
+        """Write (line, kind) pairs; the kind colours the line."""
+        self._kinds.extend(kind for _line, kind in lines)
+        self.write_lines([line for line, _kind in lines], scroll_end=self.follow)
+        extra = len(self._kinds) - len(self.lines)
+        if extra > 0:  # the log dropped its oldest lines: so do the kinds
+            del self._kinds[:extra]
+
+    def clear(self) -> RankLog:
+        self._kinds.clear()
+        super().clear()
+        return self
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        # The one hook that knows which line renders: give the highlighter its kind.
+        self.highlighter.kind = self._kinds[y] if y < len(self._kinds) else "info"
+        return super()._render_line_strip(y, rich_style)
 
 
 class LogPane(Vertical):
@@ -151,10 +155,13 @@ class LogPane(Vertical):
         self.rank = rank
         self.node = node
         self.role = role
-        self._all: deque[str] = deque(maxlen=KEEP_LINES)
-        self._pending: deque[str] = deque(maxlen=PENDING_LIMIT)
+        self._all: deque[tuple[str, str]] = deque(maxlen=KEEP_LINES)
+        self._pending: deque[tuple[str, str]] = deque(maxlen=PENDING_LIMIT)
         self.received = 0
         self.dropped = 0
+        # Our own API requests (health checks, the benchmark's /metrics polling) in the
+        # head's access log: counted, not shown.
+        self.own_requests = 0
         self.reason: str | None = None
         self.explaining: list[str] = []
 
@@ -170,46 +177,63 @@ class LogPane(Vertical):
         self._refresh_head()
 
     # ingest: called for every line; must stay O(1) and never touch the screen
-    def push(self, line: str) -> None:
+    def push(self, line: str, kind: str = "info", own: bool = False) -> None:
+        """One line with its kind (from core.logclass); `own`: a request of ours, folded."""
+        self.received += 1
+        if own:
+            self.own_requests += 1
+            return
         if len(self._pending) == self._pending.maxlen:
             self.dropped += 1
-        self._pending.append(line)
-        self.received += 1
-
-    def push_many(self, lines: list[str]) -> None:
-        for line in lines:
-            self.push(line)
+        self._pending.append((line, kind))
 
     def flush(self) -> None:
         """Move pending lines into the log in one write (the timer calls this)."""
         if not self._pending or not self.is_mounted:
             return
+        logs = self.query(RankLog)
+        if not logs:
+            return  # not composed yet: the next tick writes them
         batch = list(self._pending)
         self._pending.clear()
         self._all.extend(batch)
         shown = self._shown(batch)
         if shown:
-            self.query_one(RankLog).add_lines(shown)
+            logs.first().add_lines(shown)
 
     @property
     def lines(self) -> list[str]:
         """Every line kept (raw, unfiltered), oldest first."""
-        return list(self._all) + list(self._pending)
+        return [line for line, _kind in list(self._all) + list(self._pending)]
 
-    def _shown(self, lines: list[str]) -> list[str]:
+    @property
+    def filter_error(self) -> str | None:
+        """Why the filter is not a regular expression (it then matches as plain text)."""
+        if not self.filter_text:
+            return None
+        try:
+            re.compile(self.filter_text)
+        except re.error as exc:
+            return str(exc)
+        return None
+
+    def _shown(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
         if self.filter_text:
             try:
                 pattern = re.compile(self.filter_text, re.IGNORECASE)
-                lines = [line for line in lines if pattern.search(line)]
+                lines = [lk for lk in lines if pattern.search(lk[0])]
             except re.error:
                 needle = self.filter_text.lower()
-                lines = [line for line in lines if needle in line.lower()]
-        return [compact_line(line) for line in lines] if self.compact else lines
+                lines = [lk for lk in lines if needle in lk[0].lower()]
+        if self.compact:
+            return [(compact_line(line), kind) for line, kind in lines]
+        return lines
 
     def _rewrite(self) -> None:
-        if not self.is_mounted:
+        logs = self.query(RankLog) if self.is_mounted else None
+        if not logs:
             return
-        log = self.query_one(RankLog)
+        log = logs.first()
         log.clear()
         log.follow = True
         log.add_lines(self._shown(list(self._all)))
@@ -229,7 +253,7 @@ class LogPane(Vertical):
     def show_failure(self, reason: str, lines: list[str]) -> None:
         """Show why this rank failed above its log (the lines that explain it)."""
         self.reason, self.explaining = reason, list(lines)
-        if not self.is_mounted:
+        if not self.is_mounted or not self.query(f"#why-{self.rank}"):
             self.call_after_refresh(self.show_failure, reason, lines)
             return
         self.add_class("failed")
@@ -247,8 +271,13 @@ class LogPane(Vertical):
         self._refresh_head()
 
     def _refresh_head(self) -> None:
-        if self.is_mounted:
-            self.query_one(f"#head-{self.rank}", Static).update(self._head_text())
+        if not self.is_mounted:
+            return
+        heads = self.query(f"#head-{self.rank}")
+        if heads:
+            heads.first(Static).update(self._head_text())
+        else:  # mounted, children not yet: once they are
+            self.call_after_refresh(self._refresh_head)
 
     def _head_text(self) -> Text:
         """`rank 0 spark-a head  loading 63% ━━━━──`, shortened to fit the pane."""
@@ -267,6 +296,11 @@ class LogPane(Vertical):
             tail.append(f" {self.progress:.0%}")
         if self.filter_text:
             tail.append(f"  /{self.filter_text}", style="italic")
+            if self.filter_error:
+                tail.append(" (not a regex: plain text)", style="bold red")
+        if self.own_requests:
+            n = self.own_requests
+            tail.append(f"  {n} own request{'' if n == 1 else 's'} hidden", style="dim")
         # Drop the role, then shorten "rank 0" to "#0", before anything else gets cut.
         for label, role in ((f"rank {self.rank}", self.role), (f"#{self.rank}", None)):
             head = Text(no_wrap=True, overflow="ellipsis")

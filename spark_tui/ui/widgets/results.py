@@ -58,6 +58,21 @@ def smoke_line(results: list[dict[str, Any]], wide: bool = True) -> Text:
     return text
 
 
+def endpoint_line(endpoint: Any, wide: bool = True) -> Text:
+    """`API http://10.0.0.1:8000/v1  from your machine: ssh -N -L ...` (narrow: the tunnel
+    command alone, which is what a user on another machine needs)."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if wide:
+        text.append("API ", style="bold")
+        text.append(endpoint.api_url)
+        text.append("  from your machine: ", style="dim")
+        text.append(endpoint.tunnel, style="dim")
+    else:
+        text.append("API: ", style="bold")
+        text.append(endpoint.tunnel)
+    return text
+
+
 def _figure(level: dict[str, Any], name: str) -> float | None:
     value = (level.get("figures") or {}).get(name)
     return None if value is None else float(value)
@@ -114,6 +129,7 @@ class ResultsBar(VerticalScroll, can_focus=True):
         self.smoke: list[dict[str, Any]] | None = None
         self.levels: list[dict[str, Any]] | None = None
         self.compare: Text | None = None
+        self.endpoint: Any = None  # service.events.Endpoint
 
     def compose(self) -> ComposeResult:
         yield Static(self.status, id="results-body")
@@ -127,6 +143,8 @@ class ResultsBar(VerticalScroll, can_focus=True):
         when wide."""
         wide = self.wide
         lines: list[Text] = [self.status.copy()]
+        if self.endpoint is not None:
+            lines.append(endpoint_line(self.endpoint, wide))
         if self.smoke:
             lines.append(smoke_line(self.smoke, wide))
         chart = sweep_chart(self.levels, wide) if self.levels else None
@@ -171,6 +189,11 @@ class ResultsBar(VerticalScroll, can_focus=True):
 
     def set_compare(self, text: Text | None) -> None:
         self.compare = text
+        self._redraw()
+
+    def set_endpoint(self, endpoint: Any) -> None:
+        """The API's URL and the tunnel command (None: no cluster)."""
+        self.endpoint = endpoint
         self._redraw()
 
     def clear_results(self) -> None:

@@ -1,0 +1,67 @@
+"""`spark-tui tune RECIPE --set K=V (--inventory FILE | --hosts ...) [--baseline RUN |
+--new-baseline] [--json]`: one changed setting on the running cluster, measured against
+the baseline (`spark_tui.service.tune`). Exit 1 when the relaunch or its smoke checks fail."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from spark_tui.core.errors import EXIT_OK, InputError
+
+
+async def _tune(args: argparse.Namespace) -> int:
+    from spark_tui.commands.terminal import consume, session, show
+    from spark_tui.core.recipe_loader import find_recipe
+    from spark_tui.service import events as ev
+    from spark_tui.service.evaluate import parse_sets
+
+    change = parse_sets(args.sets)
+    if len(change) != 1:
+        raise InputError(
+            f"tune changes one setting at a time, not {len(change)}",
+            "pass exactly one --set KEY=VALUE (earlier changes: `spark-tui launch --set`)",
+        )
+    ((key, value),) = change.items()
+    from spark_tui.commands.bench import bench_config
+
+    recipe = find_recipe(args.recipe)
+    s = session(args, bench_config=bench_config(args))
+    compared: list[ev.Compared] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ev.Compared):
+            compared.append(event)
+        else:
+            show(event)
+
+    try:
+        await consume(
+            s.tune(
+                recipe,
+                key,
+                value,
+                baseline=args.baseline,
+                new_baseline=args.new_baseline,
+                follow=False,
+            ),
+            flags={ev.REPLACE_STALE: None, ev.INSIST: True if args.force else None},
+            on_event=on_event,
+        )
+    finally:
+        await s.close()
+    done = compared[-1]
+    if args.json:
+        out = {**done.comparison.to_dict(), "notes": list(done.notes), "smoke_ok": done.smoke_ok}
+        print(json.dumps(out, indent=2))
+    else:
+        print(done.comparison.to_text())
+        for note in done.notes[len(done.comparison.notes) :]:
+            print(f"note: {note}")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from spark_tui.commands._interrupts import run_command
+
+    return int(run_command(lambda: _tune(args)))

@@ -1,0 +1,204 @@
+"""The one recipe pipeline: recipe -> overrides -> render -> fit -> plan.
+
+`check`, `plan`, `launch`, the cockpit's recipe list, fit panel and setting editor all go
+through `evaluate`. It is pure (no I/O beyond the recipe files `find_recipe` reads) and
+imports neither asyncssh nor the Docker SDK, so the offline commands stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tui.core.errors import SparkError
+from spark_tui.core.facts import ModelFacts, NodeFacts
+from spark_tui.core.fit import Finding, FitReport
+from spark_tui.core.plan import LaunchPlan
+from spark_tui.core.recipe import Recipe
+
+# Settings offered first in the editor and shown in the recipe details: the ones the
+# playbook says to tune.
+TUNABLE = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+    "tensor_parallel",
+    "tool_call_parser",
+    "reasoning_parser",
+)
+# (recipe, nodes, argv) -> the model facts, and a finding about where they came from.
+FactsFor = Callable[[Recipe, list[NodeFacts], list[str]], tuple[ModelFacts, Finding | None]]
+# What vLLM budgets when a command does not say (--gpu-memory-utilization's default).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+
+@dataclass
+class Evaluation:
+    """A recipe with overrides on some nodes: settings, argv, fit report and plan.
+
+    `problem` holds the error (message and remedy) when the recipe or an override is
+    invalid; the other fields are then as far as the pipeline got.
+    """
+
+    recipe: Recipe
+    overrides: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    served_model: str | None = None
+    report: FitReport | None = None
+    plan: LaunchPlan | None = None
+    problem: SparkError | None = None
+    model_facts: ModelFacts | None = None
+    # Memory (bytes per node) our own running cluster holds and that this evaluation
+    # counted as available, because launching replaces that cluster.
+    credited: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str | None:
+        return self.report.verdict if self.report is not None else None
+
+    @property
+    def settings_shown(self) -> dict[str, Any]:
+        """The tunable settings and the user's overrides; a removed setting reads "none"
+        (as it is typed: `--set tool_call_parser=none`), never Python's None."""
+        shown = {k: v for k, v in self.settings.items() if k in TUNABLE}
+        shown.update(self.settings_overridden)
+        return {k: ("none" if v is None else v) for k, v in shown.items()}
+
+    @property
+    def settings_overridden(self) -> dict[str, Any]:
+        """The overridden settings with their typed values."""
+        return {k: self.settings.get(k, v) for k, v in self.overrides.items()}
+
+    def needs_insisting(self) -> bool:
+        """The fit check says no (or cannot say): launching needs the user's yes."""
+        return self.verdict in ("does_not_fit", "unknown")
+
+
+def load_recipes(warn: Callable[[str], None]) -> list[Recipe]:
+    """Bundled and user recipes (a user recipe hides the bundled one of its name); a broken
+    user recipe is reported through `warn`, not fatal."""
+    from spark_tui.core.errors import RecipeError
+    from spark_tui.core.recipe_loader import list_recipes, shadowed
+
+    errors: list[RecipeError] = []
+    recipes = list_recipes(errors=errors)
+    for exc in errors:
+        warn(f"{exc.message} → {exc.remedy}")
+    hidden = shadowed(recipes)
+    return [r for r in recipes if (r.name, r.origin) not in hidden]
+
+
+def parse_sets(sets: Sequence[str]) -> dict[str, str]:
+    """`--set K=V` items as a mapping (the last one of a key wins)."""
+    from spark_tui.core.overrides import parse_set
+
+    return dict(parse_set(item) for item in sets)
+
+
+def gpu_memory_utilization(argv: Sequence[str]) -> float:
+    """The memory share a `vllm serve` argv budgets (vLLM's default when it does not say)."""
+    from spark_tui.core.render import flag_value
+
+    value = flag_value(list(argv), "--gpu-memory-utilization")
+    try:
+        return float(value) if value is not None else DEFAULT_GPU_MEMORY_UTILIZATION
+    except ValueError:
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def held_by_ours(node: NodeFacts, utilization: float) -> int:
+    """Memory a running rank of ours holds on `node`: its budget, at most what is in use."""
+    total = node.memory_total_bytes
+    if total is None or node.memory_available_bytes is None:
+        return 0
+    used = max(0, total - node.memory_available_bytes)
+    return min(used, int(total * utilization))
+
+
+def credit_memory(nodes: Sequence[NodeFacts], held: Mapping[str, int]) -> list[NodeFacts]:
+    """The nodes as a launch that replaces our running cluster will find them."""
+    out = []
+    for node in nodes:
+        extra = held.get(node.name, 0)
+        if extra and node.memory_available_bytes is not None:
+            free = node.memory_available_bytes + extra
+            if node.memory_total_bytes is not None:
+                free = min(free, node.memory_total_bytes)
+            node = dataclasses.replace(node, memory_available_bytes=free)
+        out.append(node)
+    return out
+
+
+def evaluate(
+    recipe: Recipe,
+    overrides: Mapping[str, Any] | Sequence[str],
+    nodes: Sequence[NodeFacts],
+    *,
+    held: Mapping[str, int] | None = None,
+    hf_token_set: bool | None = None,
+    cluster_id: str | None = None,
+    facts_for: FactsFor | None = None,
+) -> Evaluation:
+    """Apply the overrides, render the command, check the fit and build the plan.
+
+    Never raises a SparkError: an invalid recipe or override is the evaluation's
+    `problem`. With no nodes, it stops after rendering. `held`: memory per node that our
+    running cluster holds and a launch would get back (see `held_by_ours`).
+    `hf_token_set`: whether HF_TOKEN reaches the containers (default: this environment's).
+    `facts_for(recipe, nodes, argv)`: the model facts and a finding about them (e.g. the
+    Hub's, for `check`); default: the recipe's metadata and the nodes' caches.
+    """
+    from spark_tui.core.fit import check_fit
+    from spark_tui.core.model_facts import resolve_model_facts
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.plan import build_plan
+    from spark_tui.core.render import render_argv, render_env
+    from spark_tui.core.serve_args import parse_serve_args
+
+    out = Evaluation(recipe)
+    try:
+        sets = parse_sets(overrides) if _is_list(overrides) else dict(overrides)  # type: ignore[arg-type]
+        out.overrides = sets
+        out.settings = apply_overrides(recipe, sets)
+        out.argv = render_argv(recipe, out.settings)
+        out.env = render_env(recipe)
+        out.served_model = _served_name(parse_serve_args(out.argv).served_model_name)
+        out.served_model = out.served_model or recipe.model
+        if not nodes:
+            return out
+        seen = list(nodes)
+        if held:
+            seen = credit_memory(seen, held)
+            out.credited = {k: v for k, v in held.items() if v}
+        token = bool(os.environ.get("HF_TOKEN")) if hf_token_set is None else hf_token_set
+        finding = None
+        if facts_for is not None:
+            facts, finding = facts_for(recipe, seen, out.argv)
+        else:
+            facts = resolve_model_facts(recipe, seen)
+        out.model_facts = facts
+        out.report = check_fit(recipe, out.argv, out.env, seen, facts, hf_token_set=token)
+        if finding is not None:
+            out.report.findings.append(finding)
+        out.plan = build_plan(recipe, out.settings, seen, cluster_id)
+    except SparkError as exc:
+        out.problem = exc
+    return out
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, list | tuple)
+
+
+def _served_name(value: Any) -> str | None:
+    if isinstance(value, list | tuple):
+        return str(value[0]) if value else None
+    return str(value) if value else None

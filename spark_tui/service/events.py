@@ -1,0 +1,179 @@
+"""The typed events the service's actions emit, questions to the user included.
+
+The operations' events (rank states, log lines, notices, ready) pass through unchanged;
+the service adds what a whole action produces (a probe, an endpoint, a smoke check, a
+benchmark level, a record in the history, a comparison) and `Question`, which the
+consumer answers with `reply()` before it asks for the next event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.ops.events import (
+    ClusterReady,
+    LogLine,
+    NodeReachable,
+    NodeUnreachable,
+    Notice,
+    RankState,
+    RankStateChanged,
+    ResultEvent,
+)
+
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
+    from spark_tui.ops.compare import Comparison
+    from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.service.evaluate import Evaluation
+
+__all__ = [
+    "BenchDone",
+    "BenchLevel",
+    "BenchProgressed",
+    "ClusterReady",
+    "Compared",
+    "Endpoint",
+    "Evaluated",
+    "LogLine",
+    "NodeReachable",
+    "NodeUnreachable",
+    "Notice",
+    "Probed",
+    "Question",
+    "RankState",
+    "RankStateChanged",
+    "Recorded",
+    "ResultEvent",
+    "SmokeChecked",
+    "SmokeDone",
+    "Stopped",
+]
+
+# Question kinds.
+HOST_KEY = "host_key"  # an unknown host key: trust it?
+REPLACE_STALE = "replace_stale"  # containers of ours from an earlier run: remove them?
+INSIST = "insist"  # the fit check refuses (or cannot check) the launch: launch anyway?
+
+
+@dataclass(eq=False)
+class Question:
+    """Something only the user can decide. The consumer calls `reply(yes)`; a question
+    left unanswered when the consumer asks for the next event takes `default`."""
+
+    kind: str
+    title: str
+    text: str
+    default: bool = False
+    yes_label: str = "Yes"
+    data: dict[str, Any] = field(default_factory=dict)
+    answer: bool | None = None
+
+    def reply(self, yes: bool) -> None:
+        self.answer = bool(yes)
+
+    @property
+    def yes(self) -> bool:
+        return self.default if self.answer is None else self.answer
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The nodes as probed: facts for each reachable node, the error of each other one."""
+
+    nodes: list[NodeFacts]
+    errors: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name -> (msg, fix)
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A recipe evaluated on the nodes (see `service.evaluate`)."""
+
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the service's OpenAI API is: on the head, through our forward, and the
+    command that opens the same tunnel from the user's machine."""
+
+    cluster_id: str
+    head: str
+    api_url: str  # as seen on the head, e.g. http://127.0.0.1:8000/v1
+    local_url: str | None  # our forward's local end, when we opened one
+    tunnel: str  # ssh -N -L ... : works with the inventory's port, user and key
+
+
+@dataclass(frozen=True)
+class SmokeChecked:
+    """One smoke check finished."""
+
+    result: SmokeResult
+
+
+@dataclass(frozen=True)
+class SmokeDone:
+    """Every smoke check finished; `run_id` is its history record (None if not recorded)."""
+
+    base_url: str
+    results: list[SmokeResult]
+    run_id: str | None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and all(r.ok for r in self.results)
+
+
+@dataclass(frozen=True)
+class BenchProgressed:
+    """Where a running benchmark is."""
+
+    progress: BenchProgress
+
+
+@dataclass(frozen=True)
+class BenchLevel:
+    """One concurrency level finished (its figures, as in the history)."""
+
+    level: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BenchDone:
+    """The benchmark finished (or was cancelled: `result.cancelled`)."""
+
+    result: BenchResult
+    config: BenchConfig
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A run was written to the history (or could not be: `error`)."""
+
+    kind: str
+    run_id: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A benchmark compared with its baseline, with the comparison's notes."""
+
+    baseline_id: str
+    run_id: str
+    comparison: Comparison
+    smoke_ok: bool | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What a stop removed; `left` is empty when nothing of ours is left."""
+
+    cluster_id: str | None
+    removed: list[tuple[str, str]]
+    left: list[tuple[str, str]] = field(default_factory=list)
+    killed: list[tuple[str, str]] = field(default_factory=list)  # ignored SIGTERM: SIGKILLed

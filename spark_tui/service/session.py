@@ -1,0 +1,696 @@
+"""One cockpit or CLI run over the nodes: the connection pool, the cluster it launched or
+attached to, and every user action as one async generator of typed events.
+
+Actions: `discover` / `probe` (nodes), `evaluate` (see `service.evaluate`), `launch`,
+`attach`, `stop`, `status`, `smoke` and `bench` (see `service.measure`), `tune` (see
+`service.tune`). A question to the user (trust a host key, replace stale containers,
+launch although the fit check refuses) is a `Question` event the consumer answers.
+
+The methods whose names start with `_` are the only places that touch the nodes or the
+API; a test double replaces them, the rest runs as in the product.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.service import events as ev
+from spark_tui.service.endpoint import head_node, tunnel_command
+from spark_tui.service.evaluate import (
+    Evaluation,
+    evaluate,
+    gpu_memory_utilization,
+    held_by_ours,
+)
+from spark_tui.service.pump import Ask, Emit, pump
+
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.inventory import InventoryNode
+    from spark_tui.core.plan import LaunchPlan
+    from spark_tui.core.recipe import Recipe
+    from spark_tui.ops.bench import BenchConfig, BenchProgress, LevelResult
+    from spark_tui.ops.cluster import ClusterStatus, StopReport
+    from spark_tui.ops.history import History, Run
+    from spark_tui.ops.launch import StaleContainer
+    from spark_tui.ops.smoke import SmokeResult
+
+
+@dataclass
+class Cluster:
+    """The cluster this session launched or attached to, and what is known about its API."""
+
+    cluster_id: str
+    recipe: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    ranks: list[tuple[int, str]] = field(default_factory=list)  # (rank, node)
+    head_argv: list[str] = field(default_factory=list)
+    plan: LaunchPlan | None = None
+    base_url: str | None = None  # our forward's local end, once ready
+    endpoint: ev.Endpoint | None = None
+    launch_run: Run | None = None
+    ready: bool = False
+    failed: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Containers of this cluster may be running (a failed launch removed them)."""
+        return not self.failed
+
+    @property
+    def model(self) -> str | None:
+        argv = self.head_argv
+        if len(argv) > 2 and argv[1] == "serve":
+            return _flag(argv, "--served-model-name") or argv[2]
+        return None
+
+    @property
+    def utilization(self) -> float:
+        return gpu_memory_utilization(self.head_argv)
+
+    @property
+    def api_port(self) -> int:
+        from spark_tui.core.plan import DEFAULT_API_PORT
+
+        value = _flag(self.head_argv, "--port")
+        return int(value) if value and value.isdigit() else DEFAULT_API_PORT
+
+
+@dataclass
+class ApiTarget:
+    """An API to measure, and what the serve command says about it."""
+
+    base_url: str
+    via_cluster: bool = False
+    model: str | None = None
+    expect_reasoning: bool | None = None
+    tool_call_parser: str | None = None
+    launch: Run | None = None
+
+
+def _flag(argv: Sequence[str], flag: str) -> str | None:
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            return str(argv[i + 1])
+        if tok.startswith(flag + "="):
+            return tok.split("=", 1)[1]
+    return None
+
+
+def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget:
+    """What a head rank's `vllm serve` argv says about the service (model, parsers)."""
+    argv = [str(a) for a in argv]
+    t = ApiTarget(base_url, **kw)
+    if len(argv) > 2 and argv[1] == "serve":
+        t.model = _flag(argv, "--served-model-name") or argv[2]
+        t.expect_reasoning = _flag(argv, "--reasoning-parser") is not None
+        t.tool_call_parser = _flag(argv, "--tool-call-parser")
+    return t
+
+
+class Session:
+    """The nodes of one run, their pool and our cluster on them (see module doc)."""
+
+    simulated = False
+
+    def __init__(
+        self,
+        nodes: Sequence[InventoryNode],
+        *,
+        accept_new_host_keys: bool = False,
+        history: History | None = None,
+        bench_config: BenchConfig | None = None,
+        label: str | None = None,
+        reattach_hint: str | None = None,
+    ) -> None:
+        self.inventory = list(nodes)
+        self.accept_new_host_keys = accept_new_host_keys
+        self._history = history
+        self._bench_config = bench_config
+        self.label = label or f"{len(self.inventory)} nodes: " + ", ".join(
+            n.name for n in self.inventory
+        )
+        self.reattach_hint = reattach_hint or "`spark-tui` with the same --inventory or --hosts"
+        self.pool: Any = None
+        self.facts: list[NodeFacts] = []
+        self.errors: dict[str, tuple[str, str | None]] = {}
+        self.cluster: Cluster | None = None
+        # Set when the user chose to leave the cluster running: an interrupted launch then
+        # leaves its ranks too.
+        self.keep_on_cancel = False
+        self._ask: Ask | None = None
+
+    # -- what the session holds ----------------------------------------------------------
+
+    @property
+    def history(self) -> History:
+        if self._history is None:
+            from spark_tui.ops.history import History
+
+            self._history = History()
+        return self._history
+
+    @property
+    def bench_config(self) -> BenchConfig:
+        """The benchmark settings of this run: the same in the CLI and the cockpit."""
+        if self._bench_config is None:
+            from spark_tui.ops.bench import BenchConfig
+
+            self._bench_config = BenchConfig()
+        return self._bench_config
+
+    @property
+    def reachable(self) -> list[NodeFacts]:
+        return [n for n in self.facts if n.name not in self.errors]
+
+    def held_memory(self) -> dict[str, int]:
+        """Memory our running cluster holds per node (a launch replacing it gets it back)."""
+        cluster = self.cluster
+        if cluster is None or not cluster.running:
+            return {}
+        nodes = {node for _rank, node in cluster.ranks}
+        util = cluster.utilization
+        return {n.name: held_by_ours(n, util) for n in self.reachable if n.name in nodes}
+
+    def evaluate(self, recipe: Recipe, overrides: Mapping[str, Any]) -> Evaluation:
+        """The recipe pipeline on the reachable nodes, counting our cluster's memory as free."""
+        return evaluate(recipe, overrides, self.reachable, held=self.held_memory())
+
+    def endpoint(self, cluster_id: str, head: str, api_port: int) -> ev.Endpoint:
+        """The API on `head` and the tunnel command for it from the inventory."""
+        node = head_node(self.inventory, head)
+        address = node.host if node else head
+        tunnel = (
+            tunnel_command(node, api_port)
+            if node
+            else f"ssh -N -L {api_port}:127.0.0.1:{api_port} {head}"
+        )
+        local = (
+            self.cluster.base_url
+            if self.cluster and self.cluster.cluster_id == cluster_id
+            else None
+        )
+        return ev.Endpoint(
+            cluster_id=cluster_id,
+            head=head,
+            api_url=f"http://{address}:{api_port}/v1",
+            local_url=local,
+            tunnel=tunnel,
+        )
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def discover(self) -> AsyncIterator[Any]:
+        """Connect to every node (unknown host keys are questions) and probe them: Probed."""
+        return self._pumped(self._discover)
+
+    def probe(self) -> AsyncIterator[Any]:
+        """Probe again (reconnecting nodes that dropped): Probed."""
+        return self._pumped(self._discover)
+
+    async def _discover(self, emit: Emit, ask: Ask) -> None:
+        await self._open()
+        facts = await self._probe()
+        self.facts = facts
+        self.errors = {}
+        for node in facts:
+            if node.errors and node.memory_total_bytes is None:
+                message, _, remedy = node.errors[0].partition(" (remedy: ")
+                self.errors[node.name] = (message, remedy.rstrip(")") or None)
+        emit(ev.Probed(list(facts), dict(self.errors)))
+
+    async def confirm_host_key(self, host: str, fingerprint: str) -> bool:
+        """The pool's host-key callback: a question to whoever consumes the action."""
+        if self._ask is None:
+            return False
+        question = ev.Question(
+            ev.HOST_KEY,
+            "Unknown host key",
+            f"The authenticity of {host} can't be established.\n"
+            f"Its key fingerprint is {fingerprint}.\nTrust it and connect?",
+            default=False,
+            yes_label="Trust",
+            data={"host": host, "fingerprint": fingerprint},
+        )
+        return await self._ask(question)
+
+    def _pumped(self, work: Any) -> AsyncIterator[Any]:
+        async def run(emit: Emit, ask: Ask) -> None:
+            previous, self._ask = self._ask, ask
+            try:
+                await work(emit, ask)
+            finally:
+                self._ask = previous
+
+        return pump(run)
+
+    # -- launch ------------------------------------------------------------------------------
+
+    def launch(
+        self,
+        recipe: Recipe,
+        overrides: Mapping[str, Any],
+        *,
+        insist: bool | None = None,
+        replace: bool | None = None,
+        wait_ready: bool = True,
+        follow: bool = True,
+        keep_failed: bool = False,
+        ready_timeout: float = 1800.0,
+    ) -> AsyncIterator[Any]:
+        """Replace a running cluster of ours (asked unless `replace`), probe, evaluate,
+        refuse a launch the fit check says no to (asked unless `insist`), start every
+        rank, follow them to ready and record the launch (with its image digests and
+        model revision, failed or not). Raises LaunchFailed when a rank fails."""
+
+        async def work(emit: Emit, ask: Ask) -> None:
+            await self._launch_work(
+                emit,
+                ask,
+                recipe,
+                dict(overrides),
+                insist=insist,
+                replace=replace,
+                wait_ready=wait_ready,
+                follow=follow,
+                keep_failed=keep_failed,
+                ready_timeout=ready_timeout,
+            )
+
+        return self._pumped(work)
+
+    async def _launch_work(
+        self,
+        emit: Emit,
+        ask: Ask,
+        recipe: Recipe,
+        overrides: dict[str, Any],
+        *,
+        insist: bool | None,
+        replace: bool | None,
+        wait_ready: bool,
+        follow: bool,
+        keep_failed: bool,
+        ready_timeout: float,
+        record: bool = True,
+        on_ready: Any = None,
+    ) -> Cluster:
+        from spark_tui.ops.launch import LaunchFailed
+
+        await self._open(strict=True)
+        await self._replace_running(emit, ask, replace)
+        await self._discover(emit, ask)
+        evaluation = self.evaluate(recipe, overrides)
+        emit(ev.Evaluated(evaluation))
+        if evaluation.problem is not None:
+            raise evaluation.problem
+        if evaluation.plan is None:
+            raise OperationFailed(
+                "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
+            )
+        if evaluation.needs_insisting() and not insist:
+            await self._insist(ask, recipe, evaluation)
+        plan = evaluation.plan
+        cluster = Cluster(
+            plan.cluster_id,
+            recipe.name,
+            overrides=dict(overrides),
+            ranks=[(r.rank, r.node) for r in plan.ranks],
+            head_argv=list(plan.head.argv),
+            plan=plan,
+        )
+        self.cluster = cluster
+        cluster.endpoint = self.endpoint(plan.cluster_id, plan.head.node, cluster.api_port)
+        emit(cluster.endpoint)
+
+        async def replace_stale(stale: list[StaleContainer]) -> bool:
+            if replace:
+                return True
+            names = ", ".join(f"{s.name} on {s.node}" for s in stale)
+            return await ask(
+                ev.Question(
+                    ev.REPLACE_STALE,
+                    "Stale containers",
+                    f"Containers of an earlier spark-tui run hold the ranks' names: {names}.\n"
+                    "Remove them and launch?",
+                    default=False,
+                    yes_label="Remove and launch",
+                    data={"containers": [s.name for s in stale]},
+                )
+            )
+
+        digests: dict[str, str] = {}
+        started = False
+        try:
+            async for event in self._launch_events(
+                plan,
+                replace_stale,
+                keep_failed=keep_failed,
+                wait_ready=wait_ready,
+                follow=follow,
+                ready_timeout=ready_timeout,
+            ):
+                if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
+                    started = True
+                if isinstance(event, ev.ResultEvent) and event.kind == "launch":
+                    digests = dict(event.payload.get("image_digests") or {})
+                    continue
+                if isinstance(event, ev.ClusterReady):
+                    cluster.base_url = event.base_url
+                    cluster.ready = True
+                    cluster.endpoint = self.endpoint(
+                        plan.cluster_id, plan.head.node, cluster.api_port
+                    )
+                    if record:
+                        cluster.launch_run = self._record_launch(emit, cluster, digests, True)
+                    emit(event)
+                    emit(cluster.endpoint)
+                    if on_ready is not None:
+                        on_ready(cluster, digests)
+                    continue
+                emit(event)
+        except LaunchFailed as exc:
+            cluster.failed = True
+            if record and cluster.launch_run is None:
+                cluster.launch_run = self._record_launch(emit, cluster, digests, False)
+            elif record and cluster.launch_run is not None:
+                # It was ready, then a rank failed: the same run, now failed.
+                run = cluster.launch_run
+                run.ok = False
+                run.notes.append(f"failed after it was ready: {exc.message}")
+                with contextlib.suppress(OSError):
+                    cluster.launch_run = self.history.save(run)
+            raise
+        except asyncio.CancelledError:
+            # Interrupted before the cluster was up: remove what this launch started.
+            if started and not cluster.ready and not self.keep_on_cancel:
+                cluster.failed = True
+                with contextlib.suppress(SparkError):
+                    await asyncio.shield(self._stop(plan.cluster_id, None))
+            raise
+        except SparkError:
+            cluster.failed = True
+            raise
+        if record and cluster.launch_run is None:
+            # Started without waiting for ready: recorded with an open outcome.
+            cluster.launch_run = self._record_launch(emit, cluster, digests, None)
+        return cluster
+
+    async def _replace_running(self, emit: Emit, ask: Ask, replace: bool | None) -> None:
+        """A cluster of ours already on the nodes holds the memory a launch needs."""
+        running = [c for c in await self._status() if c.ranks]
+        if not running:
+            return
+        names = ", ".join(f"{c.cluster_id} ({c.recipe})" for c in running)
+        if not replace:
+            yes = replace is None and await ask(
+                ev.Question(
+                    ev.REPLACE_STALE,
+                    "A cluster of ours is on these nodes",
+                    f"spark-tui cluster {names} is on these nodes and holds their memory.\n"
+                    "Stop it and launch this one?",
+                    default=False,
+                    yes_label="Stop it and launch",
+                    data={"clusters": [c.cluster_id for c in running]},
+                )
+            )
+            if not yes:
+                raise OperationFailed(
+                    f"spark-tui cluster {names} is already on these nodes",
+                    "stop it first (`spark-tui stop` with the same --inventory/--hosts), "
+                    "or pass --replace to stop it and launch this one",
+                )
+        emit(ev.Notice("info", f"replacing {names}: stopping every rank first"))
+        report = await self._stop(None, emit)
+        emit(ev.Stopped(None, list(report.removed), list(report.left)))
+        self.cluster = None
+
+    async def _insist(self, ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
+        report = evaluation.report
+        findings = report.findings if report else []
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            reasons = "\n".join(f"• {f.message}\n  → {f.remedy}" for f in errors)
+        else:
+            reasons = "• facts are missing: " + "; ".join(f.message for f in findings)
+        verdict = "does not fit" if evaluation.verdict == "does_not_fit" else "cannot be checked"
+        yes = await ask(
+            ev.Question(
+                ev.INSIST,
+                "Launch refused by the fit check",
+                f"{recipe.name} {verdict} on these nodes:\n{reasons}\n\n"
+                "vLLM will most likely fail at startup. Launch anyway?",
+                default=False,
+                yes_label="Launch anyway",
+                data={"verdict": evaluation.verdict},
+            )
+        )
+        if not yes:
+            raise OperationFailed(
+                f"launch of {recipe.name} refused by the fit check: it {verdict} on these "
+                "nodes (see the findings)",
+                "follow a finding's remedy, or insist (--force) to launch anyway",
+            )
+
+    def _record_launch(
+        self, emit: Emit, cluster: Cluster, digests: dict[str, str], ok: bool | None
+    ) -> Run | None:
+        from spark_tui.core.facts import cached_revision
+
+        plan = cluster.plan
+        if plan is None:
+            return None
+        try:
+            run = self.history.record_launch(
+                plan,
+                overrides=cluster.overrides,
+                digests=digests,
+                revision=cached_revision(self.reachable, plan.model),
+                ok=ok,
+            )
+        except (OSError, ValueError, TypeError) as exc:
+            emit(ev.Recorded("launch", None, f"the launch was not recorded: {exc}"))
+            return None
+        emit(ev.Recorded("launch", run.id))
+        return run
+
+    # -- attach, stop, status ---------------------------------------------------------------
+
+    async def running(self) -> ClusterStatus | None:
+        """The running cluster of ours on the nodes, if there is exactly one."""
+        live = [c for c in await self._status() if c.running]
+        return live[0] if len(live) == 1 else None
+
+    def attach(self, found: ClusterStatus) -> AsyncIterator[Any]:
+        """Follow a running cluster of ours like a launch (its logs, ready, failures)."""
+
+        async def work(emit: Emit, ask: Ask) -> None:
+            head = found.ranks[0]
+            cluster = Cluster(
+                found.cluster_id,
+                found.recipe or "?",
+                ranks=[(r.rank, r.node) for r in found.ranks],
+                head_argv=list(head.command),
+            )
+            cluster.launch_run = self.history.launch_of(found.cluster_id, found.recipe)
+            if cluster.launch_run is not None:
+                cluster.overrides = dict(cluster.launch_run.overrides)
+            self.cluster = cluster
+            cluster.endpoint = self.endpoint(found.cluster_id, head.node, cluster.api_port)
+            emit(cluster.endpoint)
+            try:
+                async for event in self._attach_events(found.cluster_id):
+                    if isinstance(event, ev.ClusterReady):
+                        cluster.base_url = event.base_url
+                        cluster.ready = True
+                    emit(event)
+            except SparkError:
+                cluster.failed = True
+                raise
+
+        return self._pumped(work)
+
+    def stop(self, cluster_id: str | None = None) -> AsyncIterator[Any]:
+        """Remove every rank's container (of `cluster_id`, else of all our clusters) and
+        check again that none is left: Stopped. Raises OperationFailed naming any left."""
+
+        async def work(emit: Emit, ask: Ask) -> None:
+            await self._open(strict=True)
+            report = await self._stop(cluster_id, emit)
+            cluster = self.cluster
+            if cluster is not None and cluster_id in (None, cluster.cluster_id):
+                cluster.failed = True
+                cluster.ready = False
+                self.cluster = None
+            emit(
+                ev.Stopped(cluster_id, list(report.removed), list(report.left), list(report.killed))
+            )
+
+        return self._pumped(work)
+
+    async def status(self) -> list[tuple[ClusterStatus, ev.Endpoint]]:
+        """Our clusters on the nodes, each with its endpoint and tunnel command."""
+        await self._open(strict=True)
+        out = []
+        for c in await self._status():
+            head = c.ranks[0] if c.ranks else None
+            if head is None:
+                continue
+            argv = list(head.command)
+            port = Cluster(c.cluster_id, c.recipe or "?", head_argv=argv).api_port
+            out.append((c, self.endpoint(c.cluster_id, head.node, port)))
+        return out
+
+    # -- measuring (see service.measure and service.tune) ----------------------------------
+
+    def smoke(
+        self, *, base_url: str | None = None, model: str | None = None, **kw: Any
+    ) -> AsyncIterator[Any]:
+        from spark_tui.service.measure import smoke
+
+        return self._pumped(
+            lambda emit, ask: smoke(self, emit, base_url=base_url, model=model, **kw)
+        )
+
+    def bench(
+        self,
+        config: BenchConfig | None = None,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+    ) -> AsyncIterator[Any]:
+        from spark_tui.service.measure import bench
+
+        return self._pumped(
+            lambda emit, ask: bench(self, emit, config or self.bench_config, base_url, model)
+        )
+
+    def tune(
+        self,
+        recipe: Recipe,
+        setting: str,
+        value: Any,
+        *,
+        baseline: str | None = None,
+        new_baseline: bool = False,
+        follow: bool = True,
+    ) -> AsyncIterator[Any]:
+        """One change, measured against the baseline (see `service.tune`)."""
+        from spark_tui.service.tune import tune
+
+        return self._pumped(
+            lambda emit, ask: tune(
+                self,
+                emit,
+                ask,
+                recipe,
+                setting,
+                value,
+                baseline=baseline,
+                new_baseline=new_baseline,
+                follow=follow,
+            )
+        )
+
+    async def api_target(self, base_url: str | None, model: str | None) -> ApiTarget:
+        """The API to measure: the one given, our cluster's, or the running cluster's found
+        on the nodes through a forward (valid while the session is open)."""
+        if base_url:
+            return ApiTarget(base_url, model=model)
+        cluster = self.cluster
+        if cluster is not None and cluster.ready and cluster.base_url:
+            t = target_from_argv(cluster.base_url, cluster.head_argv, via_cluster=True)
+            t.launch = cluster.launch_run
+        else:
+            await self._open(strict=True)
+            found = await self._find_api()
+            head = found.ranks[0] if found.ranks else {}
+            t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
+            t.launch = self.history.launch_of(found.cluster_id, found.recipe)
+        t.model = model or t.model
+        return t
+
+    async def connect(self, *, strict: bool = True) -> None:
+        """Open the pool (for commands that use it directly, like `logs`)."""
+        await self._open(strict=strict)
+
+    # -- the seams: the only code that reaches the nodes or the API ------------------------
+
+    async def _open(self, *, strict: bool = False) -> None:
+        """Connect (again) to the nodes; `strict`: any unreachable node is an error (a launch,
+        a stop or a status must not silently leave one out)."""
+        if self.pool is None:
+            from spark_tui.remote.ssh import ConnectionPool
+
+            self.pool = ConnectionPool(
+                self.inventory,
+                accept_new_host_keys=self.accept_new_host_keys,
+                confirm=self.confirm_host_key,
+            )
+        # Opens every node; on later calls reconnects the ones that dropped.
+        await self.pool.open(partial=not strict)
+
+    async def _probe(self) -> list[NodeFacts]:
+        from spark_tui.remote.probe import probe_pool
+
+        return list(await probe_pool(self.pool, partial=True))
+
+    async def _status(self) -> list[ClusterStatus]:
+        from spark_tui.ops.cluster import status
+
+        return list(await status(self.pool))
+
+    def _launch_events(self, plan: LaunchPlan, replace_stale: Any, **kw: Any) -> AsyncIterator[Any]:
+        from spark_tui.ops.launch import launch
+
+        return launch(plan, self.pool, replace_stale=replace_stale, **kw)
+
+    def _attach_events(self, cluster_id: str) -> AsyncIterator[Any]:
+        from spark_tui.ops.attach import attach
+
+        return attach(self.pool, cluster_id)  # type: ignore[no-any-return]
+
+    async def _stop(self, cluster_id: str | None, emit: Emit | None) -> StopReport:
+        from spark_tui.ops.cluster import stop
+
+        return await stop(self.pool, cluster_id, emit=emit)
+
+    async def _find_api(self) -> Any:
+        from spark_tui.ops.attach import find_api
+
+        return await find_api(self.pool)
+
+    def _smoke_checks(self, target: ApiTarget, timeout: float) -> AsyncIterator[SmokeResult]:
+        from spark_tui.ops.smoke import iter_smoke
+
+        return iter_smoke(
+            target.base_url,
+            target.model,
+            expect_reasoning=target.expect_reasoning,
+            tool_call_parser=target.tool_call_parser,
+            timeout=timeout,
+        )
+
+    def _bench_run(
+        self,
+        target: ApiTarget,
+        config: BenchConfig,
+        progress: Callable[[BenchProgress], None],
+        on_level: Callable[[LevelResult], None],
+    ) -> Any:
+        """A `BenchRun` (anything with `run()` and a partial `result`)."""
+        from spark_tui.ops.bench import BenchRun
+
+        return BenchRun(target.base_url, target.model, config, progress=progress, on_level=on_level)
+
+    async def start(self) -> None:
+        """Nothing to start for real nodes (the demo's session starts its simulated ones)."""
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()

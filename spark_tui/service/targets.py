@@ -1,0 +1,108 @@
+"""Which nodes a command or cockpit run is about: an inventory file, `--hosts`, or (offline)
+a facts file. Plain values in, nodes out: no argparse below the commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.core.errors import FactsError, InputError
+
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.inventory import InventoryNode
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The nodes named by the user: exactly one of inventory, hosts or facts."""
+
+    inventory: str | None = None
+    hosts: str | None = None
+    facts: str | None = None
+    accept_new_host_keys: bool = False
+
+    @property
+    def given(self) -> bool:
+        return bool(self.inventory or self.hosts or self.facts)
+
+    def as_flags(self) -> str:
+        """The same nodes as command-line flags (for the remedies we print)."""
+        import shlex
+
+        if self.inventory:
+            return f"--inventory {shlex.quote(self.inventory)}"
+        if self.hosts:
+            return f"--hosts {shlex.quote(self.hosts)}"
+        return f"--facts {shlex.quote(self.facts or '')}"
+
+
+def inventory_nodes(targets: Targets) -> list[InventoryNode]:
+    """The nodes of `--inventory FILE` or `--hosts a,b`, head first."""
+    from spark_tui.core.inventory import hosts_to_inventory, parse_inventory
+
+    if targets.inventory:
+        path = Path(targets.inventory).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FactsError(
+                f"inventory file {targets.inventory!r} does not exist",
+                "write one: nodes: [{name: spark-a, host: 10.0.0.1}, "
+                "{name: spark-b, host: 10.0.0.2}]",
+            ) from None
+        except OSError as exc:
+            raise FactsError(
+                f"cannot read inventory file {targets.inventory!r}: {exc.strerror}",
+                "check the path; an inventory is YAML: nodes: [{name, host}, ...]",
+            ) from None
+        return parse_inventory(text, source=str(targets.inventory))
+    if targets.hosts:
+        return hosts_to_inventory(str(targets.hosts))
+    raise InputError(
+        "no nodes given", "pass --inventory FILE or --hosts spark-a,spark-b (head first)"
+    )
+
+
+def load_facts_file(path: str) -> list[NodeFacts]:
+    """Nodes from a facts file (what `probe --json` printed), head first."""
+    from spark_tui.core.facts import parse_facts
+
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FactsError(
+            f"facts file {path!r} does not exist",
+            "write one with `spark-tui probe --inventory FILE --json > facts.json`",
+        ) from None
+    except OSError as exc:
+        raise FactsError(
+            f"cannot read facts file {path!r}: {exc.strerror}", "check the path"
+        ) from None
+    return parse_facts(text, source=str(path))
+
+
+def node_facts(
+    targets: Targets, run: Callable[[Callable[[], Any]], Any] | None = None
+) -> list[NodeFacts]:
+    """The named nodes' facts: read from a facts file offline, else probed live (`run`
+    runs the probe's coroutine; the commands pass the runner that handles signals)."""
+    if targets.facts:
+        return load_facts_file(targets.facts)
+    if not targets.given:
+        raise InputError(
+            "no nodes given",
+            "pass --facts FILE (offline), --inventory FILE or --hosts spark-a,spark-b",
+        )
+    nodes = inventory_nodes(targets)
+    # Imported only here: the offline path loads neither asyncio nor asyncssh.
+    import asyncio
+
+    from spark_tui.remote.probe import probe_nodes
+
+    accept = targets.accept_new_host_keys
+    runner = run or (lambda main: asyncio.run(main()))
+    return list(runner(lambda: probe_nodes(nodes, accept_new_host_keys=accept)))

@@ -1,0 +1,240 @@
+"""Tuning, the one path for both interfaces: one changed setting, relaunch every rank,
+check every rank carries the change, smoke, the baseline's exact benchmark settings,
+compare with the baseline (and its notes).
+
+The baseline is the run the user picked (`--baseline`, or pinned in the history), else
+the latest benchmark of the running settings measured with this session's benchmark
+settings, else one measured now, before the change. A baseline measured with other
+benchmark settings is never compared figure by figure (see `ops.compare`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.core.errors import InputError, OperationFailed
+from spark_tui.service import events as ev
+from spark_tui.service.measure import run_bench, run_smoke
+
+if TYPE_CHECKING:
+    from spark_tui.core.recipe import Recipe
+    from spark_tui.ops.bench import BenchConfig
+    from spark_tui.ops.history import History, Run
+    from spark_tui.service.pump import Ask, Emit
+    from spark_tui.service.session import Cluster, Session
+
+
+def pick_baseline(
+    history: History,
+    recipe: str,
+    cluster_key: str | None,
+    settings_hash: str | None,
+    config: BenchConfig,
+    *,
+    chosen: str | None = None,
+    new_baseline: bool = False,
+) -> Run | None:
+    """The benchmark to compare with (see module doc); None: measure one first."""
+    if chosen:
+        return history.bench_of(chosen)
+    if new_baseline:
+        return None
+    pinned = history.pinned_baseline(recipe, cluster_key)
+    if pinned is not None:
+        return pinned
+    wanted = config.to_dict()
+    for run in reversed(history.list_runs("bench")):
+        same = (
+            run.recipe == recipe
+            and run.cluster_key == cluster_key
+            and run.settings_hash == settings_hash
+            and (run.results.get("bench") or {}).get("config") == wanted
+            and not (run.results.get("bench") or {}).get("cancelled")
+        )
+        if same:
+            return run
+    return None
+
+
+async def _adopt(session: Session) -> Cluster:
+    """The running cluster to tune: ours, or the one found on the nodes."""
+    from spark_tui.service.session import Cluster
+
+    cluster = session.cluster
+    if cluster is not None and cluster.ready and cluster.base_url:
+        return cluster
+    await session._open(strict=True)
+    found = await session.running()
+    if found is None:
+        raise InputError(
+            "no running spark-tui cluster to tune on these nodes",
+            "launch the recipe first (`spark-tui launch RECIPE --wait`), then change one setting",
+        )
+    api = await session._find_api()
+    head = found.ranks[0]
+    cluster = Cluster(
+        found.cluster_id,
+        found.recipe or "?",
+        ranks=[(r.rank, r.node) for r in found.ranks],
+        head_argv=[str(a) for a in (api.ranks[0].get("argv") if api.ranks else head.command)],
+        base_url=api.base_url,
+        ready=True,
+    )
+    cluster.launch_run = session.history.launch_of(found.cluster_id, found.recipe)
+    if cluster.launch_run is not None:
+        cluster.overrides = dict(cluster.launch_run.overrides)
+    session.cluster = cluster
+    return cluster
+
+
+def _wrong_ranks(ranks: list[tuple[int, list[str]]], setting: str, value: Any) -> list[int]:
+    from spark_tui.ops.tuning import ranks_carry
+
+    plan = {"ranks": [{"rank": rank, "argv": argv} for rank, argv in ranks]}
+    return ranks_carry(plan, setting, value)
+
+
+async def tune(
+    session: Session,
+    emit: Emit,
+    ask: Ask,
+    recipe: Recipe,
+    setting: str,
+    value: Any,
+    *,
+    baseline: str | None = None,
+    new_baseline: bool = False,
+    follow: bool = True,
+) -> None:
+    """The tune action (see module doc). With `follow`, the relaunched cluster's events
+    keep coming after the comparison, as after a launch."""
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.ops.bench import BenchConfig
+    from spark_tui.ops.compare import compare_bench
+    from spark_tui.ops.history import changed_settings
+
+    cluster = await _adopt(session)
+    if cluster.recipe != recipe.name:
+        raise InputError(
+            f"the running cluster serves {cluster.recipe}, not {recipe.name}",
+            f"tune {cluster.recipe}, or stop it and launch {recipe.name} first",
+        )
+    old = dict(cluster.overrides)
+    new = {**old, setting: value}
+    before = apply_overrides(recipe, old).get(setting)
+    typed = apply_overrides(recipe, new).get(setting)
+    if before == typed:
+        raise InputError(
+            f"{setting} is already {before!r}", "pick another value: tuning measures one change"
+        )
+    history = session.history
+    launch_run = cluster.launch_run
+    cluster_key = launch_run.cluster_key if launch_run else None
+    settings_hash = launch_run.settings_hash if launch_run else None
+    base = pick_baseline(
+        history,
+        recipe.name,
+        cluster_key,
+        settings_hash,
+        session.bench_config,
+        chosen=baseline,
+        new_baseline=new_baseline,
+    )
+    if base is None:
+        emit(ev.Notice("info", "measuring the baseline before the change"))
+        target = await session.api_target(None, None)
+        base = await run_bench(session, emit, target, session.bench_config)
+        if base is None:
+            raise OperationFailed(
+                "the baseline benchmark could not be recorded in the history",
+                "check that the history folder is writable, then try again",
+            )
+    else:
+        emit(ev.Notice("info", f"baseline: benchmark {base.id}"))
+    # The rerun uses the baseline's own benchmark settings: like with like.
+    config = BenchConfig.from_dict((base.results.get("bench") or {}).get("config") or {})
+
+    emit(ev.Notice("info", f"stopping {cluster.cluster_id} to relaunch with {setting}={value}"))
+    report = await session._stop(cluster.cluster_id, emit)
+    emit(ev.Stopped(cluster.cluster_id, list(report.removed), list(report.left)))
+    session.cluster = None
+
+    ready = asyncio.Event()
+    launching = asyncio.create_task(
+        session._launch_work(
+            emit,
+            ask,
+            recipe,
+            new,
+            insist=None,
+            replace=None,
+            wait_ready=True,
+            follow=follow,
+            keep_failed=False,
+            ready_timeout=1800.0,
+            on_ready=lambda _c, _d: ready.set(),
+        )
+    )
+    waiter = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait({launching, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            launching.result()  # raises why the relaunch failed
+            raise OperationFailed(
+                f"the relaunch with {setting}={value} ended before it was ready",
+                "read the ranks' logs (`spark-tui logs`)",
+            )
+        relaunched = session.cluster
+        assert relaunched is not None
+        await _check_every_rank(session, relaunched, setting, typed)
+        target = await session.api_target(None, None)
+        results = await run_smoke(session, emit, target)
+        basic = {r.name: r.ok for r in results}
+        if not (basic.get("health") and basic.get("chat")):
+            raise OperationFailed(
+                f"after the change ({setting}={value}) the service fails its smoke checks",
+                "read the failed checks; change the setting back (or another value)",
+            )
+        after = await run_bench(session, emit, target, config)
+        if after is None:
+            raise OperationFailed(
+                "the benchmark after the change could not be recorded",
+                "check that the history folder is writable",
+            )
+        repeats = [r for r in history.repeats_of(base) if r.id not in (base.id, after.id)]
+        comparison = compare_bench(base, after, repeats)
+        notes = list(comparison.notes)
+        if relaunched.launch_run is not None:
+            extra = [
+                c["name"]
+                for c in changed_settings(relaunched.launch_run, base)
+                if c["name"] != setting
+            ]
+            if extra:
+                notes.append("more than one setting differs from the baseline: " + ", ".join(extra))
+        emit(
+            ev.Compared(
+                base.id, after.id, comparison, all(r.ok for r in results), notes=tuple(notes)
+            )
+        )
+        if follow:
+            await launching  # the cluster's logs keep coming until the consumer stops
+    finally:
+        waiter.cancel()
+        if not launching.done() and not follow:
+            launching.cancel()
+
+
+async def _check_every_rank(session: Session, cluster: Cluster, setting: str, value: Any) -> None:
+    """Every rank's container runs with the change (as Docker reports its command)."""
+    found = [c for c in await session._status() if c.cluster_id == cluster.cluster_id]
+    ranks = [(r.rank, [str(a) for a in r.command]) for c in found for r in c.ranks if r.command]
+    if not ranks and cluster.plan is not None:
+        ranks = [(r.rank, list(r.argv)) for r in cluster.plan.ranks]
+    wrong = _wrong_ranks(ranks, setting, value)
+    if wrong or not ranks:
+        raise OperationFailed(
+            f"rank(s) {wrong or 'all'} do not carry {setting}={value}",
+            "the same change must reach every rank: check the plan with `spark-tui plan`",
+        )

@@ -1,0 +1,87 @@
+"""TEST DOUBLE: the product's Session with its node-facing seams replaced by the SIMULATED
+engine run as local subprocesses (one per rank of the plan the session built, on loopback).
+Evaluating, questions, records, smoke checks and benchmarks over HTTP, tuning and comparing
+all run as in the product."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from ops_helpers import two_nodes
+from ops_simengine import SimService, loopback_ranks
+
+from spark_tui.core.facts import NodeFacts
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.core.plan import LaunchPlan
+from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
+from spark_tui.ops.events import ClusterReady, RankState, RankStateChanged, ResultEvent
+from spark_tui.service.session import Session
+
+GIB = 1024**3
+
+
+class EngineSession(Session):
+    """See module doc. `argvs` holds every launch's per-rank argv as the engines ran it."""
+
+    def __init__(self, log_dir: Path, **kw: Any) -> None:
+        nodes = [InventoryNode(n.name, n.address, user="nvidia") for n in two_nodes()]
+        super().__init__(nodes, **kw)
+        self.log_dir = log_dir
+        self.service: SimService | None = None
+        self.running_plan: LaunchPlan | None = None
+        self.running_argvs: list[list[str]] = []
+        self.argvs: list[list[list[str]]] = []
+
+    async def _open(self, *, strict: bool = False) -> None:
+        return None
+
+    async def _probe(self) -> list[NodeFacts]:
+        return [
+            dataclasses.replace(n, memory_available_bytes=120 * GIB, gpu_name="NVIDIA GB10")
+            for n in two_nodes()
+        ]
+
+    async def _status(self) -> list[ClusterStatus]:
+        plan = self.running_plan
+        if plan is None:
+            return []
+        ranks = [
+            RankStatus(r.rank, r.node, r.container.name, "running", "Up", command=argv)
+            for r, argv in zip(plan.ranks, self.running_argvs, strict=True)
+        ]
+        return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
+
+    async def _launch_events(
+        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
+    ) -> AsyncIterator[Any]:
+        ranks, port = loopback_ranks(plan.to_dict())
+        self.argvs.append(ranks)
+        service = SimService(ranks, port, self.log_dir / f"launch{len(self.argvs)}")
+        for r in plan.ranks:
+            yield RankStateChanged(r.rank, r.node, RankState.CREATED)
+        await asyncio.to_thread(service.start)
+        self.service, self.running_plan, self.running_argvs = service, plan, ranks
+        digests = {r.node: "sha256:simulated" for r in plan.ranks}
+        yield ResultEvent("launch", {"image_digests": digests})
+        for r in plan.ranks:
+            yield RankStateChanged(r.rank, r.node, RankState.READY, progress=1.0)
+        yield ClusterReady(plan.cluster_id, service.base_url)
+        if kw.get("follow"):
+            await asyncio.Event().wait()
+
+    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
+        plan, service = self.running_plan, self.service
+        self.running_plan, self.service = None, None
+        if service is not None:
+            await asyncio.to_thread(service.stop)
+        removed = [(r.node, r.container.name) for r in plan.ranks] if plan else []
+        return StopReport(removed=removed)
+
+    async def close(self) -> None:
+        if self.service is not None:
+            await asyncio.to_thread(self.service.stop)
+            self.service = None

@@ -69,18 +69,18 @@ def _json(e: object) -> str:
 
 
 async def _watch(args: argparse.Namespace) -> int:
+    from spark_tui.commands.terminal import session
     from spark_tui.ops.diagnose import stop_command
     from spark_tui.ops.watch import watch
-    from spark_tui.remote.discovery import pool_from_args
 
     cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
     as_json = getattr(args, "json", False)
-    pool = pool_from_args(args)
-    await pool.open()
+    s = session(args)
     failed = False
     try:
+        await s.connect()
         async for e in watch(
-            pool, getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
+            s.pool, getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
         ):
             failed = failed or isinstance(e, ev.WatchAlert)
             if as_json:
@@ -90,7 +90,7 @@ async def _watch(args: argparse.Namespace) -> int:
                 for line in render(e):
                     print(line, file=out, flush=True)
     finally:
-        await pool.close()
+        await s.close()
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -59,7 +59,10 @@ def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
     lab: Lab, inventory: Path
 ) -> None:
     inv = str(inventory)
-    launched = _cli("launch", RECIPE, "--inventory", inv, "--wait", "--ready-timeout", "90")
+    # The lab has no model facts in its HF cache: the fit is unknown, so --force.
+    launched = _cli(
+        "launch", RECIPE, "--inventory", inv, "--wait", "--force", "--ready-timeout", "90"
+    )
     assert launched.returncode == 0, launched.stderr
     status = _cli("status", "--inventory", inv, "--json")
     assert status.returncode == 0, status.stderr

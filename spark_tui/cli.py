@@ -200,9 +200,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --wait: give up when the API is not ready after this long (default 1800)",
     )
 
-    p = sub.add_parser("status", help="our clusters on the nodes, with the API and its tunnel")
+    p = sub.add_parser(
+        "status",
+        help="our clusters on the nodes, with the API and its tunnel",
+        epilog="exit status: 0 every cluster runs or none is there; 1 a cluster failed (the "
+        "rank, why, and the clean-up command are printed); 3 a node could not be reached",
+    )
     _targets(p)
     _json(p)
+
+    p = sub.add_parser(
+        "watch",
+        help="watch a ready cluster: a tiny request, /metrics, node memory, every rank",
+        epilog="exit status: 0 ended with Ctrl+C; 1 the cluster failed (the rank, its lines "
+        "and the clean-up command are printed); 3 a node could not be reached at the start",
+    )
+    _targets(p)
+    p.add_argument(
+        "--interval", type=float, default=5.0, metavar="S", help="seconds between samples"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per event and line")
 
     p = sub.add_parser("logs", help="print (or follow) the ranks' logs")
     _targets(p)

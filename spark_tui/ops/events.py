@@ -121,6 +121,110 @@ class RayClusterState:
     formed: bool = False
 
 
+@dataclass(frozen=True)
+class WatchStarted:
+    """The watch found its cluster and reaches the head's API through `base_url`."""
+
+    cluster_id: str
+    recipe: str | None
+    nodes: tuple[str, ...]
+    base_url: str
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One tiny request (1 token of chat/completions) through the forward.
+
+    `ok` is False on an error answer or no token within the timeout (`status` None): a head
+    whose /health still says 200 but that gives no token is hung, as real vLLM shows.
+    """
+
+    ok: bool
+    latency_s: float
+    status: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceGauges:
+    """The head's /metrics: running and waiting requests, KV cache use (0..1), tokens/s.
+
+    A figure is None when the server does not export it; the rates need two samples.
+    """
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    generation_tokens_per_s: float | None = None
+    prompt_tokens_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeMemory:
+    """A node's memory from /proc/meminfo, in bytes."""
+
+    node: str
+    total: int | None
+    available: int | None
+
+
+@dataclass(frozen=True)
+class RankContainer:
+    """One rank's container as Docker reports it (`state`: running, exited, ...)."""
+
+    rank: int
+    node: str
+    container: str
+    state: str
+    status: str
+
+
+@dataclass(frozen=True)
+class ContainerStates:
+    """The containers of every rank at one moment (a rank with no container is missing)."""
+
+    ranks: tuple[RankContainer, ...]
+    missing: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeNotAnswering:
+    """A node did not answer this round of samples: a state the watch keeps retrying, never a failure."""
+
+    node: str
+    since_s: float
+    message: str
+
+
+@dataclass(frozen=True)
+class WatchAlert:
+    """The cluster failed while watched: the rank that went first, why, its lines.
+
+    After a worker's death `head_lines` are the head's explaining lines. `cleanup` is the
+    exact command that removes what is left.
+    """
+
+    rank: int
+    node: str
+    reason: str
+    lines: tuple[str, ...] = ()
+    head_lines: tuple[str, ...] = ()
+    others: tuple[str, ...] = ()  # "rank N on NODE REASON" of the ranks that went after it
+    cleanup: str | None = None
+
+
+WatchEvent = (
+    WatchStarted
+    | ProbeResult
+    | ServiceGauges
+    | NodeMemory
+    | ContainerStates
+    | NodeNotAnswering
+    | WatchAlert
+)
+
+
 Event = (
     RankStateChanged
     | LogLine

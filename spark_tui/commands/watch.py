@@ -1,0 +1,107 @@
+"""`spark-tui watch (--inventory FILE | --hosts ...) [--interval S] [--json]`: watch a ready
+cluster (a 1-token request, /metrics, node memory, every rank's container) and print what
+it sees as text or JSON lines. Exit 1 on a failure (after its diagnosis and the clean-up
+command), 3 when the nodes cannot be reached at the start, 0 on Ctrl+C."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+from spark_tui.ops import events as ev
+
+
+def _gb(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _num(x: float | None, fmt: str = "{:g}") -> str:
+    return "?" if x is None else fmt.format(x)
+
+
+def render(e: object) -> list[str]:
+    """The text lines of one watch event."""
+    if isinstance(e, ev.WatchStarted):
+        return [
+            f"watching cluster {e.cluster_id} ({e.recipe or '?'}) on {', '.join(e.nodes)}"
+            f" through {e.base_url}"
+        ]
+    if isinstance(e, ev.ProbeResult):
+        if e.ok:
+            return [f"probe ok  1 token in {e.latency_s * 1000:.0f} ms"]
+        what = e.error if e.status is None else f"{e.status}: {e.error}"
+        return [f"probe FAILED  {what}"]
+    if isinstance(e, ev.ServiceGauges):
+        kv = None if e.kv_cache_usage is None else e.kv_cache_usage * 100
+        return [
+            f"gauges  running {_num(e.running)}  waiting {_num(e.waiting)}  "
+            f"kv cache {_num(kv, '{:.1f}')}%  gen {_num(e.generation_tokens_per_s, '{:.1f}')} tok/s"
+            f"  prompt {_num(e.prompt_tokens_per_s, '{:.1f}')} tok/s"
+        ]
+    if isinstance(e, ev.NodeMemory):
+        return [f"memory  {e.node}  available {_gb(e.available)} of {_gb(e.total)}"]
+    if isinstance(e, ev.ContainerStates):
+        parts = [f"rank {r.rank} {r.state}" for r in e.ranks]
+        parts += [f"rank {m} missing" for m in e.missing]
+        return ["containers  " + ", ".join(parts)]
+    if isinstance(e, ev.NodeNotAnswering):
+        return [f"unreachable  {e.node} since {e.since_s:g} s, retrying: {e.message}"]
+    if isinstance(e, ev.WatchAlert):
+        out = [f"FAILED: rank {e.rank} on {e.node} {e.reason}"]
+        out += [f"  | {line}" for line in e.lines]
+        out += [f"  then: {o}" for o in e.others]
+        if e.head_lines:
+            out.append("  the head says:")
+            out += [f"  | {line}" for line in e.head_lines]
+        if e.cleanup:
+            out.append(f"clean up: {e.cleanup}")
+        return out
+    return []
+
+
+def _json(e: object) -> str:
+    assert dataclasses.is_dataclass(e) and not isinstance(e, type)
+    return json.dumps({"event": type(e).__name__, **dataclasses.asdict(e)})
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    from spark_tui.commands.terminal import session
+    from spark_tui.ops.diagnose import stop_command
+    from spark_tui.ops.watch import watch
+
+    cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
+    as_json = getattr(args, "json", False)
+    s = session(args)
+    failed = False
+    try:
+        await s.connect()
+        async for e in watch(
+            s.pool, getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
+        ):
+            failed = failed or isinstance(e, ev.WatchAlert)
+            if as_json:
+                print(_json(e), flush=True)
+            else:
+                out = sys.stderr if isinstance(e, ev.WatchAlert) else sys.stdout
+                for line in render(e):
+                    print(line, file=out, flush=True)
+    finally:
+        await s.close()
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    from spark_tui.commands._interrupts import CommandInterrupted, run_command
+
+    try:
+        return run_command(lambda: _watch(args))
+    except CommandInterrupted as exc:
+        if exc.signum != signal.SIGINT:
+            raise
+        # Ctrl+C is how a watch is meant to end: the cluster is left as it is.
+        print("spark-tui: watch ended (Ctrl+C); the cluster keeps running", file=sys.stderr)
+        return EXIT_OK

@@ -325,7 +325,8 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
 def test_one_node_down_is_a_clear_error_and_nothing_runs(lab: Lab, inventory: Path) -> None:
     lab.stop_sshd(2)
     try:
-        res = _cli("launch", RECIPE, "--inventory", str(inventory), "--wait")
+        # Unknown fit (the stand-in nodes cache no config of this model): insist, as a user must.
+        res = _cli("launch", RECIPE, "--inventory", str(inventory), "--wait", "--force")
     finally:
         lab.start_sshd(2)
     assert res.returncode == 3, res.stdout + res.stderr

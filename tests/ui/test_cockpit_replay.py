@@ -59,7 +59,10 @@ async def test_nodes_recipes_badges_and_fit_after_discovery() -> None:
         await pilot.press("down")
         await pilot.pause(0.05)
         assert app.selected.name == "gpt-oss-120b"
-        assert "does not fit" in static_text(app, "#fit-body")
+        fit = static_text(app, "#fit-body")
+        # one node of the two runs it; the panel says which is left out
+        assert fit.lstrip().startswith("fits") and "= 1 of 2 nodes" in fit
+        assert "left out: sim-spark-2" in fit
 
 
 async def test_slash_filters_the_recipe_list_and_escape_clears() -> None:

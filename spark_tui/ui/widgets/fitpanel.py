@@ -37,6 +37,8 @@ def render_fit(
         pp = par.get("pipeline_parallel", 1)
         dp = par.get("data_parallel", 1)
         ranks, nodes_n = tp * pp * dp, par.get("nodes", "?")
+        if report.get("nodes_left_out"):  # a subset runs: count every node given
+            nodes_n = len(report.get("nodes_used") or []) + len(report["nodes_left_out"])
         layout = (
             f"TP{tp} x PP{pp} x DP{dp} = {ranks} of {nodes_n} nodes"
             if wide

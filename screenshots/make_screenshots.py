@@ -104,7 +104,7 @@ async def failure() -> None:
         await wait(pilot, app.discovered.is_set, 60, "discovery")
         await pilot.press("l")
         await wait(pilot, lambda: app.cluster and app.cluster.failed, 180, "the failure")
-        await wait(pilot, app.cluster.settled.is_set, 60, "the launch to end")
+        await wait(pilot, lambda: app.busy is None, 60, "the launch to end")
         await settle(pilot)
         save(app, "06-failed-rank.svg")
         await pilot.press("q")

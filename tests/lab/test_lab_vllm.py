@@ -333,7 +333,12 @@ def test_smoke_passes_and_diagnoses_a_model_that_answers_in_plain_text(
     # forced call (tool_choice "required") proves from real vLLM's response.
     assert not tool["ok"]
     assert "plain-text answer" in tool["detail"]
-    assert "forced" in tool["cause"] and "get_weather" in tool["cause"], tool
+    assert "forced" in tool["cause"], tool
+    if "get_weather" not in tool["cause"]:
+        # A random-weight model can spend the whole budget inside the tool-call grammar:
+        # real vLLM then ends the forced call with finish_reason "length" and no call, and
+        # the diagnosis must say exactly that (seen on TP 2 with this model).
+        assert "no parsed call (finish_reason length)" in tool["cause"], tool
     assert "does not call tools on its own" in tool["cause"]
     assert res.returncode == 1
 
@@ -446,7 +451,12 @@ def test_the_stand_in_answers_like_real_vllm(
                 for d in sc.diff_shapes(sc.shape(r.events[i]), sc.shape(m.events[i])):
                     problems.append(f"{name} chunk {i}: {d}")
         else:
-            problems += [f"{name}: {d}" for d in sc.diff_shapes(sc.shape(r.body), sc.shape(m.body))]
+            diffs = sc.diff_shapes(sc.shape(r.body), sc.shape(m.body))
+            if name == "tool_required" and _no_call_within_budget(r):
+                # The random model ran out of tokens inside the grammar (finish_reason
+                # "length"): real vLLM then has no tool_calls to compare; the rest still is.
+                diffs = [d for d in diffs if ".tool_calls" not in d]
+            problems += [f"{name}: {d}" for d in diffs]
         if name.startswith("err") and isinstance(r.body, dict) and "error" in r.body:
             rt, mt = r.body["error"], (m.body or {}).get("error", {})
             if (rt.get("type"), rt.get("code")) != (mt.get("type"), mt.get("code")):
@@ -478,6 +488,11 @@ def test_the_stand_in_answers_like_real_vllm(
     if missing:
         problems.append(f"log labels the stand-in never shows: {sorted(missing)}")
     assert not problems, "\n".join(problems)
+
+
+def _no_call_within_budget(reply: Any) -> bool:
+    """Whether real vLLM's forced call ended at the token budget with no call parsed."""
+    return '"finish_reason":"length"' in reply.text.replace(" ", "")
 
 
 def _labels(lines: list[str]) -> set[tuple[str, str]]:

@@ -143,28 +143,3 @@ def test_connectx_peers_from_real_layout() -> None:
     ]
     node = peers[0].to_node("spark-b", user="nvidia")
     assert (node.name, node.host, node.user) == ("spark-b", "169.254.37.113", "nvidia")
-
-
-async def test_ray_plans_are_refused_with_a_remedy() -> None:
-    import pytest
-
-    from spark_tui.core.errors import OperationFailed
-    from spark_tui.core.plan import LaunchPlan
-    from spark_tui.ops.launch import launch
-
-    plan = LaunchPlan(
-        cluster_id="c1",
-        recipe="r",
-        model="m",
-        runtime="vllm-ray",
-        settings={},
-        settings_hash="h",
-        ranks=[],
-        endpoint={},
-        rendezvous={},
-        serve_exec=["vllm", "serve"],
-    )
-    with pytest.raises(OperationFailed) as err:
-        async for _ in launch(plan, pool=None):  # type: ignore[arg-type]
-            pass
-    assert "vllm-ray" in err.value.message and "vllm-distributed" in err.value.remedy

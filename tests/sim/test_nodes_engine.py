@@ -134,7 +134,9 @@ async def test_an_engine_container_serves_through_ssh_forwards(
     assert after["MemAvailable"] == before["MemAvailable"]
 
 
-async def test_a_worker_that_dies_after_ready_takes_the_head_down(cluster: SimCluster) -> None:
+async def test_a_worker_that_dies_after_ready_takes_the_head_down_at_the_next_request(
+    cluster: SimCluster,
+) -> None:
     head, worker = cluster.nodes
     master_port = _free_port(head.address)
     api_port = _free_port(head.address)
@@ -157,7 +159,15 @@ async def test_a_worker_that_dies_after_ready_takes_the_head_down(cluster: SimCl
                 name="rank1",
             )
             worker_state = w.wait(timeout=60)
+            # As real vLLM: the head keeps /health at 200 until a request needs the engine;
+            # that request fails with 500 and the head then exits.
+            base = f"http://{head.address}:{api_port}"
+            health = httpx.get(base + "/health", timeout=10).status_code
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=30)
             head_state = h.wait(timeout=60)
+            head_state["health_after_worker_death"] = health
+            head_state["request_status"] = answer.status_code
             return worker_state, head_state, h.logs().decode(), w.logs().decode()
         finally:
             for c in clients:
@@ -166,8 +176,10 @@ async def test_a_worker_that_dies_after_ready_takes_the_head_down(cluster: SimCl
     worker_state, head_state, head_log, worker_log = await asyncio.to_thread(run)
     assert READY in head_log, head_log[-2000:]
     assert worker_state["StatusCode"] != 0, worker_log[-2000:]
+    assert head_state["health_after_worker_death"] == 200
+    assert head_state["request_status"] == 500
     assert head_state["StatusCode"] != 0
-    assert "NCCL" in head_log.split(READY, 1)[1]
+    assert "NCCL" in head_log.split(READY, 1)[1] or "gloo" in head_log.split(READY, 1)[1]
 
 
 async def test_page_cache_fails_the_engine_until_caches_are_dropped() -> None:

@@ -21,7 +21,14 @@ from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.ops.events import Notice
 from spark_tui.ops.model_sync import DD_BYTES, PEER_CHECK, last_error, sh
-from spark_tui.ops.sync_events import RateMeter, SyncDone, SyncEvent, SyncFinished, SyncStep
+from spark_tui.ops.sync_events import (
+    RateMeter,
+    SyncDone,
+    SyncEvent,
+    SyncFinished,
+    SyncStep,
+    drain,
+)
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
 # $1 the image: "ID SIZE DIGEST..." (nothing when the node does not have it).
@@ -72,24 +79,11 @@ class ImageSync:
 
     async def run(self) -> AsyncIterator[SyncEvent]:
         """Sync the image; yields events as they happen, SyncFinished last."""
-        task = asyncio.create_task(self._all())
-        try:
-            while True:
-                getter = asyncio.create_task(self._queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not self._queue.empty():
-                    yield self._queue.get_nowait()
-                failed = task.result()
-                yield SyncFinished(not failed, (self.image,), tuple(sorted(failed)))
-                return
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        async for item in drain(self._all(), self._queue):
+            if isinstance(item, set):
+                yield SyncFinished(not item, (self.image,), tuple(sorted(item)))
+            else:
+                yield item
 
     def emit(self, event: SyncEvent) -> None:
         self._queue.put_nowait(event)

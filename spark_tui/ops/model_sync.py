@@ -43,6 +43,7 @@ from spark_tui.ops.sync_events import (
     SyncEvent,
     SyncFinished,
     SyncStep,
+    drain,
 )
 from spark_tui.remote.parsers import index_shards, parse_df_b1
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
@@ -267,28 +268,15 @@ class ModelSync:
 
     async def run(self, needs: Sequence[ModelNeed]) -> AsyncIterator[SyncEvent]:
         """Sync every model in `needs`; yields events as they happen, SyncFinished last."""
-        task = asyncio.create_task(self._all(needs))
-        try:
-            while True:
-                getter = asyncio.create_task(self._queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not self._queue.empty():
-                    yield self._queue.get_nowait()
-                failed = task.result()
+        async for item in drain(self._all(needs), self._queue):
+            if isinstance(item, set):
                 yield SyncFinished(
-                    ok=not failed,
+                    ok=not item,
                     items=tuple(n.repo_id for n in needs),
-                    failed_nodes=tuple(sorted(failed)),
+                    failed_nodes=tuple(sorted(item)),
                 )
-                return
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            else:
+                yield item
 
     def emit(self, event: SyncEvent) -> None:
         self._queue.put_nowait(event)

@@ -290,19 +290,28 @@ class LogPane(Vertical):
             "created": "yellow",
             "stopped": "dim",
         }.get(self.state, "dim")
-        tail = Text(self.state, style=state_style)
+        # Shorten in order of least use: the role, then the own-request count's wording,
+        # then "rank 0" to "#0"; the rank's number, node and state always stay.
+        n = self.own_requests
+        own_long = f"  {n} own request{'' if n == 1 else 's'} hidden" if n else ""
+        own_short = f"  {n} hidden" if n else ""
         loading = self.state == "loading" and self.progress is not None
-        if loading:
-            tail.append(f" {self.progress:.0%}")
-        if self.filter_text:
-            tail.append(f"  /{self.filter_text}", style="italic")
-            if self.filter_error:
-                tail.append(" (not a regex: plain text)", style="bold red")
-        if self.own_requests:
-            n = self.own_requests
-            tail.append(f"  {n} own request{'' if n == 1 else 's'} hidden", style="dim")
-        # Drop the role, then shorten "rank 0" to "#0", before anything else gets cut.
-        for label, role in ((f"rank {self.rank}", self.role), (f"#{self.rank}", None)):
+        tries = (
+            (f"rank {self.rank}", self.role, own_long),
+            (f"rank {self.rank}", None, own_long),
+            (f"rank {self.rank}", None, own_short),
+            (f"#{self.rank}", None, own_short),
+        )
+        for label, role, own in tries:
+            tail = Text(self.state, style=state_style)
+            if loading:
+                tail.append(f" {self.progress:.0%}")
+            if self.filter_text:
+                tail.append(f"  /{self.filter_text}", style="italic")
+                if self.filter_error:
+                    tail.append(" (not a regex: plain text)", style="bold red")
+            if own:
+                tail.append(own, style="dim")
             head = Text(no_wrap=True, overflow="ellipsis")
             head.append(label, style="bold")
             head.append(f" {self.node}")

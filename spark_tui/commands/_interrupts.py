@@ -122,27 +122,11 @@ async def _say_what_is_left(pool: Any, cluster_id: str, remove_with: str) -> Non
         _say(f"nothing of cluster {cluster_id} is left on the nodes")
 
 
-async def remove_after_interrupt(pool: Any, cluster_id: str, remove_with: str) -> None:
-    """After an interrupt: remove every container of `cluster_id` and say so; when the user
-    interrupted that too (a third signal), say exactly what is left and the command that
-    removes it instead."""
-    from spark_tui.core.errors import SparkError
-    from spark_tui.ops.cluster import stop
-
+async def report_left(pool: Any, cluster_id: str, remove_with: str) -> None:
+    """After an interrupted action cleaned up: say what of `cluster_id` is left on the nodes
+    (and how to remove it), or that nothing is."""
     if current.abandoned:
-        await _say_what_is_left(pool, cluster_id, remove_with)
-        return
-    _say(f"interrupted: stopping cluster {cluster_id} (removing its containers)...")
-    try:
-        # A short grace: whoever interrupts wants out soon (a deaf rank is then killed).
-        report = await stop(pool, cluster_id, stop_timeout=5)
-    except asyncio.CancelledError:
-        await _say_what_is_left(pool, cluster_id, remove_with)
-        raise
-    except SparkError as exc:
-        _say(f"spark-tui: {exc.message}\n  remove them with: {remove_with}")
-        return
-    for node, name in report.killed:
-        _say(f"  {name} on {node} ignored SIGTERM: it was killed (SIGKILL)")
-    removed = len(report.removed)
-    _say(f"removed {removed} container(s); nothing of cluster {cluster_id} is left on the nodes")
+        _say("spark-tui: clean-up interrupted; checking what is left...")
+    else:
+        _say(f"interrupted: cluster {cluster_id} was being removed; checking the nodes...")
+    await _say_what_is_left(pool, cluster_id, remove_with)

@@ -12,12 +12,15 @@ it started.
 from __future__ import annotations
 
 import argparse
+import asyncio
+from typing import Any
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 
 
 async def _launch(args: argparse.Namespace) -> int:
-    from spark_tui.commands.terminal import consume, err, session
+    from spark_tui.commands._interrupts import report_left, stop_command
+    from spark_tui.commands.terminal import consume, err, session, show
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.ops.launch import LaunchFailed
     from spark_tui.service import events as ev
@@ -25,6 +28,14 @@ async def _launch(args: argparse.Namespace) -> int:
     recipe = find_recipe(args.recipe)
     s = session(args)
     err(f"connecting to {len(s.inventory)} node(s)...")
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, ev.Endpoint) and s.cluster is not None:
+            # The plan is made: from here on an interrupt has containers to remove.
+            nodes = ", ".join(node for _rank, node in s.cluster.ranks)
+            err(f"launching {recipe.name} as cluster {s.cluster.cluster_id} on {nodes}")
+        show(event)
+
     try:
         seen = await consume(
             s.launch(
@@ -39,7 +50,14 @@ async def _launch(args: argparse.Namespace) -> int:
             ),
             # Without a terminal the defaults stand: no replacing, no insisting.
             flags={ev.REPLACE_STALE: True if args.replace else None, ev.INSIST: None},
+            on_event=on_event,
         )
+    except asyncio.CancelledError:
+        # The launch removed what it started as its events stopped; check the nodes and
+        # say what is left, if anything, with the command that removes it.
+        if s.cluster is not None and s.pool is not None and not s.cluster.ready:
+            await report_left(s.pool, s.cluster.cluster_id, stop_command(args))
+        raise
     except LaunchFailed as exc:
         err(f"spark-tui: {exc.message}")
         for line in exc.lines:

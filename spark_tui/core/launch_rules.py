@@ -57,10 +57,13 @@ def rendezvous_timeout(lines: Sequence[str]) -> bool:
     return any(_RENDEZVOUS_TIMEOUT.search(line) for line in lines)
 
 
-def rank_failure_remedy(lines: Sequence[str], ranks: Sequence[RankSpec]) -> str | None:
+def rank_failure_remedy(
+    lines: Sequence[str], ranks: Sequence[RankSpec], *, never_met: bool = False
+) -> str | None:
     """A remedy that names this cluster's port, addresses and firewall for failures the
-    plan explains (a rendezvous that could not be reached); None for the others."""
-    if not ranks or not rendezvous_timeout(lines):
+    plan explains (a rendezvous that could not be reached, or `never_met`: workers that
+    never got past it before the ready timeout); None for the others."""
+    if not ranks or not (never_met or rendezvous_timeout(lines)):
         return None
     head = ranks[0]
     if head.role == "ray-head":

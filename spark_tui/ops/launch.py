@@ -412,6 +412,12 @@ class ClusterWatch:
         behind = [r for r in waiting if _phase_index(r.last_phase) < furthest]
         return behind or waiting
 
+    def _stuck_at_rendezvous(self) -> bool:
+        """Whether the workers the head waited for never got past the rendezvous."""
+        missing = self._missing_ranks()
+        met = _phase_index("distributed_init")
+        return bool(missing) and all(_phase_index(m.last_phase) <= met for m in missing)
+
     @staticmethod
     def _last_lines(r: WatchedRank) -> tuple[str, ...]:
         """The rank's last lines: the best evidence when nothing is recognised as an error."""
@@ -457,7 +463,10 @@ class ClusterWatch:
             await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
             said = [line for _, ls in reasons.values() for line in ls]
             specs = [r.spec for r in self.ranks if r.spec is not None]
-            remedy = rank_failure_remedy(said, specs) or (
+            # Real vLLM's ranks that cannot reach the head say nothing until torch's own
+            # timeout (10 min): a ready timeout with workers stuck there is that case.
+            never_met = any(w == "timeout" for _, w in failed) and self._stuck_at_rendezvous()
+            remedy = rank_failure_remedy(said, specs, never_met=never_met) or (
                 "read the lines above; fix the cause and launch again"
             )
         if not lines:

@@ -1,14 +1,24 @@
-"""Helpers of the lab tests: the skip-or-fail guard, unique lab names, clean-state checks."""
+"""Helpers of the lab tests: the skip-or-fail guard, unique lab names, clean-state checks,
+and what the fault drills share (running spark-tui, reading its output, the nodes' sshd and
+containers)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import socket
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import docker
 import pytest
 
 from spark_tui.sim.lab import Lab, LabConfig, procs, unavailable_reason
@@ -134,3 +144,112 @@ def leftovers(fp: Footprint) -> list[str]:
 def ssh_banner(address: str, timeout: float = 1.0) -> bytes:
     with socket.create_connection((address, 22), timeout=timeout) as s:
         return s.recv(64)
+
+
+# --- driving the lab's nodes and spark-tui (shared by the fault drills) --------------------
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`spark-tui ARGS` as a user runs it (no terminal, no input)."""
+    return subprocess.run(
+        [sys.executable, "-m", "spark_tui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def spark_tui(*args: str, **kw: Any) -> subprocess.Popen[str]:
+    """`spark-tui ARGS` started in the background, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "spark_tui", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+class Lines:
+    """A child's output lines, read by a thread as they come."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def has(self, text: str) -> bool:
+        return any(text in ln for ln in self.lines)
+
+    def join(self, timeout: float = 10) -> str:
+        self._thread.join(timeout)
+        return "\n".join(self.lines)
+
+
+def socket_dirs(pid: int) -> list[str]:
+    """The SSH forward socket folders a spark-tui process made (named with its pid)."""
+    return sorted(str(p) for p in Path(tempfile.gettempdir()).glob(f"spark-tui-{pid}-*"))
+
+
+async def until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Wait (polling) until `cond()` holds; fail the test naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def docker_client(lab: Lab, index: int, timeout: int = 60) -> docker.DockerClient:
+    """A Docker client of node `index`'s own dockerd."""
+    return docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}", timeout=timeout)
+
+
+def all_containers(lab: Lab) -> dict[str, list[str]]:
+    """Every container (any state) on every node, by node name."""
+    out = {}
+    for node in lab.nodes:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+        try:
+            out[node.name] = sorted(c.name for c in client.containers.list(all=True))
+        finally:
+            client.close()
+    return out
+
+
+def remove_all_containers(lab: Lab) -> None:
+    """Force-remove every container on every node (a failed test's clean-up)."""
+    for node in lab.nodes:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}", timeout=120)
+        try:
+            for c in client.containers.list(all=True):
+                c.remove(force=True)
+        finally:
+            client.close()
+
+
+def container_log(lab: Lab, index: int, container: str) -> list[str]:
+    """The container's whole log as Docker has it (the ground truth to compare with)."""
+    client = docker_client(lab, index)
+    try:
+        raw = client.containers.get(container).logs().decode("utf-8", "replace")
+    finally:
+        client.close()
+    return [ln.rstrip("\r") for ln in raw.split("\n")][:-1]
+
+
+def ensure_sshd(lab: Lab, index: int) -> None:
+    """Node `index` answers SSH again (after a test that failed while it was stopped)."""
+    try:
+        if ssh_banner(lab.node(index).address).startswith(b"SSH-"):
+            return
+    except OSError:
+        pass
+    lab.stop_sshd(index)  # any session left without its listener
+    lab.start_sshd(index)

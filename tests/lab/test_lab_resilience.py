@@ -10,17 +10,21 @@ import contextlib
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import httpx
 import pytest
-from labkit import lab_guard, ssh_banner
+from labkit import Lines, lab_guard
+from labkit import all_containers as _all_containers
+from labkit import container_log as _texts
+from labkit import ensure_sshd as _ensure_sshd
+from labkit import socket_dirs as _socket_dirs
+from labkit import spark_tui as _spark_tui
+from labkit import until as _until
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
@@ -128,35 +132,6 @@ def _running(lab: Lab) -> dict[str, list[str]]:
     return out
 
 
-def _texts(lab: Lab, index: int, container: str) -> list[str]:
-    """The container's whole log as Docker has it (the ground truth to compare with)."""
-    client = _client(lab, index)
-    try:
-        raw = client.containers.get(container).logs().decode()
-    finally:
-        client.close()
-    return [ln.rstrip("\r") for ln in raw.split("\n")][:-1]
-
-
-def _ensure_sshd(lab: Lab, index: int) -> None:
-    """Node `index` answers SSH again (after a test that failed while it was stopped)."""
-    try:
-        if ssh_banner(lab.node(index).address).startswith(b"SSH-"):
-            return
-    except OSError:
-        pass
-    lab.stop_sshd(index)  # any session left without its listener
-    lab.start_sshd(index)
-
-
-async def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
 async def test_an_sshd_outage_after_ready_is_a_state_and_the_cluster_keeps_running(
     lab: Lab, lab_nodes: list[InventoryNode]
 ) -> None:
@@ -259,42 +234,6 @@ async def test_give_up_ends_the_watch_and_leaves_the_ranks(
         await pool.close()
 
 
-def _spark_tui(*args: str, **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "spark_tui", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
-
-
-class Lines:
-    """A child's output lines, read by a thread as they come."""
-
-    def __init__(self, stream: Any) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: Any) -> None:
-        for line in stream:
-            self.lines.append(line.rstrip("\n"))
-
-    def has(self, text: str) -> bool:
-        return any(text in ln for ln in self.lines)
-
-    def join(self, timeout: float = 10) -> str:
-        self._thread.join(timeout)
-        return "\n".join(self.lines)
-
-
-def _socket_dirs(pid: int) -> list[str]:
-    """The SSH forward socket folders a spark-tui process made (named with its pid)."""
-    return sorted(str(p) for p in Path(tempfile.gettempdir()).glob(f"spark-tui-{pid}-*"))
-
-
 async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
     lab: Lab, lab_nodes: list[InventoryNode], inventory: Path
 ) -> None:
@@ -377,15 +316,6 @@ async def _stop_all(nodes: list[InventoryNode]) -> None:
 
 
 # --- interrupts leave nothing -------------------------------------------------------------
-
-
-def _all_containers(lab: Lab) -> dict[str, list[str]]:
-    out = {}
-    for node in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        out[node.name] = sorted(c.name for c in client.containers.list(all=True))
-        client.close()
-    return out
 
 
 async def _launch_and_signal(

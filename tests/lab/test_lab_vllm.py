@@ -23,6 +23,7 @@ import docker
 import httpx
 import pytest
 import yaml
+from labkit import cli as _cli
 from labkit import lab_guard
 
 from spark_tui.core import logclass
@@ -38,16 +39,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.vllm]
 REAL_REFUSALS: dict[str, tuple[int, str]] = {}
 READY_TIMEOUT = 900  # seconds: two real vLLM ranks on a busy 2-core machine
 MODEL_DIR = f"/root/.cache/huggingface/hub/models--{vllm_image.MODEL_REPO.replace('/', '--')}"
-
-
-def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -45,3 +45,32 @@ async def test_ready_comes_after_a_first_token(sim_scenario) -> None:
             ln for ln in metrics.splitlines() if ln.startswith("vllm:generation_tokens_total")
         )
         assert float(line.rsplit(" ", 1)[1]) >= 1
+
+
+async def test_a_worker_that_never_meets_the_head_gets_the_rendezvous_remedy(sim_scenario) -> None:
+    """The worker knocks on a port nobody listens on and waits there (as real vLLM's ranks
+    do behind a firewall, saying nothing): the head waits for it until the ready timeout.
+    The failure names the rank that never came, and the remedy the rendezvous address and
+    port, the workers' addresses and the firewall, not a generic "read the lines"."""
+    import socket
+
+    from spark_tui.core.plan import MASTER_PORT
+
+    with socket.socket() as s:  # a port nobody listens on, on any address
+        s.bind(("", 0))
+        nobody = s.getsockname()[1]
+
+    async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
+        plan = await make_plan(pool)
+        head, worker = plan.ranks
+        argv = worker.container.command
+        argv[argv.index(MASTER_PORT) + 1] = str(nobody)
+        worker.container.env["SPARK_SIM_RENDEZVOUS_TIMEOUT_S"] = "600"
+        with pytest.raises(LaunchFailed) as err:
+            async for _ev in launch(plan, pool, follow=False, ready_timeout=6, local_env=ENV):
+                pass
+        assert f"rank 1 on {worker.node} never became ready" in err.value.message
+        remedy = err.value.remedy
+        assert f"rendezvous {head.cluster_address}:" in remedy, remedy
+        assert f"{worker.node} ({worker.cluster_address})" in remedy, remedy
+        assert "firewall" in remedy, remedy

@@ -160,14 +160,16 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
-def spark_tui(*args: str, **kw: Any) -> subprocess.Popen[str]:
-    """`spark-tui ARGS` started in the background, its output piped."""
+def spark_tui(*args: str, raw: bool = False, **kw: Any) -> subprocess.Popen[Any]:
+    """`spark-tui ARGS` started in the background, its output piped; `raw`: as bytes, so
+    that `Lines` splits them at newlines only (text mode also splits at a lone carriage
+    return, which progress bars in vLLM's log carry)."""
     return subprocess.Popen(
         [sys.executable, "-m", "spark_tui", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        text=not raw,
         **kw,
     )
 
@@ -182,6 +184,8 @@ class Lines:
 
     def _read(self, stream: Any) -> None:
         for line in stream:
+            if isinstance(line, bytes):
+                line = line.decode("utf-8", "replace")
             self.lines.append(line.rstrip("\n"))
 
     def has(self, text: str) -> bool:

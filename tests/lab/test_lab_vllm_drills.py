@@ -104,8 +104,9 @@ def _firewall(lab: Lab) -> Iterator[None]:
 def test_a_node_down_at_launch_is_named_and_nothing_starts(
     vllm_lab: Lab, files: dict[str, Path]
 ) -> None:
-    """Node 2 answers nothing (its namespace drops every packet, as a powered-off node):
-    the launch names it with a remedy, exits 3 and starts no rank anywhere."""
+    """Node 2's SSH answers nothing (its namespace drops the packets, as for a node that is
+    powered off): the launch names the node with a remedy, exits 3 and starts no rank on
+    any node."""
     ns = ["ip", "netns", "exec", vllm_lab.node(2).netns, "iptables"]
     rule = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "DROP"]
     subprocess.run([*ns, "-I", *rule], check=True)

@@ -269,13 +269,6 @@ def runtime_overhead(
     )
 
 
-def runtime_overhead_bytes(
-    args: ServeArgs, facts: ModelFacts | None = None, *, unified: bool = True
-) -> int:
-    """Memory a rank uses besides weights and KV cache (the sum of `runtime_overhead`)."""
-    return runtime_overhead(args, facts, unified=unified).total_bytes
-
-
 def weights_per_rank_bytes(
     facts: ModelFacts, args: ServeArgs, env: Mapping[str, str]
 ) -> int | None:

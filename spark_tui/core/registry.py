@@ -54,8 +54,6 @@ SPARKRUN_DEFAULT_LAYOUT: dict[str, tuple[str, str]] = {
     "community": ("recipes", ""),
     "atlas": ("recipes", ""),
 }
-# Source priority: lower wins a name clash.
-SOURCE_ORDER = {"path": 0, "user": 1, "registry": 2, "sparkrun": 3, "bundled": 4}
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 

@@ -170,10 +170,6 @@ class LinkAddrs:
     ipv6: list[str] = field(default_factory=list)
     altnames: list[str] = field(default_factory=list)
 
-    @property
-    def carrier(self) -> bool:
-        return "NO-CARRIER" not in self.flags and "LOWER_UP" in self.flags
-
 
 def parse_ip_addr(text: str) -> dict[str, LinkAddrs]:
     """Parse `ip -j addr` (JSON) or, when iproute2 is too old for `-j`, plain `ip addr`."""

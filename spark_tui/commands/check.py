@@ -17,11 +17,6 @@ from spark_tui.core.facts import GIB, NodeFacts
 from spark_tui.core.fit import Finding, FitReport, NodeFit
 from spark_tui.core.recipe import Recipe
 
-EXIT_HELP = (
-    "exit status: 0 fits (also with warnings); 1 does not fit, or unknown because a needed "
-    "fact is missing (the findings name it); 2 bad input; 3 a node could not be reached"
-)
-
 _VERDICT_TEXT = {
     "fits": "fits",
     "fits_with_warnings": "fits, with warnings",

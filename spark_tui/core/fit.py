@@ -18,6 +18,7 @@ from spark_tui.core.plan import undeclared_reference_error, undeclared_reference
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.serve_rules import refusals
+from spark_tui.core.wording import plural
 
 MIB = 1024**2
 
@@ -269,13 +270,6 @@ def runtime_overhead(
     )
 
 
-def runtime_overhead_bytes(
-    args: ServeArgs, facts: ModelFacts | None = None, *, unified: bool = True
-) -> int:
-    """Memory a rank uses besides weights and KV cache (the sum of `runtime_overhead`)."""
-    return runtime_overhead(args, facts, unified=unified).total_bytes
-
-
 def weights_per_rank_bytes(
     facts: ModelFacts, args: ServeArgs, env: Mapping[str, str]
 ) -> int | None:
@@ -287,10 +281,6 @@ def weights_per_rank_bytes(
         weights -= facts.ple_table_bytes
     shards = max(1, args.tensor_parallel_size) * max(1, args.pipeline_parallel_size)
     return int(weights / shards * WEIGHT_LOAD_FACTOR)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _divisors(n: int, limit: int) -> list[int]:
@@ -305,7 +295,7 @@ def used_nodes(args: ServeArgs, nodes: list[NodeFacts]) -> tuple[list[NodeFacts]
 
 
 def _layout(tp: int, pp: int, dp: int) -> str:
-    return f"TP {tp} x PP {pp} x DP {dp} = {_count(tp * pp * dp, 'rank')}"
+    return f"TP {tp} x PP {pp} x DP {dp} = {plural(tp * pp * dp, 'rank')}"
 
 
 def _parallel_findings(
@@ -326,20 +316,20 @@ def _parallel_findings(
             and n >= recipe.min_nodes
             and (heads is None or heads % fit_tp == 0)
         ):
-            fixes.append(f"--set tensor_parallel={fit_tp} to run on the {_count(n, 'node')} given")
-        fixes.append(f"give {_count(world, 'node')} (inventory, --hosts or facts file)")
+            fixes.append(f"--set tensor_parallel={fit_tp} to run on the {plural(n, 'node')} given")
+        fixes.append(f"give {plural(world, 'node')} (inventory, --hosts or facts file)")
         out.append(
             Finding(
                 "error",
                 "nodes_mismatch",
-                f"{_layout(tp, pp, dp)} (one per Spark), but only {_count(n, 'node')} given",
+                f"{_layout(tp, pp, dp)} (one per Spark), but only {plural(n, 'node')} given",
                 ", or ".join(fixes),
             )
         )
     elif world < n:
         used, left = used_nodes(args, nodes)
         if most is not None and most < n:
-            why = f"the recipe runs on at most {_count(most, 'node')}"
+            why = f"the recipe runs on at most {plural(most, 'node')}"
         else:
             why = f"to use all {n}, change the layout (--set tensor_parallel=N)"
         out.append(
@@ -347,7 +337,7 @@ def _parallel_findings(
                 "info",
                 "nodes_left_out",
                 f"{_layout(tp, pp, dp)}: runs on {', '.join(nd.name for nd in used)} (the first "
-                f"{_count(world, 'node')} given); left out: {', '.join(nd.name for nd in left)}",
+                f"{plural(world, 'node')} given); left out: {', '.join(nd.name for nd in left)}",
                 f"nothing to do ({why}); to run on other nodes, list them first",
             )
         )
@@ -356,9 +346,9 @@ def _parallel_findings(
             Finding(
                 "error",
                 "too_few_nodes",
-                f"recipe {recipe.name} needs at least {_count(recipe.min_nodes, 'node')}, "
+                f"recipe {recipe.name} needs at least {plural(recipe.min_nodes, 'node')}, "
                 f"{n} given",
-                f"give {_count(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
+                f"give {plural(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
             )
         )
     elif world < recipe.min_nodes:
@@ -366,10 +356,10 @@ def _parallel_findings(
             Finding(
                 "error",
                 "too_few_ranks",
-                f"recipe {recipe.name} runs on at least {_count(recipe.min_nodes, 'node')}, but "
+                f"recipe {recipe.name} runs on at least {plural(recipe.min_nodes, 'node')}, but "
                 f"{_layout(tp, pp, dp)}",
                 f"--set tensor_parallel={recipe.min_nodes // (pp * dp) or 1} "
-                f"(the recipe's layout is for {_count(recipe.min_nodes, 'node')} or more)",
+                f"(the recipe's layout is for {plural(recipe.min_nodes, 'node')} or more)",
             )
         )
     if most is not None and world > most:
@@ -377,10 +367,10 @@ def _parallel_findings(
             Finding(
                 "error",
                 "too_many_nodes",
-                f"recipe {recipe.name} runs on at most {_count(most, 'node')}, but "
+                f"recipe {recipe.name} runs on at most {plural(most, 'node')}, but "
                 f"{_layout(tp, pp, dp)}",
                 f"--set tensor_parallel={max(1, most // (pp * dp))} (or a recipe made for "
-                f"{_count(world, 'node')})",
+                f"{plural(world, 'node')})",
             )
         )
     if heads is not None and heads % tp != 0:

@@ -1,47 +1,12 @@
-"""Rules about launching that the CLI and the cockpit share: when a fit verdict stops a
-launch, and what to do when a rank fails for a reason the plan can explain."""
+"""Rules about launching that the CLI and the cockpit share: what to do when a rank fails
+for a reason the plan can explain."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from spark_tui.core.fit import FitReport
 from spark_tui.core.plan import MASTER_ADDR, MASTER_PORT, RankSpec, flag_value
-
-
-@dataclass(frozen=True)
-class LaunchBlocked:
-    """Why a launch must not go ahead without --force, and what to do instead."""
-
-    message: str
-    remedy: str
-
-
-def launch_blocked(
-    report: FitReport, force: bool, recipe: str = "the recipe"
-) -> LaunchBlocked | None:
-    """None when the launch may go ahead; else why not. One rule for every interface:
-    "does not fit" and "unknown" both stop a launch unless the user forces it."""
-    if force or report.ok:
-        return None
-    if report.verdict == "unknown":
-        what = ", ".join(report.missing) or "a fact the check needs"
-        return LaunchBlocked(
-            f"whether {recipe} fits is unknown: missing {what}",
-            "fill in the missing facts (see the facts_missing finding), or launch anyway "
-            "with --force",
-        )
-    errors = [f for f in report.findings if f.severity == "error"]
-    first = f": {errors[0].message}" if errors else ""
-    return LaunchBlocked(
-        f"{recipe} does not fit these nodes{first}",
-        (errors[0].remedy + "; or launch anyway with --force")
-        if errors
-        else "follow a finding's remedy, or launch anyway with --force",
-    )
-
 
 # torch's TCPStore client ("The client socket has timed out after 600000ms while trying to
 # connect to (10.0.0.1, 29501).") and the rendezvous wrappers around it.

@@ -56,14 +56,6 @@ class ModelPresence:
     def total_bytes(self) -> int:
         return sum(self.reference.values())
 
-    @property
-    def complete_nodes(self) -> list[str]:
-        return [n.node for n in self.nodes if n.complete]
-
-    @property
-    def lacking(self) -> list[NodePresence]:
-        return [n for n in self.nodes if not n.complete]
-
 
 def _looks_like_repo(name: str) -> bool:
     return "/" in name and not name.startswith(("/", ".", "~")) and name.count("/") == 1

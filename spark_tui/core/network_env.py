@@ -9,15 +9,6 @@ from __future__ import annotations
 from spark_tui.core.errors import FactsError
 from spark_tui.core.facts import Interface, NodeFacts
 
-# The variables that name the node's ConnectX Ethernet interface (the playbook's ETH_IF).
-ETH_IF_VARS = (
-    "MN_IF_NAME",
-    "UCX_NET_DEVICES",
-    "NCCL_SOCKET_IFNAME",
-    "OMPI_MCA_btl_tcp_if_include",
-    "GLOO_SOCKET_IFNAME",
-    "TP_SOCKET_IFNAME",
-)
 # The variable that names the node's RoCE HCAs (the playbook's IB_IF).
 IB_IF_VAR = "NCCL_IB_HCA"
 # Fixed values the playbook passes on every node.

@@ -98,11 +98,6 @@ def failed_step(log: Sequence[str], max_lines: int = 8) -> StepFailure | None:
     return None
 
 
-def is_marker(line: str) -> bool:
-    """Whether a log line is one of the wrapper's own marker lines."""
-    return MARK in line
-
-
 def findings(recipe: Recipe) -> list[tuple[str, str, str]]:
     """(code, message, remedy) of every mod or `pre_exec` copy the recipe names that was
     not found: blocking, since the serve command would start without it."""

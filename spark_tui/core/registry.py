@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -54,8 +54,6 @@ SPARKRUN_DEFAULT_LAYOUT: dict[str, tuple[str, str]] = {
     "community": ("recipes", ""),
     "atlas": ("recipes", ""),
 }
-# Source priority: lower wins a name clash.
-SOURCE_ORDER = {"path": 0, "user": 1, "registry": 2, "sparkrun": 3, "bundled": 4}
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -574,8 +572,3 @@ def mod_exec(dest: str) -> str:
     import shlex
 
     return MOD_EXEC.format(dest=shlex.quote(dest))
-
-
-def missing_text(missing: Iterable[MissingFile]) -> list[str]:
-    """One line per missing mod or copy source, naming every place it was looked for."""
-    return [f"{m.kind} {m.ref!r} not found; looked in: {', '.join(m.tried)}" for m in missing]

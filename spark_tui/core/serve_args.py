@@ -146,11 +146,6 @@ class ServeArgs:
         """Ranks the command needs: TP x PP x DP (one GPU, so one Spark, per rank)."""
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
-    @property
-    def gpu_memory_utilization_set(self) -> bool:
-        """Whether the command sets `--gpu-memory-utilization` (else vLLM's default applies)."""
-        return "--gpu-memory-utilization" in self.flags
-
     def has(self, name: str) -> bool:
         """Whether the command carries the flag `name` (long name, with or without dashes)."""
         return "--" + _canonical(name.lstrip("-")) in self.flags

@@ -33,11 +33,6 @@ DEPENDENCIES: tuple[Dependency, ...] = (
 )
 
 
-def dependents_of(key: str) -> list[Dependency]:
-    """The dependencies whose `needs` is `key` (what must go when `key` goes)."""
-    return [d for d in DEPENDENCIES if d.needs == key]
-
-
 @dataclass(frozen=True)
 class Refusal:
     """A command vLLM will refuse at startup: its own words and what to change."""

@@ -295,24 +295,10 @@ RANK_FLAGS = (
     "--data-parallel-start-rank",
 )
 
-_FLAG_INDEX: dict[str, Setting] = {}
-for _setting in _SETTINGS:
-    _FLAG_INDEX[_setting.flag] = _setting
-    _FLAG_INDEX["--" + _setting.key] = _setting  # vLLM accepts underscores too
-    for _alias in _setting.aliases:
-        _FLAG_INDEX[_alias] = _setting
-    if _setting.kind == "bool":
-        _FLAG_INDEX[_setting.negative_flag] = _setting
-
 
 def get(key: str) -> Setting | None:
     """The known setting called `key`, or None."""
     return SETTINGS.get(key)
-
-
-def setting_for_flag(flag: str) -> Setting | None:
-    """The setting a vLLM flag (or its alias, underscore or `--no-` form) belongs to."""
-    return _FLAG_INDEX.get(flag.split("=", 1)[0])
 
 
 def flag_spellings(setting: Setting) -> tuple[str, ...]:

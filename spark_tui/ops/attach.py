@@ -5,7 +5,7 @@ commands (smoke, bench) use to reach a running cluster's head.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from spark_tui.ops.cluster import (
     open_dockers,
     status,
 )
+from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged
 from spark_tui.ops.launch import ClusterWatch, WatchedRank
 from spark_tui.remote.docker_remote import RemoteDocker
@@ -76,7 +77,7 @@ def _watched(pool: ConnectionPool, dockers: dict[str, RemoteDocker], rs: RankSta
     )
 
 
-async def attach(
+def attach(
     pool: ConnectionPool,
     cluster_id: str | None = None,
     *,
@@ -92,18 +93,14 @@ async def attach(
     RankStateChanged for every rank found, then every rank's log from its last `tail`
     lines on, ClusterReady once /health answers through the forward. A rank that is down
     or fails is reported (and the others stopped, unless `keep_failed`): LaunchFailed."""
-    import asyncio
 
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    done = object()
-
-    async def runner() -> None:
+    async def runner(emit: Callable[[Event], None]) -> None:
         dockers = await open_dockers(pool)
         try:
             cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
             head = cluster.ranks[0]
             argv = await rank_argv(dockers[head.node], head.container)
-            queue.put_nowait(
+            emit(
                 Notice(
                     "info",
                     f"attached to cluster {cluster.cluster_id} ({cluster.recipe}) on "
@@ -113,11 +110,11 @@ async def attach(
             ranks = [_watched(pool, dockers, r) for r in cluster.ranks]
             for r, rs in zip(ranks, cluster.ranks, strict=True):
                 r.state = RankState.STARTING if rs.running else RankState.STOPPED
-                queue.put_nowait(RankStateChanged(rank=r.rank, node=r.node, state=r.state))
+                emit(RankStateChanged(rank=r.rank, node=r.node, state=r.state))
             watch = ClusterWatch(
                 cluster.cluster_id,
                 ranks,
-                queue.put_nowait,
+                emit,
                 api_host=api_host,
                 api_port=api_port_of(argv, head.labels),
                 keep_failed=keep_failed,
@@ -129,19 +126,7 @@ async def attach(
         finally:
             await close_dockers(dockers)
 
-    task = asyncio.create_task(runner())
-    task.add_done_callback(lambda _t: queue.put_nowait(done))
-    try:
-        while True:
-            item = await queue.get()
-            if item is done:
-                break
-            yield item
-        task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    return stream_events(runner)
 
 
 @dataclass

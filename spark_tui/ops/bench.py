@@ -32,7 +32,6 @@ from typing import Any
 
 import httpx
 
-from spark_tui.ops.events import ResultEvent
 from spark_tui.ops.prometheus import vllm_gauges
 from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
 
@@ -618,8 +617,3 @@ async def run_bench(
     return await BenchRun(
         base_url, model, config, api_key=api_key, progress=progress, on_level=on_level
     ).run()
-
-
-def level_event(level: LevelResult) -> ResultEvent:
-    """A finished level as an event for the cockpit."""
-    return ResultEvent(kind="bench", payload=level.to_dict())

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from spark_tui.core.wording import change_text
 from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import Run, changed_settings
 
@@ -151,7 +152,7 @@ class Comparison:
     def changed_text(self) -> str:
         if not self.changed:
             return "no setting changed"
-        return ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in self.changed)
+        return ", ".join(change_text(c["name"], c["before"], c["after"]) for c in self.changed)
 
 
 def fmt_figure(figure: str, value: float | None) -> str:

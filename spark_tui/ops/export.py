@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import InputError
+from spark_tui.core.wording import change_text, setting_text
 from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_bench, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 
@@ -87,12 +88,12 @@ def launch_script(run: Run) -> str:
         header.append(f"#   image digest on {node}: {digest}")
     header.append(f"# model {run.model} revision {run.model_revision or 'unknown'}")
     if run.overrides:
-        shown = " ".join(f"--set {k}={v}" for k, v in run.overrides.items())
+        shown = " ".join(f"--set {setting_text(k, v)}" for k, v in run.overrides.items())
         header.append(f"# overrides: {shown}")
     for change in run.changed:
         header.append(
-            f"# changed from the baseline: {change['name']}: {change['before']} -> "
-            f"{change['after']}"
+            "# changed from the baseline: "
+            + change_text(change["name"], change["before"], change["after"])
         )
     for node, values in run.network.items():
         shown = " ".join(f"{k}={v}" for k, v in values.items())
@@ -138,13 +139,13 @@ def _run_section(run: Run) -> list[str]:
         ("image", run.image),
         ("settings hash", run.settings_hash),
         ("launch", run.launch_id),
-        ("overrides", ", ".join(f"{k}={v}" for k, v in run.overrides.items()) or "none"),
+        ("overrides", ", ".join(setting_text(k, v) for k, v in run.overrides.items()) or "none"),
     ]
     if run.changed:
         facts.append(
             (
                 "changed",
-                ", ".join(f"{c['name']}: {c['before']} -> {c['after']}" for c in run.changed),
+                ", ".join(change_text(c["name"], c["before"], c["after"]) for c in run.changed),
             )
         )
     for node, digest in sorted(run.image_digests.items()):

@@ -47,6 +47,7 @@ from spark_tui.ops.cluster import (
     remove_ranks,
     stop,
 )
+from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import (
     ClusterReady,
     Event,
@@ -681,7 +682,7 @@ def _ranks_for(
     return ranks
 
 
-async def launch(
+def launch(
     plan: LaunchPlan,
     pool: ConnectionPool,
     *,
@@ -703,12 +704,9 @@ async def launch(
     failures after ready (until the consumer stops); without either the generator ends
     once every rank has started. Raises LaunchFailed when a rank fails.
     """
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    done = object()
-    emit = queue.put_nowait
-    env = dict(os.environ if local_env is None else local_env)
 
-    async def runner() -> None:
+    async def runner(emit: Callable[[Event], None]) -> None:
+        env = dict(os.environ if local_env is None else local_env)
         dockers = await open_dockers(pool)
         try:
             await _launch(
@@ -728,19 +726,7 @@ async def launch(
         finally:
             await close_dockers(dockers)
 
-    task = asyncio.create_task(runner())
-    task.add_done_callback(lambda _t: queue.put_nowait(done))
-    try:
-        while True:
-            item = await queue.get()
-            if item is done:
-                break
-            yield item
-        task.result()  # re-raises LaunchFailed / SparkError from the runner
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+    return stream_events(runner)  # raises LaunchFailed / SparkError from the runner
 
 
 async def _launch(

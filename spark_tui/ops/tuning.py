@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from spark_tui.core.render import has_flag
+
 
 def _flag_for(setting: str) -> str:
     from spark_tui.core import settings_schema
@@ -34,7 +36,7 @@ def ranks_carry(plan: Mapping[str, Any], setting: str, value: Any) -> list[int]:
     for rank in plan.get("ranks") or []:
         argv = [str(a) for a in rank.get("argv") or []]
         if value is None:
-            ok = flag not in argv and not any(t.startswith(flag + "=") for t in argv)
+            ok = not has_flag(argv, flag)
         elif isinstance(value, bool):
             present = flag in argv
             ok = present == value or ("--no-" + flag[2:] in argv) == (not value)

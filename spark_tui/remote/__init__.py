@@ -1,4 +1,4 @@
-"""Remote layer: SSH connections, probes, discovery, Docker over SSH.
+"""Remote layer: SSH connections, probes, Docker over SSH.
 
 - `ssh`: `NodeConnection` (one reused asyncssh connection per node: `connect()`,
   `run(cmd, timeout)`, `run_argv(argv)`, `forward_local_port(...)`,
@@ -7,8 +7,6 @@
 - `hostkeys`: known_hosts checking; unknown keys need a yes (`confirm` callback or
   `accept_new_host_keys`), changed keys are refused (`HostKeyError`, exit 3).
 - `parsers`: pure functions from real command output to facts.
-- `probe`: `probe_node(conn)`, `probe_pool(pool)`, `probe_nodes(nodes, ...)`,
-  `probe_nodes_sync(...)` -> `NodeFacts`.
-- `discovery`: nodes from an inventory, `--hosts`, `~/.ssh/config`, ConnectX peers.
+- `probe`: `probe_node(conn)`, `probe_pool(pool)`, `probe_nodes(nodes, ...)` -> `NodeFacts`.
 - `docker_remote`: `RemoteDocker.open(conn)`, the Docker SDK through the forwarded socket.
 """

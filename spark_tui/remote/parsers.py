@@ -170,10 +170,6 @@ class LinkAddrs:
     ipv6: list[str] = field(default_factory=list)
     altnames: list[str] = field(default_factory=list)
 
-    @property
-    def carrier(self) -> bool:
-        return "NO-CARRIER" not in self.flags and "LOWER_UP" in self.flags
-
 
 def parse_ip_addr(text: str) -> dict[str, LinkAddrs]:
     """Parse `ip -j addr` (JSON) or, when iproute2 is too old for `-j`, plain `ip addr`."""
@@ -233,20 +229,6 @@ def _parse_ip_addr_text(text: str) -> dict[str, LinkAddrs]:
     return links
 
 
-def parse_ip_br_addr(text: str) -> dict[str, LinkAddrs]:
-    """Parse `ip -br addr`: `name STATE addr/len ...` per line."""
-    links: dict[str, LinkAddrs] = {}
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) < 2 or not re.fullmatch(r"[A-Z]+", words[1]):
-            continue
-        link = LinkAddrs(name=words[0].split("@")[0], state=words[1].lower())
-        for addr in words[2:]:
-            (link.ipv6 if ":" in addr else link.ipv4).append(addr)
-        links[link.name] = link
-    return links
-
-
 def parse_net_speeds(text: str) -> dict[str, int | None]:
     """Parse NET_SPEEDS (`name speed` per line, Mb/s); -1 or empty means unknown."""
     speeds: dict[str, int | None] = {}
@@ -257,12 +239,6 @@ def parse_net_speeds(text: str) -> dict[str, int | None]:
         value = words[1] if len(words) > 1 else ""
         speeds[words[0]] = int(value) if value.isdigit() and int(value) > 0 else None
     return speeds
-
-
-def parse_ethtool_speed(text: str) -> int | None:
-    """The `Speed: 200000Mb/s` of `ethtool IFACE`, in Mb/s (None when unknown)."""
-    m = re.search(r"Speed:\s*(\d+)\s*Mb/s", text)
-    return int(m.group(1)) if m else None
 
 
 def _strip_len(cidr: str) -> str:
@@ -301,50 +277,6 @@ def build_interfaces(
             )
         )
     return merged
-
-
-@dataclass
-class Neighbour:
-    """One ARP/NDP neighbour: a peer address seen on a netdev."""
-
-    address: str
-    netdev: str
-    mac: str | None = None
-    state: str = "unknown"  # lower-case: reachable, stale, delay, probe, failed, incomplete...
-
-    @property
-    def usable(self) -> bool:
-        return self.mac is not None and self.state not in ("failed", "incomplete", "noarp")
-
-
-def parse_ip_neigh(text: str) -> list[Neighbour]:
-    """Parse `ip -j neigh` (JSON) or plain `ip neigh` (`addr dev X lladdr M STATE`)."""
-    stripped = text.lstrip()
-    found: list[Neighbour] = []
-    if stripped.startswith("["):
-        for entry in json.loads(stripped):
-            if not isinstance(entry, dict) or not entry.get("dst") or not entry.get("dev"):
-                continue
-            states = entry.get("state") or []
-            state = states[0] if isinstance(states, list) and states else str(states or "")
-            found.append(
-                Neighbour(
-                    address=entry["dst"],
-                    netdev=entry["dev"],
-                    mac=entry.get("lladdr"),
-                    state=(state or "unknown").lower(),
-                )
-            )
-        return found
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) < 3 or "dev" not in words:
-            continue
-        dev = words[words.index("dev") + 1]
-        mac = words[words.index("lladdr") + 1] if "lladdr" in words else None
-        state = words[-1].lower() if words[-1].isupper() else "unknown"
-        found.append(Neighbour(address=words[0], netdev=dev, mac=mac, state=state))
-    return found
 
 
 # --- disk ----------------------------------------------------------------------------------

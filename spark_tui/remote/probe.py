@@ -203,15 +203,3 @@ async def probe_nodes(
         return await probe_pool(pool, partial=partial, docker=docker)
     finally:
         await pool.close()
-
-
-def probe_nodes_sync(
-    nodes: Sequence[InventoryNode],
-    accept_new_host_keys: bool = False,
-    confirm: HostKeyConfirm | None = None,
-    **kwargs: object,
-) -> list[NodeFacts]:
-    """probe_nodes for synchronous callers (the headless `check` and `plan` commands)."""
-    return asyncio.run(
-        probe_nodes(nodes, accept_new_host_keys, confirm, **kwargs)  # type: ignore[arg-type]
-    )

@@ -16,7 +16,7 @@ NVIDIA_SMI_QUERY = (
 MEMINFO = "cat /proc/meminfo"
 IBDEV2NETDEV = "ibdev2netdev"
 IP_ADDR_JSON = "ip -j addr"
-# Neighbours (ARP/NDP) of every interface: ConnectX peers are found here.
+# Neighbours (ARP/NDP) of every interface (a simulated node answers it as a GB10 does).
 IP_NEIGH_JSON = "ip -j neigh"
 # Link speeds of every netdev, one "name speed" line each ("-1" or empty when unknown).
 NET_SPEEDS = (

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from spark_tui.ops.event_stream import stream_events
 from spark_tui.service.events import Question
 
 Emit = Callable[[Any], None]
@@ -15,36 +17,33 @@ Ask = Callable[[Question], Awaitable[bool]]
 Work = Callable[[Emit, Ask], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """A question on its way to the consumer, with the future its answer goes to."""
+
+    question: Question
+    answer: asyncio.Future[bool]
+
+
 async def pump(work: Work) -> AsyncIterator[Any]:
     """Events `work` emits, in order; a question it asks is yielded, and its answer (the
     consumer's `reply()`, else the question's default) goes back when the consumer asks for
     the next event. Closing the generator cancels the work."""
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    done = object()
     loop = asyncio.get_running_loop()
 
-    async def ask(question: Question) -> bool:
-        future: asyncio.Future[bool] = loop.create_future()
-        queue.put_nowait((question, future))
-        return await future
+    async def run(emit: Emit) -> None:
+        async def ask(question: Question) -> bool:
+            answer: asyncio.Future[bool] = loop.create_future()
+            emit(_Asked(question, answer))
+            return await answer
 
-    task = asyncio.create_task(work(queue.put_nowait, ask))
-    task.add_done_callback(lambda _t: queue.put_nowait(done))
-    try:
-        while True:
-            item = await queue.get()
-            if item is done:
-                break
-            if isinstance(item, tuple):
-                question, future = item
-                yield question
-                if not future.done():
-                    future.set_result(question.yes)
+        await work(emit, ask)
+
+    async with contextlib.aclosing(stream_events(run)) as events:
+        async for item in events:
+            if isinstance(item, _Asked):
+                yield item.question
+                if not item.answer.done():
+                    item.answer.set_result(item.question.yes)
                 continue
             yield item
-        task.result()  # re-raises the work's error
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.gather(task, return_exceptions=True)

@@ -8,15 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
+from fixtures_stack import lab_plan, lab_pool, leaves_no_container
 from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import ClusterReady, Event, LogLine
 from spark_tui.sim.lab import Lab
-from spark_tui.sim.lab.dockerd import containers
 
 lab_guard()
 
@@ -32,14 +31,7 @@ WRITE_TEMPLATE = (
 
 @pytest.fixture(autouse=True)
 def _no_containers_left(lab: Lab) -> Iterator[None]:
-    yield
-    left = {n.name: containers(n.docker_socket) for n in lab.nodes}
-    for node in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        for c in client.containers.list(all=True):
-            c.remove(force=True)
-        client.close()
-    assert not any(left.values()), f"containers left behind: {left}"
+    yield from leaves_no_container(lab)
 
 
 def recipe_with(tmp_path: Path, mods: dict[str, str]) -> Path:
@@ -58,22 +50,15 @@ def recipe_with(tmp_path: Path, mods: dict[str, str]) -> Path:
 
 async def launch_events(nodes: list[InventoryNode], path: Path) -> tuple[Any, list[Event], Any]:
     """(plan, events, the LaunchFailed or None) of one launch of the recipe on the lab."""
-    from spark_tui.core.overrides import apply_overrides
-    from spark_tui.core.plan import build_plan
-    from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.ops.cluster import stop
     from spark_tui.ops.launch import LaunchFailed, launch
-    from spark_tui.remote.probe import probe_pool
-    from spark_tui.remote.ssh import ConnectionPool
 
-    pool = ConnectionPool(nodes, ssh_config=(), connect_timeout=5, backoff_max=1.0)
+    pool = lab_pool(nodes)
     await pool.open()
     events: list[Event] = []
     failure = None
     try:
-        recipe = find_recipe(str(path))
-        facts = await probe_pool(pool)
-        plan = build_plan(recipe, apply_overrides(recipe, [f"chat_template={TEMPLATE}"]), facts)
+        plan = await lab_plan(pool, path, [f"chat_template={TEMPLATE}"])
         try:
             async for ev in launch(plan, pool, follow=False, ready_timeout=90, settle=0.5):
                 events.append(ev)

@@ -16,6 +16,15 @@ from typing import Any
 import docker
 import httpx
 import pytest
+from fixtures_stack import (
+    cli,
+    container_env,
+    kill_container,
+    lab_plan,
+    lab_pool,
+    leaves_no_container,
+    write_inventory,
+)
 from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
@@ -41,49 +50,13 @@ RECIPE = "glm-5.3-flash"
 
 @pytest.fixture(scope="module")
 def inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("lab-ops") / "lab.yaml"
-    lab.write_inventory(path)
-    return path
+    return write_inventory(lab, tmp_path_factory, "lab-ops")
 
 
 @pytest.fixture(autouse=True)
 def _no_containers_left(lab: Lab) -> Iterator[None]:
     """Every test starts and ends with no container on any node."""
-    yield
-    left = {n.name: containers(n.docker_socket) for n in lab.nodes}
-    for node in lab.nodes:  # clean up for the next test even when this one failed
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        for c in client.containers.list(all=True):
-            c.remove(force=True)
-        client.close()
-    assert not any(left.values()), f"containers left behind: {left}"
-
-
-def _cli(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _pool(nodes: list[InventoryNode]) -> Any:
-    from spark_tui.remote.ssh import ConnectionPool
-
-    return ConnectionPool(nodes, ssh_config=(), connect_timeout=5, backoff_max=1.0)
-
-
-async def _plan(pool: Any) -> Any:
-    from spark_tui.core.overrides import apply_overrides
-    from spark_tui.core.plan import build_plan
-    from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.remote.probe import probe_pool
-
-    recipe = find_recipe(RECIPE)
-    facts = await probe_pool(pool)
-    return build_plan(recipe, apply_overrides(recipe, []), facts)
+    yield from leaves_no_container(lab)
 
 
 async def _launch_events(
@@ -95,15 +68,6 @@ async def _launch_events(
         plan, pool, wait_ready=wait_ready, follow=follow, ready_timeout=60, settle=0.5
     ):
         yield ev
-
-
-def _env(lab: Lab, index: int, name: str) -> dict[str, str]:
-    client = docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}")
-    try:
-        raw = client.containers.get(name).attrs["Config"]["Env"]
-    finally:
-        client.close()
-    return dict(item.split("=", 1) for item in raw)
 
 
 async def test_probe_sees_both_nodes_as_gb10s_with_their_own_connectx(
@@ -137,10 +101,10 @@ async def test_launch_reaches_ready_with_both_ranks_logs_and_per_node_env(
 ) -> None:
     from spark_tui.ops.cluster import stop
 
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     try:
-        plan = await _plan(pool)
+        plan = await lab_plan(pool, RECIPE)
         events = [ev async for ev in _launch_events(plan, pool)]
         ready = [e for e in events if isinstance(e, ClusterReady)]
         assert len(ready) == 1 and ready[0].cluster_id == plan.cluster_id
@@ -153,8 +117,8 @@ async def test_launch_reaches_ready_with_both_ranks_logs_and_per_node_env(
 
         # Each rank's env names its own node's interfaces, never the head's on the worker.
         head, worker = plan.ranks[0], plan.ranks[1]
-        head_env = _env(lab, 1, head.container.name)
-        worker_env = _env(lab, 2, worker.container.name)
+        head_env = container_env(lab, 1, head.container.name)
+        worker_env = container_env(lab, 2, worker.container.name)
         for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "UCX_NET_DEVICES"):
             assert head_env[key] == lab.node(1).ifname
             assert worker_env[key] == lab.node(2).ifname
@@ -178,19 +142,17 @@ async def test_a_killed_worker_stops_the_head_and_the_failure_is_reported(
 ) -> None:
     from spark_tui.ops.launch import LaunchFailed
 
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     events: list[Event] = []
     try:
-        plan = await _plan(pool)
+        plan = await lab_plan(pool, RECIPE)
         worker = plan.ranks[1].container.name
         with pytest.raises(LaunchFailed) as failed:
             async for ev in _launch_events(plan, pool, follow=True):
                 events.append(ev)
                 if isinstance(ev, ClusterReady):
-                    client = docker.DockerClient(base_url=f"unix://{lab.node(2).docker_socket}")
-                    client.containers.get(worker).kill()
-                    client.close()
+                    kill_container(lab, 2, worker)
     finally:
         await pool.close()
     assert failed.value.rank == 1 and failed.value.node == lab.node(2).name
@@ -212,10 +174,10 @@ async def test_log_stream_resumes_after_an_sshd_restart_without_loss_or_repeat(
     from spark_tui.ops.logs import RankLogFollower
     from spark_tui.remote.docker_remote import RemoteDocker
 
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     try:
-        plan = await _plan(pool)
+        plan = await lab_plan(pool, RECIPE)
         _ = [ev async for ev in _launch_events(plan, pool)]
         head = plan.ranks[0].container.name
         api = f"http://{lab.node(1).address}:{plan.endpoint['port']}"
@@ -266,15 +228,15 @@ async def test_log_stream_resumes_after_an_sshd_restart_without_loss_or_repeat(
 async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
     lab: Lab, lab_nodes: list[InventoryNode], inventory: Path
 ) -> None:
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     try:
-        plan = await _plan(pool)
+        plan = await lab_plan(pool, RECIPE)
         _ = [ev async for ev in _launch_events(plan, pool, wait_ready=False)]
     finally:
         await pool.close()  # this "spark-tui" goes away; the cluster keeps running
 
-    status = _cli("status", "--inventory", str(inventory), "--json")
+    status = cli("status", "--inventory", str(inventory), "--json")
     assert status.returncode == 0, status.stderr
     assert plan.cluster_id in status.stdout
 
@@ -316,7 +278,7 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
     assert f"READY {plan.cluster_id}" in attached.stdout
     assert "RANKS [0, 1]" in attached.stdout
 
-    stopped = _cli("stop", "--inventory", str(inventory))
+    stopped = cli("stop", "--inventory", str(inventory))
     assert stopped.returncode == 0, stopped.stderr
     for node in lab.nodes:
         assert containers(node.docker_socket) == [], f"a container is left on {node.name}"
@@ -326,7 +288,7 @@ def test_one_node_down_is_a_clear_error_and_nothing_runs(lab: Lab, inventory: Pa
     lab.stop_sshd(2)
     try:
         # Unknown fit (the stand-in nodes cache no config of this model): insist, as a user must.
-        res = _cli("launch", RECIPE, "--inventory", str(inventory), "--wait", "--force")
+        res = cli("launch", RECIPE, "--inventory", str(inventory), "--wait", "--force")
     finally:
         lab.start_sshd(2)
     assert res.returncode == 3, res.stdout + res.stderr

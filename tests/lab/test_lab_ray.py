@@ -15,9 +15,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
+from fixtures_stack import (
+    cli,
+    container_env,
+    kill_container,
+    lab_plan,
+    lab_pool,
+    leaves_no_container,
+    write_inventory,
+)
 from labkit import lab_guard
 
 from spark_tui.core.errors import OperationFailed
@@ -41,23 +49,12 @@ BASE_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "glm-5.3-flash.y
 READY_TIMEOUT = 300
 
 
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 @pytest.fixture(scope="module")
 def files(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The Ray image in both nodes, the inventory, and a vllm-ray recipe that runs it."""
     ray_image.ensure_image([n.docker_socket for n in lab.nodes])
-    d = tmp_path_factory.mktemp("lab-ray")
-    inventory = d / "lab.yaml"
-    lab.write_inventory(inventory)
+    inventory = write_inventory(lab, tmp_path_factory, "lab-ray")
+    d = inventory.parent
     recipe = yaml.safe_load(BASE_RECIPE.read_text())
     recipe["container"] = ray_image.RAY_IMAGE
     recipe["defaults"]["distributed_executor_backend"] = "ray"  # sparkrun's Ray hint
@@ -68,31 +65,7 @@ def files(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
 
 @pytest.fixture(autouse=True)
 def _no_containers_left(lab: Lab) -> Iterator[None]:
-    yield
-    left = {n.name: containers(n.docker_socket) for n in lab.nodes}
-    for node in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        for c in client.containers.list(all=True):
-            c.remove(force=True)
-        client.close()
-    assert not any(left.values()), f"containers left behind: {left}"
-
-
-def _pool(nodes: list[InventoryNode]) -> Any:
-    from spark_tui.remote.ssh import ConnectionPool
-
-    return ConnectionPool(nodes, ssh_config=(), connect_timeout=5, backoff_max=1.0)
-
-
-async def _plan(pool: Any, recipe_path: Path) -> Any:
-    from spark_tui.core.overrides import apply_overrides
-    from spark_tui.core.plan import build_plan
-    from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.remote.probe import probe_pool
-
-    recipe = find_recipe(str(recipe_path))
-    facts = await probe_pool(pool)
-    return build_plan(recipe, apply_overrides(recipe, []), facts)
+    yield from leaves_no_container(lab)
 
 
 async def _launch(
@@ -116,23 +89,14 @@ async def _launch(
         pytest.fail(f"{exc.message}\n" + "\n".join(said), pytrace=False)
 
 
-def _env(lab: Lab, index: int, name: str) -> dict[str, str]:
-    client = docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}")
-    try:
-        raw = client.containers.get(name).attrs["Config"]["Env"]
-    finally:
-        client.close()
-    return dict(item.split("=", 1) for item in raw)
-
-
 async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
     lab: Lab, lab_nodes: list[InventoryNode], files: dict[str, Path]
 ) -> None:
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     events: list[Event] = []
     try:
-        plan = await _plan(pool, files["recipe"])
+        plan = await lab_plan(pool, files["recipe"])
         assert plan.runtime == "vllm-ray"
         async for ev in _launch(plan, pool, follow=False):
             events.append(ev)
@@ -158,15 +122,15 @@ async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
     }
     assert ranks_ready == {0, 1}
     for index, rank in ((1, plan.ranks[0]), (2, plan.ranks[1])):
-        env = _env(lab, index, rank.container.name)
+        env = container_env(lab, index, rank.container.name)
         assert env["RAY_memory_monitor_refresh_ms"] == "0"
         assert env["VLLM_HOST_IP"] == rank.cluster_address
         assert env["MASTER_ADDR"] == head_ip
 
-    smoke = _cli("smoke", "--inventory", str(files["inventory"]), "--json")
+    smoke = cli("smoke", "--inventory", str(files["inventory"]), "--json")
     assert smoke.returncode == 0, smoke.stdout[-2000:] + smoke.stderr[-2000:]
 
-    status = _cli("status", "--inventory", str(files["inventory"]), "--json")
+    status = cli("status", "--inventory", str(files["inventory"]), "--json")
     assert status.returncode == 0 and plan.cluster_id in status.stdout, status.stderr
 
     script = (
@@ -204,7 +168,7 @@ async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
     assert f"READY {plan.cluster_id}" in attached.stdout
     assert "RANKS [0, 1] RAYLINES True" in attached.stdout
 
-    stopped = _cli("stop", "--inventory", str(files["inventory"]))
+    stopped = cli("stop", "--inventory", str(files["inventory"]))
     assert stopped.returncode == 0, stopped.stderr
     for node in lab.nodes:
         assert containers(node.docker_socket) == [], f"a container is left on {node.name}"
@@ -215,19 +179,17 @@ async def test_a_killed_ray_worker_is_reported_and_the_cluster_torn_down(
 ) -> None:
     from spark_tui.ops.launch import LaunchFailed
 
-    pool = _pool(lab_nodes)
+    pool = lab_pool(lab_nodes)
     await pool.open()
     events: list[Event] = []
     try:
-        plan = await _plan(pool, files["recipe"])
+        plan = await lab_plan(pool, files["recipe"])
         worker = plan.ranks[1].container.name
         with pytest.raises(LaunchFailed) as failed:
             async for ev in _launch(plan, pool, follow=True, lines=False):
                 events.append(ev)
                 if isinstance(ev, ClusterReady):
-                    client = docker.DockerClient(base_url=f"unix://{lab.node(2).docker_socket}")
-                    client.containers.get(worker).kill()
-                    client.close()
+                    kill_container(lab, 2, worker)
     finally:
         await pool.close()
     assert failed.value.rank == 1 and failed.value.node == lab.node(2).name

@@ -13,7 +13,7 @@ from spark_tui.cli import main
 from spark_tui.core.errors import InputError, SparkError
 from spark_tui.remote import probe_commands
 from spark_tui.sim.lab import preflight, shims
-from spark_tui.sim.lab.config import LabConfig, connectx_name, rdma_name
+from spark_tui.sim.lab.config import LabConfig, connectx_name
 from spark_tui.sim.lab.image import image_changes, split_ref
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -45,15 +45,6 @@ def test_connectx_names_differ_between_nodes_and_fit_the_kernel_limit() -> None:
     assert names[:2] == ["enp1s0f1np1", "enP2p1s0f1np1"]
     assert len(set(names)) == len(names)
     assert max(len(n) for n in names) <= 15
-
-
-def test_rdma_names_pair_as_in_the_playbook_sample() -> None:
-    pairs = {}
-    for line in _sample("ibdev2netdev_port1_up_playbook.txt"):
-        dev, _, rest = line.partition(" port 1 ==> ")
-        pairs[rest.split()[0]] = dev
-    assert rdma_name("enp1s0f1np1") == pairs["enp1s0f1np1"] == "rocep1s0f1"
-    assert rdma_name("enP2p1s0f1np1") == pairs["enP2p1s0f1np1"] == "roceP2p1s0f1"
 
 
 def test_layout_of_a_lab() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from fixtures_stack import cli, leaves_no_container, write_inventory
 from labkit import lab_guard
 
 from spark_tui.sim.lab import Lab
@@ -27,32 +28,13 @@ RECIPE = "glm-5.3-flash"
 
 @pytest.fixture(scope="module")
 def inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("lab-watch") / "lab.yaml"
-    lab.write_inventory(path)
-    return path
+    return write_inventory(lab, tmp_path_factory, "lab-watch")
 
 
 @pytest.fixture(autouse=True)
 def _no_containers_left(lab: Lab) -> Iterator[None]:
     """The test ends with no container on any node (removed here for the next test if not)."""
-    yield
-    left = {n.name: containers(n.docker_socket) for n in lab.nodes}
-    for node in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        for c in client.containers.list(all=True):
-            c.remove(force=True)
-        client.close()
-    assert not any(left.values()), f"containers left behind: {left}"
-
-
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    yield from leaves_no_container(lab)
 
 
 def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
@@ -60,11 +42,11 @@ def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
 ) -> None:
     inv = str(inventory)
     # The lab has no model facts in its HF cache: the fit is unknown, so --force.
-    launched = _cli(
+    launched = cli(
         "launch", RECIPE, "--inventory", inv, "--wait", "--force", "--ready-timeout", "90"
     )
     assert launched.returncode == 0, launched.stderr
-    status = _cli("status", "--inventory", inv, "--json")
+    status = cli("status", "--inventory", inv, "--json")
     assert status.returncode == 0, status.stderr
     (cluster,) = json.loads(status.stdout)["clusters"]
     worker = next(r for r in cluster["ranks"] if r["rank"] == 1)
@@ -105,15 +87,15 @@ def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
     cleanup = f"spark-tui stop --inventory {inv}"
     assert f"clean up: {cleanup}" in err
 
-    status = _cli("status", "--inventory", inv)
+    status = cli("status", "--inventory", inv)
     assert status.returncode == 1, status.stdout + status.stderr
     head_line = status.stdout.splitlines()[0]
     assert cluster["cluster_id"] in head_line and " failed " in head_line
     assert f"failed: rank 1 on {worker['node']} was killed" in status.stdout
     assert f"clean up: {cleanup}" in status.stdout
 
-    stopped = _cli(*cleanup.split()[1:])
+    stopped = cli(*cleanup.split()[1:])
     assert stopped.returncode == 0, stopped.stderr
     for n in lab.nodes:
         assert containers(n.docker_socket) == [], f"a container is left on {n.name}"
-    assert _cli("status", "--inventory", inv).returncode == 0
+    assert cli("status", "--inventory", inv).returncode == 0

@@ -86,3 +86,28 @@ def test_a_p95_resting_on_two_slow_requests_is_noisy() -> None:
     assert noise_for("ttft_p95_s", a, b) > 0.20
     # ... while the median of the same requests is tight: +-9 ms over 16 requests.
     assert noise_for("ttft_p50_s", a, b) < 0.07
+
+
+def test_a_removed_setting_reads_as_none_in_the_comparison_and_the_report() -> None:
+    from spark_tui.ops.export import markdown_report
+
+    h = History()
+    a = bench_run(h, level(100.0, 0.2, [1.0] * 4), {"tool_call_parser": "glm47", "eager": False})
+    b = bench_run(h, level(100.0, 0.2, [1.0] * 4), {"tool_call_parser": None, "eager": True})
+    cmp = compare_bench(a, b)
+    text = cmp.changed_text()
+    assert text == "tool_call_parser: glm47 -> none, eager: false -> true"
+    assert f"changed: {text}" in cmp.to_text()
+    report = markdown_report([b], cmp).splitlines()
+    assert any("tool_call_parser=none, eager=true" in line for line in report)
+    assert any("tool_call_parser: glm47 -> none, eager: false -> true" in line for line in report)
+
+
+def test_the_launch_script_gives_a_removed_setting_as_the_cli_takes_it() -> None:
+    from spark_tui.ops.export import launch_script
+
+    h = History()
+    plan = {"recipe": "r", "settings": {}, "ranks": []}
+    run = h.record_launch(plan, {"tool_call_parser": None, "enforce_eager": True})
+    script = launch_script(run)
+    assert "--set tool_call_parser=none --set enforce_eager=true" in script

@@ -11,10 +11,8 @@ import pytest
 from spark_tui import cli
 from spark_tui.core.errors import EXIT_UNREACHABLE, UnreachableError
 from spark_tui.core.inventory import inventory_to_yaml
-from spark_tui.remote.discovery import connectx_peers
 from spark_tui.remote.hostkeys import HostKeyError
 from spark_tui.remote.probe import probe_nodes
-from spark_tui.remote.ssh import ConnectionPool
 from spark_tui.sim.nodes import SimCluster
 
 NO_CONFIG = {"ssh_config": None}
@@ -114,15 +112,6 @@ async def test_cli_probe_human(sim_scenario, capsys) -> None:
     assert "probing 2 node(s)" in err
 
 
-async def test_connectx_peers_offered(sim_scenario) -> None:
-    async with SimCluster(sim_scenario(3)) as sim:
-        pool = ConnectionPool(sim.inventory[:1], **NO_CONFIG)
-        async with pool:
-            peers = await connectx_peers(pool.connections[0])
-    assert sorted(p.address for p in peers) == sorted(n.address for n in sim.nodes[1:])
-    assert all(p.via == sim.nodes[0].name for p in peers)
-
-
 async def test_inventory_yaml_with_hosts_only_uses_defaults(sim_scenario, tmp_path: Path) -> None:
     # The inventory format round-trips what the simulator wrote.
     async with SimCluster(sim_scenario(1)) as sim:
@@ -132,12 +121,3 @@ async def test_inventory_yaml_with_hosts_only_uses_defaults(sim_scenario, tmp_pa
         from spark_tui.service.targets import Targets, inventory_nodes
 
         assert inventory_nodes(Targets(inventory=str(path))) == sim.inventory
-
-
-async def test_probe_nodes_sync_for_headless_commands(sim_scenario) -> None:
-    from spark_tui.remote.probe import probe_nodes_sync
-
-    async with SimCluster(sim_scenario(2)) as sim:
-        facts = await asyncio.to_thread(probe_nodes_sync, sim.inventory, ssh_config=None)
-    assert [f.name for f in facts] == [n.name for n in sim.inventory]
-    assert all(f.memory_total_bytes for f in facts)

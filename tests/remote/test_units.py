@@ -7,7 +7,6 @@ from pathlib import Path
 from spark_tui.core.plan import ContainerSpec, DockerOptions
 from spark_tui.ops.launch import exit_reason
 from spark_tui.ops.logs import BoundaryDedupe
-from spark_tui.remote.discovery import hosts_from_ssh_config, peers_from_outputs
 from spark_tui.remote.docker_remote import (
     LogRecord,
     _image_infos,
@@ -111,35 +110,3 @@ def test_exit_reasons() -> None:
     assert "out-of-memory" in exit_reason({"ExitCode": 137, "OOMKilled": True})
     assert "bad arguments" in exit_reason({"ExitCode": 2})
     assert exit_reason({"ExitCode": 3}) == "exited with code 3"
-
-
-def test_hosts_from_ssh_config(tmp_path: Path) -> None:
-    inc = tmp_path / "more.conf"
-    inc.write_text("Host spark-c\n  HostName 10.0.0.7\n")
-    cfg = tmp_path / "config"
-    cfg.write_text(
-        "Host spark-a spark-b\n  User nvidia\n"
-        "Host *.lan spark-?\n  User x\n"
-        "Host !bad good\n"
-        f"Include {inc}\n"
-        "Host = spark-d\n"
-    )
-    nodes = hosts_from_ssh_config(str(cfg))
-    assert [n.name for n in nodes] == ["spark-a", "spark-b", "good", "spark-c", "spark-d"]
-    assert all(n.host == n.name for n in nodes)
-    assert hosts_from_ssh_config(str(tmp_path / "missing")) == []
-
-
-def test_connectx_peers_from_real_layout() -> None:
-    ibdev = (FIXTURES / "ibdev2netdev_port1_up_playbook.txt").read_text().splitlines()
-    ibdev_text = "\n".join(line for line in ibdev if "==>" in line)
-    addr = (FIXTURES / "constructed_ip_j_addr_gb10_port1_up.json").read_text()
-    neigh = (FIXTURES / "constructed_ip_j_neigh_gb10_port1_up.json").read_text()
-    peers = peers_from_outputs("hutch", ibdev_text, addr, neigh)
-    # Only the usable IPv4 neighbour on an up ConnectX link: not the management LAN's
-    # router, not docker0, not the FAILED entry, not the scope-less link-local IPv6.
-    assert [(p.address, p.netdev, p.via) for p in peers] == [
-        ("169.254.37.113", "enp1s0f1np1", "hutch")
-    ]
-    node = peers[0].to_node("spark-b", user="nvidia")
-    assert (node.name, node.host, node.user) == ("spark-b", "169.254.37.113", "nvidia")

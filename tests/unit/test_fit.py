@@ -15,7 +15,7 @@ from spark_tui.core.fit import (
     WEIGHT_LOAD_FACTOR,
     FitReport,
     check_fit,
-    runtime_overhead_bytes,
+    runtime_overhead,
     weights_per_rank_bytes,
 )
 from spark_tui.core.kv_cache import KVLayout, LayerKind, layout_for
@@ -112,9 +112,9 @@ def test_glm_fits_on_two_128gb_sparks_with_model_facts_from_the_facts_file() -> 
     weights = int(114.6 * GIB / 2 * WEIGHT_LOAD_FACTOR)
     r = find_recipe("glm-5.3-flash")
     nodes = parse_facts((FIXTURES / "simulated_facts_glm53_2x128.json").read_text())
-    overhead = runtime_overhead_bytes(
+    overhead = runtime_overhead(
         parse_serve_args(render_argv(r, apply_overrides(r, []))), resolve_model_facts(r, nodes)
-    )
+    ).total_bytes
     for n in report.nodes:
         assert abs(n.weights_bytes - weights) <= 2  # 114.6 GiB (simulated) over TP 2
         assert n.budget_bytes == int(0.87 * MEM_128)
@@ -282,7 +282,7 @@ def test_llama70b_tp2_fits_with_hand_computed_table() -> None:
     assert n.weights_bytes == int(141_125_877_760 / 2 * WEIGHT_LOAD_FACTOR)
     assert n.headroom_bytes == MEM_128 - n.budget_bytes
     assert n.available_headroom_bytes == (MEM_128 - 4 * GIB) - n.budget_bytes
-    kv = n.budget_bytes - n.weights_bytes - runtime_overhead_bytes(ServeArgs(model="x"))
+    kv = n.budget_bytes - n.weights_bytes - runtime_overhead(ServeArgs(model="x")).total_bytes
     assert n.kv_budget_bytes == kv
     per_token = 80 * 2 * (8 // 2) * 128 * 2  # layers x K,V x heads per rank x dim x bf16
     assert n.kv_per_request_bytes == 32768 * per_token

@@ -59,7 +59,7 @@ def test_mods_run_in_order_in_their_folder_then_the_serve_argv_unchanged(tmp_pat
     serve = ["sh", "-c", 'echo "serve in $PWD args=$*"', "x", "--flag", "a b", "$(no)"]
     code, lines = run_wrapper(steps, work, serve)
     assert code == 0, lines
-    body = [t for t in lines if not prelaunch.is_marker(t)]
+    body = [t for t in lines if prelaunch.MARK not in t]
     assert body == [
         "own pre_exec",
         f"first in {first} ws={work}",
@@ -68,7 +68,7 @@ def test_mods_run_in_order_in_their_folder_then_the_serve_argv_unchanged(tmp_pat
     ]
     assert (second / "chat.jinja").read_text() == "tmpl\n"
     assert not list(tmp_path.rglob("PWNED*")), "a mod name reached the shell unquoted"
-    markers = [t for t in lines if prelaunch.is_marker(t)]
+    markers = [t for t in lines if prelaunch.MARK in t]
     assert markers[0] == "spark-tui prelaunch: pre_exec 1: start"
     assert markers[-1] == "spark-tui prelaunch: done; starting the serve command"
 

@@ -36,7 +36,7 @@ def test_playbook_qwen_command() -> None:
     assert a.model == "nvidia/Qwen3.8-Flash-Next-FP4-Local"
     assert (a.tensor_parallel_size, a.pipeline_parallel_size, a.data_parallel_size) == (2, 1, 1)
     assert a.world_size == 2
-    assert a.gpu_memory_utilization == 0.8 and a.gpu_memory_utilization_set
+    assert a.gpu_memory_utilization == 0.8 and a.has("gpu-memory-utilization")
     assert a.max_model_len == 262144
     assert a.kv_cache_dtype == "fp8" and a.dtype == "bfloat16"
     assert a.kv_cache_memory_bytes == 3 * 2**30
@@ -104,7 +104,7 @@ def test_negated_booleans_and_later_flags_win() -> None:
 def test_defaults_match_vllm() -> None:
     a = parse("vllm serve Qwen/Qwen3-0.6B")
     assert a.gpu_memory_utilization == DEFAULT_GPU_MEMORY_UTILIZATION == 0.92
-    assert not a.gpu_memory_utilization_set
+    assert not a.has("gpu-memory-utilization")
     assert a.max_model_len is None  # the model's own maximum
     assert a.kv_cache_dtype == "auto" and a.dtype == "auto"
     assert a.kv_cache_memory_bytes is None

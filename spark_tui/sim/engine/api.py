@@ -62,6 +62,20 @@ def fingerprint() -> str:
     return f"vllm-{VERSION}-{_BUILD_ID}"
 
 
+def usage(prompt_tokens: int, completion_tokens: int, *, details: bool = False) -> dict[str, Any]:
+    """A response's `usage`, in vLLM's key order; a whole (not streamed) response also names
+    the token details it does not fill."""
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    if details:
+        out["prompt_tokens_details"] = None
+        out["completion_tokens_details"] = None
+    return out
+
+
 class ApiError(Exception):
     """An error answered as vLLM's error JSON."""
 
@@ -601,13 +615,7 @@ class Handler(BaseHTTPRequestHandler):
             ],
             "service_tier": None,
             "system_fingerprint": fingerprint(),
-            "usage": {
-                "prompt_tokens": prompt_len,
-                "total_tokens": prompt_len + len(got),
-                "completion_tokens": len(got),
-                "prompt_tokens_details": None,
-                "completion_tokens_details": None,
-            },
+            "usage": usage(prompt_len, len(got), details=True),
             "prompt_logprobs": None,
             "prompt_token_ids": None,
             "prompt_text": None,
@@ -665,11 +673,7 @@ class Handler(BaseHTTPRequestHandler):
             if extra:
                 out.update(extra)
             if include_usage and continuous:
-                out["usage"] = {
-                    "prompt_tokens": prompt_len,
-                    "total_tokens": prompt_len + count,
-                    "completion_tokens": count,
-                }
+                out["usage"] = usage(prompt_len, count)
             return out
 
         try:
@@ -722,11 +726,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "created": created,
                                 "model": model,
                                 "choices": [],
-                                "usage": {
-                                    "prompt_tokens": prompt_len,
-                                    "total_tokens": prompt_len + count,
-                                    "completion_tokens": count,
-                                },
+                                "usage": usage(prompt_len, count),
                                 "system_fingerprint": fingerprint(),
                             }
                         )
@@ -831,13 +831,7 @@ class Handler(BaseHTTPRequestHandler):
                     ],
                     "service_tier": None,
                     "system_fingerprint": fingerprint(),
-                    "usage": {
-                        "prompt_tokens": prompt_len,
-                        "total_tokens": prompt_len + len(got),
-                        "completion_tokens": len(got),
-                        "prompt_tokens_details": None,
-                        "completion_tokens_details": None,
-                    },
+                    "usage": usage(prompt_len, len(got), details=True),
                     "kv_transfer_params": None,
                     "ec_transfer_params": None,
                     "metrics": None,
@@ -854,6 +848,16 @@ class Handler(BaseHTTPRequestHandler):
         assert st is not None
         created = int(time.time())
         count = 0
+
+        def chunk(choices: list[dict[str, Any]]) -> dict[str, Any]:
+            return {
+                "id": req.request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": choices,
+            }
+
         try:
             self._start_stream()
             while True:
@@ -861,12 +865,8 @@ class Handler(BaseHTTPRequestHandler):
                 if kind == "done":
                     finish, stop_reason = value
                     self._event(
-                        {
-                            "id": req.request_id,
-                            "object": "text_completion",
-                            "created": created,
-                            "model": model,
-                            "choices": [
+                        chunk(
+                            [
                                 {
                                     "index": 0,
                                     "text": "",
@@ -874,34 +874,17 @@ class Handler(BaseHTTPRequestHandler):
                                     "finish_reason": finish,
                                     "stop_reason": stop_reason,
                                 }
-                            ],
-                        }
+                            ]
+                        )
                     )
                     if options.get("include_usage"):
-                        self._event(
-                            {
-                                "id": req.request_id,
-                                "object": "text_completion",
-                                "created": created,
-                                "model": model,
-                                "choices": [],
-                                "usage": {
-                                    "prompt_tokens": prompt_len,
-                                    "total_tokens": prompt_len + count,
-                                    "completion_tokens": count,
-                                },
-                            }
-                        )
+                        self._event({**chunk([]), "usage": usage(prompt_len, count)})
                     break
                 if kind == "tokens":
                     count += len(value)
                     self._event(
-                        {
-                            "id": req.request_id,
-                            "object": "text_completion",
-                            "created": created,
-                            "model": model,
-                            "choices": [
+                        chunk(
+                            [
                                 {
                                     "index": 0,
                                     "text": "".join(p.text for p in value),
@@ -909,8 +892,8 @@ class Handler(BaseHTTPRequestHandler):
                                     "finish_reason": None,
                                     "stop_reason": None,
                                 }
-                            ],
-                        }
+                            ]
+                        )
                     )
             self._end_stream()
         except (BrokenPipeError, ConnectionResetError, OSError):

@@ -28,7 +28,7 @@ bundled recipes' `facts_sources`; where no public source exists the value is SIM
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 GIB = 2**30
@@ -97,6 +97,137 @@ class ModelSpec:
 
 def _gib(x: float) -> int:
     return int(round(x * GIB))
+
+
+def _qwen3(
+    model_id: str,
+    sources: str,
+    *,
+    weight_bytes: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    hidden: int,
+    intermediate: int,
+    params: float,
+    shards: int,
+) -> ModelSpec:
+    """A dense Qwen3 model: full attention in every layer, 128-wide heads, the Qwen3 vocabulary
+    and context, a reasoning model."""
+    return ModelSpec(
+        model_id=model_id,
+        sources=sources,
+        architecture="Qwen3ForCausalLM",
+        model_type="qwen3",
+        weight_bytes=weight_bytes,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=128,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        attention="full",
+        full_attention_layers=layers,
+        params_total=params,
+        params_active=params,
+        num_shards=shards,
+        reasons=True,
+    )
+
+
+_NEMOTRON_3_LAYOUT = {
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "mamba_num_heads": 64,
+    "mamba_head_dim": 64,
+    "ssm_state_size": 128,
+}
+
+_NEMOTRON_3_NANO = ModelSpec(
+    model_id="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
+    aliases=("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8",),
+    sources="model_facts.tsv; bundled recipe nemotron-3-nano-30b-a3b-nvfp4",
+    architecture="NemotronHForCausalLM",
+    model_type="nemotron_h",
+    weight_bytes=17_000_000_000,
+    quant_method="modelopt_fp4",
+    num_hidden_layers=52,
+    num_attention_heads=32,
+    num_key_value_heads=2,
+    head_dim=128,
+    hidden_size=2688,
+    intermediate_size=1856,
+    vocab_size=131072,
+    max_position_embeddings=262144,
+    attention="hybrid",
+    full_attention_layers=6,
+    linear_layers=23,
+    linear_kind="mamba2",
+    linear_state_bytes=64 * 64 * 128 * 2,
+    experts_total=128,
+    experts_active=6,
+    expert_fraction=0.85,
+    params_total=31.6e9,
+    params_active=3.5e9,
+    num_shards=4,
+    reasons=True,
+    extra_config={**_NEMOTRON_3_LAYOUT, "n_routed_experts": 128, "n_shared_experts": 1},
+)
+
+_GPT_OSS_120B = ModelSpec(
+    model_id="openai/gpt-oss-120b",
+    sources="model_facts.tsv; bundled recipe gpt-oss-120b (weight_bytes 65283502899)",
+    architecture="GptOssForCausalLM",
+    model_type="gpt_oss",
+    weight_bytes=65_283_502_899,
+    quant_method="mxfp4",
+    num_hidden_layers=36,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+    head_dim=64,
+    hidden_size=2880,
+    intermediate_size=2880,
+    vocab_size=201088,
+    max_position_embeddings=131072,
+    attention="sliding_window",
+    full_attention_layers=18,
+    sliding_window_layers=18,
+    sliding_window=128,
+    experts_total=128,
+    experts_active=4,
+    expert_fraction=0.95,
+    params_total=116.8e9,
+    params_active=5.1e9,
+    num_shards=15,
+    reasons=True,
+)
+
+_GLM_45_AIR = ModelSpec(
+    model_id="zai-org/GLM-4.5-Air",
+    sources="model_facts.tsv (size derived: 106B x 2 bytes)",
+    architecture="Glm4MoeForCausalLM",
+    model_type="glm4_moe",
+    weight_bytes=212_000_000_000,
+    num_hidden_layers=46,
+    num_attention_heads=96,
+    num_key_value_heads=8,
+    head_dim=128,
+    hidden_size=4096,
+    intermediate_size=10944,
+    vocab_size=151552,
+    max_position_embeddings=131072,
+    attention="full",
+    full_attention_layers=46,
+    experts_total=128,
+    experts_active=8,
+    expert_fraction=0.9,
+    params_total=106e9,
+    params_active=12e9,
+    mtp_layers=1,
+    num_shards=47,
+    reasons=True,
+)
 
 
 _MODELS: list[ModelSpec] = [
@@ -183,129 +314,31 @@ _MODELS: list[ModelSpec] = [
             "shared_expert_intermediate_size": 640,
         },
     ),
-    ModelSpec(
-        model_id="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4",
-        aliases=("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8",),
-        sources="model_facts.tsv; bundled recipe nemotron-3-nano-30b-a3b-nvfp4",
-        architecture="NemotronHForCausalLM",
-        model_type="nemotron_h",
-        weight_bytes=17_000_000_000,
-        quant_method="modelopt_fp4",
-        num_hidden_layers=52,
-        num_attention_heads=32,
-        num_key_value_heads=2,
-        head_dim=128,
-        hidden_size=2688,
-        intermediate_size=1856,
-        vocab_size=131072,
-        max_position_embeddings=262144,
-        attention="hybrid",
-        full_attention_layers=6,
-        linear_layers=23,
-        linear_kind="mamba2",
-        linear_state_bytes=64 * 64 * 128 * 2,
-        experts_total=128,
-        experts_active=6,
-        expert_fraction=0.85,
-        params_total=31.6e9,
-        params_active=3.5e9,
-        num_shards=4,
-        reasons=True,
-        extra_config={
-            "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-            "mamba_num_heads": 64,
-            "mamba_head_dim": 64,
-            "ssm_state_size": 128,
-            "n_routed_experts": 128,
-            "n_shared_experts": 1,
-        },
-    ),
-    ModelSpec(
+    _NEMOTRON_3_NANO,
+    replace(
+        _NEMOTRON_3_NANO,
         model_id="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        aliases=(),
         sources="model_facts.tsv (BF16 release); size derived: 31.6B params x 2 bytes",
-        architecture="NemotronHForCausalLM",
-        model_type="nemotron_h",
         weight_bytes=63_200_000_000,
-        num_hidden_layers=52,
-        num_attention_heads=32,
-        num_key_value_heads=2,
-        head_dim=128,
-        hidden_size=2688,
-        intermediate_size=1856,
-        vocab_size=131072,
-        max_position_embeddings=262144,
-        attention="hybrid",
-        full_attention_layers=6,
-        linear_layers=23,
-        linear_kind="mamba2",
-        linear_state_bytes=64 * 64 * 128 * 2,
-        experts_total=128,
-        experts_active=6,
-        expert_fraction=0.85,
-        params_total=31.6e9,
-        params_active=3.5e9,
+        quant_method=None,
         num_shards=13,
-        reasons=True,
-        extra_config={
-            "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-            "mamba_num_heads": 64,
-            "mamba_head_dim": 64,
-            "ssm_state_size": 128,
-        },
+        extra_config=_NEMOTRON_3_LAYOUT,
     ),
-    ModelSpec(
-        model_id="openai/gpt-oss-120b",
-        sources="model_facts.tsv; bundled recipe gpt-oss-120b (weight_bytes 65283502899)",
-        architecture="GptOssForCausalLM",
-        model_type="gpt_oss",
-        weight_bytes=65_283_502_899,
-        quant_method="mxfp4",
-        num_hidden_layers=36,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        head_dim=64,
-        hidden_size=2880,
-        intermediate_size=2880,
-        vocab_size=201088,
-        max_position_embeddings=131072,
-        attention="sliding_window",
-        full_attention_layers=18,
-        sliding_window_layers=18,
-        sliding_window=128,
-        experts_total=128,
-        experts_active=4,
-        expert_fraction=0.95,
-        params_total=116.8e9,
-        params_active=5.1e9,
-        num_shards=15,
-        reasons=True,
-    ),
-    ModelSpec(
+    _GPT_OSS_120B,
+    replace(
+        _GPT_OSS_120B,
         model_id="openai/gpt-oss-20b",
         sources="model_facts.tsv (12.8 GiB checkpoint)",
-        architecture="GptOssForCausalLM",
-        model_type="gpt_oss",
         weight_bytes=_gib(12.8),
-        quant_method="mxfp4",
         num_hidden_layers=24,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        head_dim=64,
-        hidden_size=2880,
-        intermediate_size=2880,
-        vocab_size=201088,
-        max_position_embeddings=131072,
-        attention="sliding_window",
         full_attention_layers=12,
         sliding_window_layers=12,
-        sliding_window=128,
         experts_total=32,
-        experts_active=4,
         expert_fraction=0.9,
         params_total=20.9e9,
         params_active=3.6e9,
         num_shards=3,
-        reasons=True,
     ),
     ModelSpec(
         model_id="nvidia/Qwen3.6-35B-A3B-NVFP4",
@@ -410,140 +443,62 @@ _MODELS: list[ModelSpec] = [
         num_shards=16,
         reasons=True,
     ),
-    ModelSpec(
-        model_id="Qwen/Qwen3-32B",
-        sources="model_facts.tsv (size derived: 32.8B x 2 bytes)",
-        architecture="Qwen3ForCausalLM",
-        model_type="qwen3",
+    _qwen3(
+        "Qwen/Qwen3-32B",
+        "model_facts.tsv (size derived: 32.8B x 2 bytes)",
         weight_bytes=65_500_000_000,
-        num_hidden_layers=64,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=5120,
-        intermediate_size=25600,
-        vocab_size=151936,
-        max_position_embeddings=40960,
-        attention="full",
-        full_attention_layers=64,
-        params_total=32.8e9,
-        params_active=32.8e9,
-        num_shards=17,
-        reasons=True,
+        layers=64,
+        heads=64,
+        kv_heads=8,
+        hidden=5120,
+        intermediate=25600,
+        params=32.8e9,
+        shards=17,
     ),
-    ModelSpec(
-        model_id="Qwen/Qwen3-8B",
-        sources="model_facts.tsv (size derived: 8.19B x 2 bytes)",
-        architecture="Qwen3ForCausalLM",
-        model_type="qwen3",
+    _qwen3(
+        "Qwen/Qwen3-8B",
+        "model_facts.tsv (size derived: 8.19B x 2 bytes)",
         weight_bytes=16_380_000_000,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=4096,
-        intermediate_size=12288,
-        vocab_size=151936,
-        max_position_embeddings=40960,
-        attention="full",
-        full_attention_layers=36,
-        params_total=8.19e9,
-        params_active=8.19e9,
-        num_shards=5,
-        reasons=True,
+        layers=36,
+        heads=32,
+        kv_heads=8,
+        hidden=4096,
+        intermediate=12288,
+        params=8.19e9,
+        shards=5,
     ),
-    ModelSpec(
-        model_id="Qwen/Qwen3-1.7B",
-        sources="derived from the public Qwen3-1.7B config (2.03B params x 2 bytes)",
-        architecture="Qwen3ForCausalLM",
-        model_type="qwen3",
+    _qwen3(
+        "Qwen/Qwen3-1.7B",
+        "derived from the public Qwen3-1.7B config (2.03B params x 2 bytes)",
         weight_bytes=4_060_000_000,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=2048,
-        intermediate_size=6144,
-        vocab_size=151936,
-        max_position_embeddings=40960,
-        attention="full",
-        full_attention_layers=28,
-        params_total=2.03e9,
-        params_active=2.03e9,
-        num_shards=2,
-        reasons=True,
+        layers=28,
+        heads=16,
+        kv_heads=8,
+        hidden=2048,
+        intermediate=6144,
+        params=2.03e9,
+        shards=2,
     ),
-    ModelSpec(
-        model_id="Qwen/Qwen3-0.6B",
-        sources="derived from the public Qwen3-0.6B config (0.75B params x 2 bytes); vLLM's default",
-        architecture="Qwen3ForCausalLM",
-        model_type="qwen3",
+    _qwen3(
+        "Qwen/Qwen3-0.6B",
+        "derived from the public Qwen3-0.6B config (0.75B params x 2 bytes); vLLM's default",
         weight_bytes=1_500_000_000,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=1024,
-        intermediate_size=3072,
-        vocab_size=151936,
-        max_position_embeddings=40960,
-        attention="full",
-        full_attention_layers=28,
-        params_total=0.75e9,
-        params_active=0.75e9,
-        num_shards=1,
-        reasons=True,
+        layers=28,
+        heads=16,
+        kv_heads=8,
+        hidden=1024,
+        intermediate=3072,
+        params=0.75e9,
+        shards=1,
     ),
-    ModelSpec(
-        model_id="zai-org/GLM-4.5-Air",
-        sources="model_facts.tsv (size derived: 106B x 2 bytes)",
-        architecture="Glm4MoeForCausalLM",
-        model_type="glm4_moe",
-        weight_bytes=212_000_000_000,
-        num_hidden_layers=46,
-        num_attention_heads=96,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=4096,
-        intermediate_size=10944,
-        vocab_size=151552,
-        max_position_embeddings=131072,
-        attention="full",
-        full_attention_layers=46,
-        experts_total=128,
-        experts_active=8,
-        expert_fraction=0.9,
-        params_total=106e9,
-        params_active=12e9,
-        mtp_layers=1,
-        num_shards=47,
-        reasons=True,
-    ),
-    ModelSpec(
+    _GLM_45_AIR,
+    replace(
+        _GLM_45_AIR,
         model_id="zai-org/GLM-4.5-Air-FP8",
         sources="model_facts.tsv (FP8 variant; size derived: 106B x 1 byte + BF16 parts)",
-        architecture="Glm4MoeForCausalLM",
-        model_type="glm4_moe",
         weight_bytes=110_000_000_000,
         quant_method="fp8",
-        num_hidden_layers=46,
-        num_attention_heads=96,
-        num_key_value_heads=8,
-        head_dim=128,
-        hidden_size=4096,
-        intermediate_size=10944,
-        vocab_size=151552,
-        max_position_embeddings=131072,
-        attention="full",
-        full_attention_layers=46,
-        experts_total=128,
-        experts_active=8,
-        expert_fraction=0.9,
-        params_total=106e9,
-        params_active=12e9,
-        mtp_layers=1,
         num_shards=24,
-        reasons=True,
     ),
     ModelSpec(
         model_id="nvidia/NVIDIA-Nemotron-Nano-9B-v2-NVFP4",
@@ -599,6 +554,13 @@ def lookup(model: str) -> ModelSpec | None:
     return _INDEX.get(canonical_id(model).lower())
 
 
+def _known(model_id: str) -> ModelSpec:
+    spec = lookup(model_id)
+    if spec is None:
+        raise KeyError(f"{model_id} is not in the simulated catalogue")
+    return spec
+
+
 def _layer_types(spec: ModelSpec) -> list[str]:
     n = spec.num_hidden_layers
     if spec.attention == "sliding_window":
@@ -611,9 +573,7 @@ def _layer_types(spec: ModelSpec) -> list[str]:
 
 def hf_config(model_id: str) -> dict[str, Any]:
     """A `config.json` for the model, as a simulated node puts in its Hugging Face cache."""
-    spec = lookup(model_id)
-    if spec is None:
-        raise KeyError(f"{model_id} is not in the simulated catalogue")
+    spec = _known(model_id)
     cfg: dict[str, Any] = {
         "architectures": [spec.architecture],
         "model_type": spec.model_type,
@@ -697,9 +657,7 @@ def _tensor_names(spec: ModelSpec) -> list[str]:
 def safetensors_index(model_id: str) -> dict[str, Any]:
     """A `model.safetensors.index.json` for the model: metadata.total_size and a weight_map
     spreading the tensors over `num_shards` files in order."""
-    spec = lookup(model_id)
-    if spec is None:
-        raise KeyError(f"{model_id} is not in the simulated catalogue")
+    spec = _known(model_id)
     names = _tensor_names(spec)
     n = spec.num_shards
     weight_map = {
@@ -710,9 +668,7 @@ def safetensors_index(model_id: str) -> dict[str, Any]:
 
 def shard_files(model_id: str) -> list[tuple[str, int]]:
     """The checkpoint's shard files with their sizes (summing to the weight bytes)."""
-    spec = lookup(model_id)
-    if spec is None:
-        raise KeyError(f"{model_id} is not in the simulated catalogue")
+    spec = _known(model_id)
     n = spec.num_shards
     base = spec.weight_bytes // n
     sizes = [base] * n

@@ -247,12 +247,8 @@ def port_in_use() -> Failure:
     return Failure("OSError: [Errno 98] Address already in use", frames, "config", exit_code=1)
 
 
-def store_port_in_use() -> Failure:
-    """The rendezvous (TCPStore) port is taken (vllm_fail_port_in_use_torch_store.txt)."""
-    exc = (
-        "RuntimeError: The server socket has failed to listen on any local network address. "
-        "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
-    )
+def _store_failure(exc: str) -> Failure:
+    """A rank's failure while it opens or joins the rendezvous (torch's TCPStore)."""
     frames = DIST_FRAMES + [
         _f(
             "vllm/distributed/parallel_state.py",
@@ -263,6 +259,15 @@ def store_port_in_use() -> Failure:
         _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
     ]
     return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
+
+
+def store_port_in_use() -> Failure:
+    """The rendezvous (TCPStore) port is taken (vllm_fail_port_in_use_torch_store.txt)."""
+    exc = (
+        "RuntimeError: The server socket has failed to listen on any local network address. "
+        "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use"
+    )
+    return _store_failure(exc)
 
 
 def clients_timeout(seconds: float, joined: int, expected: int) -> Failure:
@@ -271,16 +276,7 @@ def clients_timeout(seconds: float, joined: int, expected: int) -> Failure:
         f"torch.distributed.DistStoreError: Timed out after {int(seconds) + 1} seconds waiting "
         f"for clients. {joined}/{expected} clients joined."
     )
-    frames = DIST_FRAMES + [
-        _f(
-            "vllm/distributed/parallel_state.py",
-            1215,
-            "init_distributed_environment",
-            "torch.distributed.init_process_group(",
-        ),
-        _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
-    ]
-    return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
+    return _store_failure(exc)
 
 
 def client_timeout(seconds: float, host: str, port: int) -> Failure:
@@ -289,16 +285,7 @@ def client_timeout(seconds: float, host: str, port: int) -> Failure:
         f"torch.distributed.DistNetworkError: The client socket has timed out after "
         f"{int(seconds * 1000)}ms while trying to connect to ({host}, {port})."
     )
-    frames = DIST_FRAMES + [
-        _f(
-            "vllm/distributed/parallel_state.py",
-            1215,
-            "init_distributed_environment",
-            "torch.distributed.init_process_group(",
-        ),
-        _f("torch/distributed/rendezvous.py", 186, "_create_c10d_store", "return TCPStore("),
-    ]
-    return Failure(exc, frames, "engine", exit_code=1, log_source="multiproc_executor.py:761")
+    return _store_failure(exc)
 
 
 def client_retry_warning(host: str, port: int) -> str:
@@ -364,6 +351,19 @@ def cuda_oom(alloc_gib: float, total_gib: float, free_mib: float, in_use_gib: fl
     return Failure(exc, frames, "engine", exit_code=1)
 
 
+def _kv_check_failure(exc: str, line: int) -> Failure:
+    """The engine's KV cache check refusing the memory it has (at `line` of that check)."""
+    frames = KV_FRAMES + [
+        _f(
+            "vllm/v1/core/kv_cache_utils.py",
+            line,
+            "_check_enough_kv_cache_memory",
+            "raise ValueError(",
+        ),
+    ]
+    return Failure(exc, frames, "engine", exit_code=1)
+
+
 def no_cache_blocks() -> Failure:
     """Nothing left for the KV cache (vllm_fail_no_available_memory_cache_blocks.log)."""
     exc = (
@@ -372,15 +372,7 @@ def no_cache_blocks() -> Failure:
         "memory reservation on the CPU backend, despite its name). See "
         f"{DOCS_MEMORY} for more details."
     )
-    frames = KV_FRAMES + [
-        _f(
-            "vllm/v1/core/kv_cache_utils.py",
-            721,
-            "_check_enough_kv_cache_memory",
-            "raise ValueError(",
-        ),
-    ]
-    return Failure(exc, frames, "engine", exit_code=1)
+    return _kv_check_failure(exc, 721)
 
 
 def max_seq_len(max_len: int, needed_gib: str, available_gib: str, estimated: int) -> Failure:
@@ -392,15 +384,7 @@ def max_seq_len(max_len: int, needed_gib: str, available_gib: str, estimated: in
         f"model length is {estimated}. Try increasing `gpu_memory_utilization` or decreasing "
         f"`max_model_len` when initializing the engine. See {DOCS_MEMORY} for more details."
     )
-    frames = KV_FRAMES + [
-        _f(
-            "vllm/v1/core/kv_cache_utils.py",
-            716,
-            "_check_enough_kv_cache_memory",
-            "raise ValueError(",
-        ),
-    ]
-    return Failure(exc, frames, "engine", exit_code=1)
+    return _kv_check_failure(exc, 716)
 
 
 def peer_lost_lines(rank: int, world: int, peer: str, nccl_version: str) -> list[str]:

@@ -472,24 +472,31 @@ def _nccl_debug(ctx: Context) -> None:
     ctx.runner.raw("\n".join(lines))
 
 
+def _listening_head(
+    ctx: Context, port: int, expected: list[int], fingerprint: dict[str, Any]
+) -> Head:
+    """The head's end of a rendezvous, listening on `port` for the `expected` ranks."""
+    head = Head(
+        ctx.st.bind_address or "0.0.0.0",
+        port,
+        expected,
+        fingerprint,
+        ctx.st.heartbeat_timeout_s,
+        ctx.on_lost,
+    )
+    try:
+        head.listen()
+    except PortInUse as exc:
+        raise failures.store_port_in_use() from exc
+    return head
+
+
 def _rendezvous(ctx: Context) -> None:
     a = ctx.args
     timeout = ctx.st.rendezvous_timeout_s
     if a.node_rank == 0:
         expected = list(range(1, a.nnodes))
-        head = Head(
-            ctx.st.bind_address or "0.0.0.0",
-            a.master_port,
-            expected,
-            ctx.fingerprint(),
-            ctx.st.heartbeat_timeout_s,
-            ctx.on_lost,
-        )
-        try:
-            head.listen()
-        except PortInUse as exc:
-            raise failures.store_port_in_use() from exc
-        ctx.head = head
+        head = ctx.head = _listening_head(ctx, a.master_port, expected, ctx.fingerprint())
         # Real vLLM's head waits in gloo's init for its workers and SIGTERM/SIGINT do not
         # reach it there: only SIGKILL ends it (a container stop waits its whole timeout).
         ctx.deaf = True
@@ -555,19 +562,7 @@ def _dp_rendezvous(ctx: Context) -> None:
             f"Waiting for {len(expected)} remote data parallel engine node(s) at "
             f"tcp://{addr}:{port}",
         )
-        head = Head(
-            ctx.st.bind_address or "0.0.0.0",
-            port,
-            expected,
-            fingerprint,
-            ctx.st.heartbeat_timeout_s,
-            ctx.on_lost,
-        )
-        try:
-            head.listen()
-        except PortInUse as exc:
-            raise failures.store_port_in_use() from exc
-        ctx.dp_head = head
+        head = ctx.dp_head = _listening_head(ctx, port, expected, fingerprint)
         try:
             head.wait_all(timeout, lambda: ctx.stop.is_set())
         except JoinTimeout as exc:

@@ -31,12 +31,6 @@ def connectx_name(index: int) -> str:
     return "enp1s0f1np1" if index == 1 else f"enP{index}p1s0f1np1"
 
 
-def rdma_name(netdev: str) -> str:
-    """The RDMA device ibdev2netdev pairs with a ConnectX netdev (enp1s0f1np1 -> rocep1s0f1)."""
-    stem = netdev[2:]
-    return "roce" + stem.rsplit("np", 1)[0]
-
-
 @dataclass(frozen=True)
 class NodeLayout:
     """One lab node: its namespace, interface, address and the paths of its daemons."""

@@ -36,11 +36,6 @@ class NodeScenario:
     def mem_total_bytes(self) -> int:
         return self.mem_total_kb * 1024
 
-    @property
-    def mac_suffix(self) -> str:
-        """Two hex bytes that make this node's MAC addresses its own."""
-        return f"{(self.index * 37) % 256:02x}:{(self.index * 11 + 0x10) % 256:02x}"
-
 
 @dataclass
 class Scenario:

@@ -4,29 +4,27 @@ a connection pool and a plan on the lab's nodes, the inventory file, a rank's co
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from labkit import cli, remove_all_containers
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.dockerd import containers
 
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`spark-tui ARGS` as a user runs it (no terminal, no input)."""
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+__all__ = [
+    "cli",
+    "container_env",
+    "kill_container",
+    "lab_pool",
+    "lab_plan",
+    "leaves_no_container",
+    "write_inventory",
+]
 
 
 def write_inventory(lab: Lab, tmp_path_factory: pytest.TempPathFactory, folder: str) -> Path:
@@ -41,11 +39,7 @@ def leaves_no_container(lab: Lab) -> Iterator[None]:
     (every one is removed for the next test even when this one failed)."""
     yield
     left = {n.name: containers(n.docker_socket) for n in lab.nodes}
-    for node in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
-        for c in client.containers.list(all=True):
-            c.remove(force=True)
-        client.close()
+    remove_all_containers(lab)
     assert not any(left.values()), f"containers left behind: {left}"
 
 

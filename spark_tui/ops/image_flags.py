@@ -1,25 +1,36 @@
 """Ask a node's image which flags its `vllm serve` accepts, once per image id.
 
 A recipe flag the container's vLLM does not know fails minutes into a launch, after the
-image pull and the imports. Before that, `check` runs `vllm serve --help=all` in the image
-on the head (a throwaway container, no network), keeps the text on this machine under the
-image's id (platformdirs' user cache: the same id is the same vLLM), and makes each unknown
-flag or value outside a flag's choices a blocking finding naming the flag and the image.
+image pull and the imports. Before that, `check` and `launch` run `vllm serve --help=all` in
+the image on the head (a throwaway container, no network), keep the text on this machine
+under the image's id (platformdirs' user cache: the same id is the same vLLM), and make each
+unknown flag or value outside a flag's choices a blocking finding naming the flag and the
+image. `launch` refuses such a plan before any container is created (see `refusal`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_tui.core.errors import SparkError
+from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.fit import Finding
 from spark_tui.core.serve_flags import FlagTable, describe, parse_help
 
 HELP_TIMEOUT = 300.0
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+# The codes of the findings this module makes: blocking ones, and the notes that say the
+# check could not be made (the image is not on the head yet; the image could not be asked).
+BLOCKING_CODES = ("unknown_flag", "flag_value")
+NOT_PULLED = "image_not_pulled"
+NOT_CHECKED = "flags_not_checked"
+
+
+class ImageNotPulled(SparkError):
+    """The image is not on the head, so its flags cannot be read yet."""
 
 
 def cache_dir() -> Path:
@@ -83,12 +94,18 @@ def _run_help(client: Any, image: str) -> str:
             pass
 
 
-async def image_flag_table(docker: Any, image: str) -> tuple[FlagTable, str]:
+async def image_flag_table(
+    docker: Any, image: str, *, pull: Callable[[str], None] | None = None
+) -> tuple[FlagTable, str]:
     """The flag table of `image` on the node behind `docker` (a RemoteDocker), and the
-    image id it is cached under. Raises SparkError when the image is missing or fails."""
+    image id it is cached under. A missing image is pulled when `pull` (its progress
+    callback) is given, else ImageNotPulled; SparkError when the image fails to answer."""
     info = await docker.image(image)
+    if (info is None or not info.id) and pull is not None:
+        pull(f"{docker.node}: pulling {image} (its vLLM's flags are checked before launch)")
+        info = await docker.pull(image, lambda line: pull(f"{docker.node}: {line}"))
     if info is None or not info.id:
-        raise SparkError(
+        raise ImageNotPulled(
             f"{image} is not on {docker.node} yet, so its flags were not checked",
             "pull it (the launch does) and run check again",
         )
@@ -110,9 +127,24 @@ def flag_findings(table: FlagTable, argv: list[str], image: str) -> list[Finding
     return out
 
 
-async def check_image_flags(pool: Any, head: str, image: str, argv: list[str]) -> list[Finding]:
-    """The findings of the flag check on the head's image (an info finding when it could not
-    be made: the fit verdict stands on its own then)."""
+def _argvs(argvs: Sequence[Sequence[str]] | Sequence[str]) -> list[list[str]]:
+    if argvs and isinstance(argvs[0], str):
+        return [[str(w) for w in argvs]]
+    return [[str(w) for w in a] for a in argvs]
+
+
+async def check_image_flags(
+    pool: Any,
+    head: str,
+    image: str,
+    argvs: Sequence[Sequence[str]] | Sequence[str],
+    *,
+    pull: Callable[[str], None] | None = None,
+) -> list[Finding]:
+    """The findings of the flag check on the head's image for one argv or several (each
+    rank's; a problem is reported once). An info finding when the check could not be made:
+    the fit verdict stands on its own then. `pull`: pull a missing image (see
+    image_flag_table)."""
     import docker as docker_sdk
 
     from spark_tui.remote.docker_remote import RemoteDocker
@@ -121,25 +153,80 @@ async def check_image_flags(pool: Any, head: str, image: str, argv: list[str]) -
         conn = pool[head]
         docker = await RemoteDocker.open(conn, timeout=HELP_TIMEOUT + 30)
         try:
-            table, _image_id = await image_flag_table(docker, image)
+            table, _image_id = await image_flag_table(docker, image, pull=pull)
         finally:
             await docker.close()
+    except ImageNotPulled as exc:
+        return [Finding("info", NOT_PULLED, exc.message, exc.remedy)]
     except SparkError as exc:
-        return [Finding("info", "flags_not_checked", exc.message, exc.remedy)]
+        return [Finding("info", NOT_CHECKED, exc.message, exc.remedy)]
     except docker_sdk.errors.DockerException as exc:
         return [
             Finding(
                 "info",
-                "flags_not_checked",
+                NOT_CHECKED,
                 f"{image} on {head} could not be asked for its flags: {exc}",
                 "run `docker run --rm --entrypoint vllm IMAGE serve --help=all` on the head",
             )
         ]
-    return flag_findings(table, argv, image)
+    return argvs_findings(table, argvs, image)
+
+
+def argvs_findings(
+    table: FlagTable, argvs: Sequence[Sequence[str]] | Sequence[str], image: str
+) -> list[Finding]:
+    """flag_findings of one argv or several (each rank's), each problem once."""
+    out: list[Finding] = []
+    for argv in _argvs(argvs):
+        for f in flag_findings(table, argv, image):
+            if f not in out:
+                out.append(f)
+    return out
+
+
+def serve_argvs(plan: Any) -> list[list[str]]:
+    """The `vllm serve` argvs a LaunchPlan runs: every rank's (the workers' carry flags the
+    plan adds, like --headless), or the one vllm-ray execs in the head once Ray is up."""
+    out = []
+    for argv in [r.argv for r in plan.ranks] + [plan.serve_exec or []]:
+        words = [str(w) for w in argv]
+        if len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "vllm" and words[1] == "serve":
+            if words not in out:
+                out.append(words)
+    return out
+
+
+async def plan_flag_findings(
+    pool: Any, plan: Any, *, pull: Callable[[str], None] | None = None
+) -> list[Finding]:
+    """The flag check of a LaunchPlan against its image on the head (see check_image_flags)."""
+    argvs = serve_argvs(plan)
+    if not argvs:
+        return []
+    return await check_image_flags(
+        pool, plan.head.node, plan.head.container.image, argvs, pull=pull
+    )
+
+
+def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFailed | None:
+    """The launch refusal the blocking flag findings make (None when there is none).
+
+    It is not a question to insist on: argparse refuses these words before the engine
+    starts (exit 2, `unrecognized arguments` / `invalid choice`), so every rank would only
+    fail at once; --force does not skip it."""
+    blocking = [f for f in findings if f.severity == "error" and f.code in BLOCKING_CODES]
+    if not blocking:
+        return None
+    return OperationFailed(
+        f"launch of {recipe} refused before any container was created: "
+        + "; ".join(f.message for f in blocking),
+        "; ".join(dict.fromkeys(f.remedy for f in blocking))
+        + f" (--force does not skip this: the vLLM in {image} exits at once, code 2)",
+    )
 
 
 def check_image_flags_sync(
-    inventory: Any, head: str, image: str, argv: list[str], **pool_options: Any
+    inventory: Any, head: str, image: str, argv: Sequence[str], **pool_options: Any
 ) -> list[Finding]:
     """check_image_flags for the headless CLI: its own short-lived connection to the head."""
     from spark_tui.remote.ssh import ConnectionPool
@@ -151,7 +238,7 @@ def check_image_flags_sync(
         try:
             if head in failures:
                 exc = failures[head]
-                return [Finding("info", "flags_not_checked", exc.message, exc.remedy)]
+                return [Finding("info", NOT_CHECKED, exc.message, exc.remedy)]
             return await check_image_flags(pool, nodes[0].name, image, argv)
         finally:
             await pool.close()

@@ -194,6 +194,18 @@ def evaluate(
     return out
 
 
+def add_findings(evaluation: Evaluation, findings: Sequence[Finding]) -> None:
+    """Findings made after the pipeline (e.g. the image's flag check) join the report, and
+    the verdict follows them."""
+    from spark_tui.core.fit import verdict_of
+
+    report = evaluation.report
+    if report is None or not findings:
+        return
+    report.findings.extend(f for f in findings if f not in report.findings)
+    report.verdict = verdict_of(report.findings, report.missing)
+
+
 def _is_list(value: object) -> bool:
     return isinstance(value, list | tuple)
 

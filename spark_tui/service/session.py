@@ -23,6 +23,7 @@ from spark_tui.service import events as ev
 from spark_tui.service.endpoint import head_node, tunnel_command
 from spark_tui.service.evaluate import (
     Evaluation,
+    add_findings,
     evaluate,
     gpu_memory_utilization,
     held_by_ours,
@@ -31,6 +32,7 @@ from spark_tui.service.pump import Ask, Emit, pump
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.fit import Finding
     from spark_tui.core.inventory import InventoryNode
     from spark_tui.core.plan import LaunchPlan
     from spark_tui.core.recipe import Recipe
@@ -306,6 +308,10 @@ class Session:
         await self._replace_running(emit, ask, replace)
         await self._discover(emit, ask)
         evaluation = self.evaluate(recipe, overrides)
+        if evaluation.problem is None and evaluation.plan is not None:
+            # The image's own vLLM reads the command before anything starts (as `check`
+            # does); an image not on the head yet is checked after the fit question.
+            add_findings(evaluation, await self._image_flags(evaluation.plan, emit, pull=False))
         emit(ev.Evaluated(evaluation))
         if evaluation.problem is not None:
             raise evaluation.problem
@@ -313,9 +319,15 @@ class Session:
             raise OperationFailed(
                 "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
             )
+        self._refuse_flags(recipe, evaluation)
         if evaluation.needs_insisting() and not insist:
             await self._insist(ask, recipe, evaluation)
         plan = evaluation.plan
+        report = evaluation.report
+        if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
+            report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
+            add_findings(evaluation, await self._image_flags(plan, emit, pull=True))
+            self._refuse_flags(recipe, evaluation)
         cluster = Cluster(
             plan.cluster_id,
             recipe.name,
@@ -429,6 +441,18 @@ class Session:
         report = await self._stop(None, emit)
         emit(ev.Stopped(None, list(report.removed), list(report.left)))
         self.cluster = None
+
+    @staticmethod
+    def _refuse_flags(recipe: Recipe, evaluation: Evaluation) -> None:
+        """A flag the image's vLLM refuses blocks the launch, --force or not."""
+        from spark_tui.ops.image_flags import refusal
+
+        plan, report = evaluation.plan, evaluation.report
+        if plan is None or report is None:
+            return
+        refused = refusal(report.findings, recipe.name, plan.head.container.image)
+        if refused is not None:
+            raise refused
 
     async def _insist(self, ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
         report = evaluation.report
@@ -644,6 +668,16 @@ class Session:
         from spark_tui.ops.cluster import status
 
         return list(await status(self.pool))
+
+    async def _image_flags(self, plan: LaunchPlan, emit: Emit, *, pull: bool) -> list[Finding]:
+        """The flag check of the plan against its image's vLLM on the head (see
+        ops.image_flags); `pull`: pull the image on the head first when it is missing."""
+        from spark_tui.ops.image_flags import plan_flag_findings
+
+        def progress(line: str) -> None:
+            emit(ev.Notice("info", line))
+
+        return await plan_flag_findings(self.pool, plan, pull=progress if pull else None)
 
     def _launch_events(self, plan: LaunchPlan, replace_stale: Any, **kw: Any) -> AsyncIterator[Any]:
         from spark_tui.ops.launch import launch

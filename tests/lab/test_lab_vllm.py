@@ -224,6 +224,29 @@ def test_check_predicts_what_real_vllm_refuses_in_its_own_words(
         assert containers(node.docker_socket) == []
 
 
+def test_launch_refuses_a_misspelt_flag_before_any_container_is_created(
+    vllm_lab: Lab, files: dict[str, Path]
+) -> None:
+    # The same check as `check`, in the launch itself: real vLLM's own flag table (its
+    # `vllm serve --help=all` in the image on the head), --force or not.
+    res = _cli(
+        "launch",
+        str(_bad_recipe(files, "--enforce-eagr")),
+        "--inventory",
+        str(files["inventory"]),
+        "--wait",
+        "--force",
+    )
+    said = res.stdout + res.stderr
+    assert res.returncode == 1, said[-3000:]
+    assert "refused before any container was created" in said, said[-3000:]
+    assert f"--enforce-eagr is not a flag of the vLLM in {vllm_image.VLLM_IMAGE}" in said
+    assert "did you mean --enforce-eager?" in said
+    assert "rank 0" not in said, "no rank was started"
+    for node in vllm_lab.nodes:
+        assert containers(node.docker_socket) == [], f"a container is left on {node.name}"
+
+
 # --- one real launch for the rest ----------------------------------------------------------
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from ops_helpers import two_nodes
 from ops_simengine import SimService, loopback_ranks
 
 from spark_tui.core.facts import NodeFacts
+from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
@@ -54,6 +57,22 @@ class EngineSession(Session):
             for r, argv in zip(plan.ranks, self.running_argvs, strict=True)
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
+
+    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Finding]:
+        """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
+        engine these launches run), as the product asks the head's image."""
+        from spark_tui.core.serve_flags import parse_help
+        from spark_tui.ops.image_flags import argvs_findings, serve_argvs
+
+        help_text = subprocess.run(
+            [sys.executable, "-m", "spark_tui.sim.engine", "serve", "--help=all"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        table = parse_help(help_text)
+        return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
     async def _launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any

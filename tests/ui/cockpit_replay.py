@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from spark_tui.core.facts import NodeFacts
+from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
+from spark_tui.core.serve_flags import FlagTable
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import (
@@ -69,6 +74,20 @@ def to_event(data: dict[str, Any]) -> Event:
     if kind == "ResultEvent":
         return ResultEvent(**data)
     raise ValueError(f"unknown recorded event type {kind}")
+
+
+@functools.cache
+def _stand_in_flags() -> FlagTable:
+    from spark_tui.core.serve_flags import parse_help
+
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_tui.sim.engine", "serve", "--help=all"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return parse_help(out)
 
 
 class ReplaySession(Session):
@@ -130,6 +149,14 @@ class ReplaySession(Session):
             for r in plan.ranks
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
+
+    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Finding]:
+        """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
+        recorded launches ran it), as the product asks the head's image."""
+        from spark_tui.ops.image_flags import argvs_findings, serve_argvs
+
+        table = _stand_in_flags()
+        return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
     async def _launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any

@@ -1,0 +1,83 @@
+"""The launch runs the image's flag check (as `check` does) before any container is created:
+a flag the engine's vLLM does not know, or a value outside a flag's choices, refuses the
+launch naming the flag and the image, and --force does not skip it. The session's flag seam
+asks the SIMULATED engine's own `vllm serve --help=all` here (see engine_session); the lab
+tests ask the image on the head."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_session import EngineSession
+
+from spark_tui.core.errors import OperationFailed
+from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.service import events as ev
+
+
+async def collect_into(seen: list[Any], events: Any) -> None:
+    """Every event into `seen`; questions answered yes (the user insists, as --force does)."""
+    async for event in events:
+        if isinstance(event, ev.Question):
+            event.reply(True)
+        seen.append(event)
+
+
+def with_extra(words: str) -> Any:
+    recipe = find_recipe("glm-5.3-flash")
+    return dataclasses.replace(recipe, command=recipe.command.rstrip() + f" {words}\n")
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "named"),
+    [
+        ("--enable-prefix-cachin", "unknown_flag", "did you mean --enable-prefix-caching?"),
+        ("--dtype float33", "flag_value", "'float33' is not one of its choices"),
+    ],
+)
+async def test_a_flag_the_engine_refuses_blocks_the_launch_even_when_insisting(
+    tmp_path: Path, extra: str, code: str, named: str
+) -> None:
+    recipe = with_extra(extra)
+    session = EngineSession(tmp_path / "sim")
+    seen: list[Any] = []
+    try:
+        with pytest.raises(OperationFailed) as refused:
+            await collect_into(seen, session.launch(recipe, {}, insist=True, follow=False))
+    finally:
+        await session.close()
+    assert session.argvs == [], "no rank was started"
+    assert not any(isinstance(e, ev.RankStateChanged) for e in seen)
+    image = recipe.container
+    assert image
+    msg = refused.value.message
+    assert extra.split()[0] in msg and image in msg and named in msg, msg
+    assert "--force does not skip this" in refused.value.remedy
+    # The finding is the fit report's too (the cockpit's fit panel and the CLI show it).
+    (evaluated,) = [e for e in seen if isinstance(e, ev.Evaluated)]
+    report = evaluated.evaluation.report
+    assert report is not None and report.verdict == "does_not_fit"
+    assert [f.code for f in report.findings if f.severity == "error"] == [code]
+    # Nothing asked the user to insist: the refusal comes first.
+    assert not any(isinstance(e, ev.Question) and e.kind == ev.INSIST for e in seen)
+
+
+async def test_the_flags_the_plan_adds_to_the_workers_are_checked_too(tmp_path: Path) -> None:
+    from spark_tui.ops.image_flags import serve_argvs
+
+    session = EngineSession(tmp_path / "sim")
+    await session._discover(lambda e: None, _no)  # probe (the double's nodes)
+    evaluation = session.evaluate(find_recipe("glm-5.3-flash"), {})
+    await session.close()
+    assert evaluation.plan is not None
+    argvs = serve_argvs(evaluation.plan)
+    assert len(argvs) == 2 and "--headless" in argvs[1] and "--headless" not in argvs[0]
+    found = await session._image_flags(evaluation.plan, lambda e: None, pull=False)
+    assert found == []
+
+
+async def _no(question: Any) -> bool:
+    return False

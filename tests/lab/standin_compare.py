@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+from spark_tui.ops.smoke import forced_call_body
+
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -20,20 +22,6 @@ WEATHER_TOOL = {
             "type": "object",
             "properties": {"location": {"type": "string"}},
             "required": ["location"],
-        },
-    },
-}
-STRICT_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get current weather for a location.",
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {"location": {"type": "string", "enum": ["Boston"]}},
-            "required": ["location"],
-            "additionalProperties": False,
         },
     },
 }
@@ -56,17 +44,8 @@ def requests(model: str) -> dict[str, tuple[str, str, dict[str, Any] | None]]:
             "/v1/chat/completions",
             {**chat, "stream": True, "stream_options": {"include_usage": True}},
         ),
-        "tool_required": (
-            "POST",
-            "/v1/chat/completions",
-            {
-                **chat,
-                "messages": _msgs("Use get_weather to look up the weather in Boston."),
-                "tools": [STRICT_TOOL],
-                "tool_choice": "required",
-                "max_tokens": 256,
-            },
-        ),
+        # The smoke's own forced call (one strict tool, tool_choice "required").
+        "tool_required": ("POST", "/v1/chat/completions", forced_call_body(model)),
         "completion": (
             "POST",
             "/v1/completions",
@@ -200,4 +179,28 @@ def diff_shapes(real: Any, sim: Any, path: str = "") -> list[str]:
     # null vs a value is allowed both ways (optional fields), other type changes are not.
     if real != sim and "null" not in (real, sim):
         out.append(f"{path}: real {real}, stand-in {sim}")
+    return out
+
+
+def version_problems(real: dict[str, Reply], sim: dict[str, Reply]) -> list[str]:
+    """Values the shapes do not compare: /version's release (the stand-in adds the local
+    label `+sparktui.sim`, which marks it simulated) and the system_fingerprint built from it."""
+    out: list[str] = []
+    versions = {}
+    for who, replies in (("real", real), ("stand-in", sim)):
+        body = replies["version"].body
+        version = body.get("version") if isinstance(body, dict) else None
+        if not isinstance(version, str):
+            out.append(f"/version of {who}: {body!r}")
+            continue
+        versions[who] = version
+        chat = replies["chat"].body
+        fingerprint = chat.get("system_fingerprint") if isinstance(chat, dict) else None
+        if not re.fullmatch(rf"vllm-{re.escape(version)}-[0-9a-f]+", str(fingerprint)):
+            out.append(f"system_fingerprint of {who}: {fingerprint!r} (version {version})")
+    if len(versions) == 2:
+        real_release = versions["real"].split("+", 1)[0]
+        sim_release = versions["stand-in"].split("+", 1)[0]
+        if real_release != sim_release:
+            out.append(f"/version: stand-in {versions['stand-in']}, real {versions['real']}")
     return out

@@ -61,7 +61,7 @@ def test_two_ranks_reach_ready_and_a_dead_worker_fails_the_next_request(pair: Pa
     assert "Model loading took 58.1 GiB memory" in worker_log
     assert "Loading safetensors checkpoint shards: 100% Completed | 24/24" in worker_log
     assert "Maximum concurrency for 500,000 tokens per request: 2.8" in head_log
-    assert "APIServer" not in worker_log and "Starting vLLM API server" not in worker_log
+    assert "APIServer" not in worker_log and "Starting vLLM server on" not in worker_log
 
     # As real vLLM 0.32: the head's /health stays 200 after its worker died (past the
     # heartbeat timeout), the next request fails with 500, then the head exits.

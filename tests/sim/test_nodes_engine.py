@@ -97,9 +97,7 @@ async def test_an_engine_container_serves_through_ssh_forwards(
         lines = await asyncio.to_thread(launch)
         assert READY in lines[-1], "".join(lines[-20:])
         text = "".join(lines)
-        assert (
-            "Starting vLLM API server" in text and "Loading safetensors checkpoint shards" in text
-        )
+        assert "Starting vLLM server on" in text and "Loading safetensors checkpoint shards" in text
         # The API answers through a direct-tcpip forward to the node's own port.
         api_fwd = await conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", port)
         base = f"http://127.0.0.1:{api_fwd.get_port()}"

@@ -18,5 +18,8 @@ phases and the run loop), `settings` (environment knobs).
 
 from __future__ import annotations
 
-VERSION = "0.28.1+sparktui.sim"
+# Real vLLM's release it follows (its log lines, flags, API and /version), marked simulated
+# by the local version label.
+RELEASE = "0.32.0"
+VERSION = f"{RELEASE}+sparktui.sim"
 SIMULATED_BANNER = "spark-tui simulated engine (no GPU)"

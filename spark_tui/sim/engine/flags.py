@@ -124,21 +124,7 @@ _FRONTEND: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--root-path",), "root_path", "str", None, None),
     (("--middleware",), "middleware", "append", [], None),
     (("--return-tokens-as-token-ids",), "return_tokens_as_token_ids", "bool", False, None),
-    (
-        ("--disable-frontend-multiprocessing",),
-        "disable_frontend_multiprocessing",
-        "true",
-        False,
-        None,
-    ),
     (("--enable-request-id-headers",), "enable_request_id_headers", "bool", False, None),
-    (
-        ("--enable-auto-tool-choice-fallback",),
-        "enable_auto_tool_choice_fallback",
-        "true",
-        False,
-        None,
-    ),
     (("--h11-max-incomplete-event-size",), "h11_max_incomplete_event_size", "int", 4194304, None),
     (("--h11-max-header-count",), "h11_max_header_count", "int", 256, None),
 ]
@@ -183,7 +169,6 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--override-generation-config",), "override_generation_config", "json", None, None),
     (("--enable-sleep-mode",), "enable_sleep_mode", "bool", False, None),
     (("--model-impl",), "model_impl", "str", "auto", None),
-    (("--override-attention-dtype",), "override_attention_dtype", "str", None, None),
     (("--logits-processors",), "logits_processors", "list", None, None),
     (("--io-processor-plugin",), "io_processor_plugin", "str", None, None),
     # LoadConfig
@@ -198,13 +183,6 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--attention-backend",), "attention_backend", "str", None, None),
     (("--reasoning-parser",), "reasoning_parser", "str", "", None),
     (("--reasoning-parser-plugin",), "reasoning_parser_plugin", "str", "", None),
-    (
-        ("--guided-decoding-backend", "--structured-outputs-backend"),
-        "guided_decoding_backend",
-        "str",
-        "auto",
-        None,
-    ),
     (("--structured-outputs-config",), "structured_outputs_config", "json", None, None),
     # ParallelConfig
     (
@@ -253,7 +231,6 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
         None,
     ),
     (("--kv-cache-memory-bytes", "--kv-cache-memory"), "kv_cache_memory_bytes", "hint", None, None),
-    (("--swap-space",), "swap_space", "float", 4.0, None),
     (
         ("--kv-cache-dtype",),
         "kv_cache_dtype",
@@ -265,20 +242,12 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--enable-prefix-caching",), "enable_prefix_caching", "bool", None, None),
     (("--prefix-caching-hash-algo",), "prefix_caching_hash_algo", "str", "sha256", None),
     (("--prefix-match-unit",), "prefix_match_unit", "int", None, None),
-    (
-        ("--enable-mamba-fine-grained-prefix-cache",),
-        "enable_mamba_fine_grained_prefix_cache",
-        "bool",
-        False,
-        None,
-    ),
     (("--cpu-offload-gb",), "cpu_offload_gb", "float", 0.0, None),
-    (("--calculate-kv-scales",), "calculate_kv_scales", "bool", False, None),
     (("--kv-sharing-fast-prefill",), "kv_sharing_fast_prefill", "bool", False, None),
     (("--mamba-cache-dtype",), "mamba_cache_dtype", "str", "auto", None),
     (("--mamba-ssm-cache-dtype",), "mamba_ssm_cache_dtype", "str", "auto", None),
     (("--mamba-block-size",), "mamba_block_size", "int", None, None),
-    (("--mamba-cache-mode",), "mamba_cache_mode", "str", None, ("align", "all", "none")),
+    (("--mamba-cache-mode",), "mamba_cache_mode", "str", None, ("align", "none")),
     (("--kv-offloading-size",), "kv_offloading_size", "float", None, None),
     (("--kv-offloading-backend",), "kv_offloading_backend", "str", None, None),
     # MultiModalConfig
@@ -304,8 +273,6 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     # SchedulerConfig
     (("--max-num-batched-tokens",), "max_num_batched_tokens", "hint", None, None),
     (("--max-num-seqs",), "max_num_seqs", "int", None, None),
-    (("--max-num-partial-prefills",), "max_num_partial_prefills", "int", 1, None),
-    (("--max-long-partial-prefills",), "max_long_partial_prefills", "int", 1, None),
     (("--long-prefill-token-threshold",), "long_prefill_token_threshold", "int", 0, None),
     (("--scheduling-policy",), "scheduling_policy", "str", "fcfs", ("fcfs", "priority")),
     (("--enable-chunked-prefill",), "enable_chunked_prefill", "bool", None, None),
@@ -315,7 +282,6 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--async-scheduling",), "async_scheduling", "bool", None, None),
     (("--stream-interval",), "stream_interval", "int", 1, None),
     # CompilationConfig / KernelConfig / VllmConfig
-    (("--cuda-graph-sizes",), "cuda_graph_sizes", "list", None, None),
     (("--max-cudagraph-capture-size",), "max_cudagraph_capture_size", "int", None, None),
     (("--moe-backend",), "moe_backend", "str", "auto", None),
     (("--linear-backend",), "linear_backend", "str", "auto", None),
@@ -330,11 +296,9 @@ _ENGINE: list[tuple[tuple[str, ...], str, str, Any, Sequence[str] | None]] = [
     (("--attention-config", "-ac"), "attention_config", "json", None, None),
     (("--kernel-config",), "kernel_config", "json", None, None),
     (("--additional-config",), "additional_config", "json", None, None),
-    (("--structured-outputs-config-json",), "structured_outputs_config_json", "json", None, None),
     # AsyncEngineArgs
     (("--disable-log-stats",), "disable_log_stats", "true", False, None),
     (("--enable-log-requests",), "enable_log_requests", "bool", False, None),
-    (("--disable-log-requests",), "disable_log_requests", "bool", True, None),
 ]
 
 _TYPES: dict[str, Callable[[str], Any]] = {

@@ -123,7 +123,7 @@ def lost_lines(rank: int) -> list[tuple[str, str, str]]:
             "ray_executor_v2.py:464",
             f"RayWorkerProc rank=[{rank}] died unexpectedly, shutting down executor.",
         ),
-        ("engine", "core.py:1161", "EngineCore encountered a fatal error."),
+        ("engine", "core.py:1512", "EngineCore encountered a fatal error."),
         ("api", "", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."),
     ]
 

@@ -266,12 +266,12 @@ def _config_phase(ctx: Context) -> ModelSpec:
         raise failures.gated_repo(spec.model_id)
     if offline and canonical_id(a.model) == a.model:
         out.info(
-            "arg_utils.py:831",
+            "arg_utils.py:916",
             f"HF_HUB_OFFLINE is True, replace model_id [{a.model}] to model_path "
             f"[/root/.cache/huggingface/hub/models--{a.model.replace('/', '--')}/snapshots/"
             f"{hashlib.sha1(a.model.encode()).hexdigest()}]",
         )
-    out.info("model.py:691", f"Resolved architecture: {spec.architecture}")
+    out.info("model.py:733", f"Resolved architecture: {spec.architecture}")
     max_len = (
         a.max_model_len if a.max_model_len and a.max_model_len > 0 else spec.max_position_embeddings
     )
@@ -280,7 +280,7 @@ def _config_phase(ctx: Context) -> ModelSpec:
         and ctx.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1"
     ):
         raise failures.max_len_too_long(max_len, spec.max_position_embeddings)
-    out.info("model.py:2031", f"Using max model len {max_len}")
+    out.info("model.py:2152", f"Using max model len {max_len}")
     if a.kv_cache_dtype.startswith("fp8"):
         kind = "fp8_e4m3" if a.kv_cache_dtype == "fp8" else a.kv_cache_dtype
         out.info(
@@ -290,35 +290,36 @@ def _config_phase(ctx: Context) -> ModelSpec:
             "drop without a proper scaling factor",
         )
     if ctx.multi:
-        out.info("arg_utils.py:2237", f"Inferred data_parallel_rank 0 from node_rank {a.node_rank}")
+        out.info("arg_utils.py:2395", f"Inferred data_parallel_rank 0 from node_rank {a.node_rank}")
     spec_cfg = a.speculative_config or {}
     if spec_cfg.get("method") == "mtp":
         draft_arch = spec.architecture.replace("ForConditionalGeneration", "MTP")
         out.info(
-            "model.py:691", f"Resolved architecture: {draft_arch.replace('ForCausalLM', 'MTP')}"
+            "model.py:733", f"Resolved architecture: {draft_arch.replace('ForCausalLM', 'MTP')}"
         )
         if int(spec_cfg.get("num_speculative_tokens") or 0) > 1:
             out.warning(
-                "speculative.py:1323",
+                "speculative.py:1381",
                 "Enabling num_speculative_tokens > 1 will run "
                 "multiple times of forward on same MTP layer,which may result in lower "
                 "acceptance rate",
             )
     batched = a.max_num_batched_tokens or mem.DEFAULT_MAX_NUM_BATCHED_TOKENS
     out.info(
-        "scheduler.py:277", f"Chunked prefill is enabled with max_num_batched_tokens={batched}."
+        "scheduler.py:307", f"Chunked prefill is enabled with max_num_batched_tokens={batched}."
     )
     if spec.attention == "hybrid" and spec.linear_kind == "gated_deltanet" and _prefix_caching(a):
         out.info(
-            "config.py:625",
+            "config.py:688",
             f"Mamba cache mode is set to '{a.mamba_cache_mode or 'align'}' "
             f"for {spec.architecture} by default when prefix caching is enabled",
         )
     if a.enforce_eager:
         out.warning(
-            "vllm.py:1051",
-            "Enforce eager set, disabling torch.compile and CUDAGraphs. "
-            "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none",
+            "vllm.py:1703",
+            "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+            "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
+            "--kernel_config.enable_jit_warmup=False",
         )
     if spec.num_attention_heads % ctx.tp != 0:
         raise failures.heads_not_divisible(spec.num_attention_heads, ctx.tp)
@@ -343,7 +344,7 @@ def _distributed_phase(ctx: Context) -> None:
         )
     if ctx.headless:
         ctx.bare.info(
-            "serve.py:217",
+            "serve.py:224",
             f"Launching vLLM (v{VERSION}) headless multiproc executor, "
             f"with head node address {master} for torch.distributed process group.",
         )
@@ -354,7 +355,7 @@ def _distributed_phase(ctx: Context) -> None:
     else:
         init = f"tcp://{_own_ip(ctx)}:{29500 + (ctx.pid % 30000)}"
     runner.info(
-        "parallel_state.py:1798",
+        "parallel_state.py:1906",
         f"world_size={ctx.world} rank={ctx.rank} local_rank=0 "
         f"distributed_init_method={init} backend=nccl",
     )
@@ -364,7 +365,7 @@ def _distributed_phase(ctx: Context) -> None:
         _ray_phase(ctx)
     ctx.pause(0.5)
     if ctx.world > 1:
-        runner.info("pynccl.py:120", f"vLLM is using nccl=={NCCL_VERSION}")
+        runner.info("pynccl.py:148", f"vLLM is using nccl=={NCCL_VERSION}")
         _nccl_debug(ctx)
         runner.warning(
             "symm_mem.py:67",
@@ -373,7 +374,7 @@ def _distributed_phase(ctx: Context) -> None:
         )
         if ctx.multi:
             runner.warning(
-                "custom_all_reduce.py:201",
+                "custom_all_reduce.py:235",
                 "Custom collectives are disabled because "
                 "this multi-node group does not have MNNVL-capable GPUs on every rank.",
             )
@@ -385,9 +386,10 @@ def _distributed_phase(ctx: Context) -> None:
         )
     ep = f"EP rank {ctx.rank}" if ctx.ep else "EP rank N/A"
     runner.info(
-        "parallel_state.py:2142",
+        "parallel_state.py:2350",
         f"rank {ctx.rank} in world size {ctx.world} is assigned "
-        f"as DP rank 0, PP rank {ctx.pp_rank}, PCP rank 0, TP rank {ctx.tp_rank}, {ep}, "
+        f"as DP rank 0, PP rank {ctx.pp_rank}, PCP rank 0, TP rank {ctx.tp_rank}, "
+        f"ETP rank {ctx.tp_rank}, {ep}, "
         "EPLB rank N/A",
     )
     if ctx.worker is not None:
@@ -650,7 +652,7 @@ def _load_phase(
             lay.util,
             mem.format_gib(plan.requested),
         )
-    runner.info("gpu_model_runner.py:5087", f"Starting to load model {a.model}...")
+    runner.info("gpu_model_runner.py:5039", f"Starting to load model {a.model}...")
     backend = a.attention_backend or ("FLASHMLA" if spec.attention == "mla" else "FLASH_ATTN")
     runner.info("cuda.py:318", f"Using AttentionBackendEnum.{backend.upper()} backend.")
     if spec.is_moe:
@@ -670,7 +672,7 @@ def _load_phase(
     ckpt = mem.format_gib(spec.weight_bytes)
     ram = f"{ctx.st.mem_available / GIB:.2f}"
     runner.info(
-        "weight_utils.py:863",
+        "weight_utils.py:1108",
         f"Filesystem type for checkpoints: EXT4. Checkpoint size: "
         f"{float(ckpt):.2f} GiB. Available RAM: {ram} GiB.",
     )
@@ -695,9 +697,9 @@ def _load_phase(
         runner.raw(tqdm_line(desc, i, shards, time.monotonic() - start), stderr=True)
     runner.raw("", stderr=True)
     took = time.monotonic() - start
-    runner.info("default_loader.py:430", f"Loading weights took {took:.2f} seconds")
+    runner.info("default_loader.py:501", f"Loading weights took {took:.2f} seconds")
     runner.info(
-        "gpu_model_runner.py:5182",
+        "gpu_model_runner.py:5149",
         f"Model loading took {mem.format_gib(plan.weights)} GiB "
         f"memory and {took + 0.4 * ctx.st.pace:.6f} seconds",
     )
@@ -711,40 +713,40 @@ def _profile_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.Mem
             :10
         ]
         runner.info(
-            "backends.py:1089",
+            "backends.py:1104",
             f"Using cache directory: /root/.cache/vllm/torch_compile_"
             f"cache/{digest}/rank_{ctx.rank}_0/backbone for vLLM's torch.compile",
         )
         t0 = time.monotonic()
         ctx.pause(1.0)
         runner.info(
-            "backends.py:1148", f"Dynamo bytecode transform time: {time.monotonic() - t0:.2f} s"
+            "backends.py:1166", f"Dynamo bytecode transform time: {time.monotonic() - t0:.2f} s"
         )
         t1 = time.monotonic()
         ctx.pause(2.0)
         runner.info(
-            "backends.py:393",
+            "backends.py:398",
             f"Compiling a graph for compile range (1, "
             f"{lay.max_num_batched_tokens}) takes {time.monotonic() - t1:.2f} s",
         )
         runner.info("monitor.py:53", f"torch.compile took {time.monotonic() - t0:.2f} s in total")
     t2 = time.monotonic()
     ctx.pause(1.0)
-    runner.info("monitor.py:81", f"Initial profiling/warmup run took {time.monotonic() - t2:.2f} s")
+    runner.info("monitor.py:91", f"Initial profiling/warmup run took {time.monotonic() - t2:.2f} s")
     if not lay.enforce_eager:
         runner.info(
-            "gpu_model_runner.py:6508",
+            "gpu_model_runner.py:6474",
             f"Estimated CUDA graph memory: {plan.cudagraph / GIB:.2f} GiB total",
         )
     ctx.pause(0.5)
     runner.info(
-        "gpu_worker.py:470", f"Available KV cache memory: {mem.format_gib(plan.kv_bytes)} GiB"
+        "gpu_worker.py:759", f"Available KV cache memory: {mem.format_gib(plan.kv_bytes)} GiB"
     )
     if plan.kv_bytes <= 0:
         raise failures.no_cache_blocks()
     if lay.kv_cache_memory_bytes is None:
         runner.info(
-            "gpu_worker.py:485",
+            "gpu_worker.py:774",
             "CUDA graph memory profiling is enabled (default since "
             f"v0.21.0). The current --gpu-memory-utilization={lay.util:.4f} is equivalent to "
             f"--gpu-memory-utilization={max(0.0, lay.util - plan.cudagraph / plan.total):.4f} "
@@ -769,11 +771,11 @@ def _kv_check(ctx: Context, spec: ModelSpec, lay: mem.Layout, kv_bytes: int) -> 
             lay.max_model_len, mem.format_gib(plan.request_bytes), mem.format_gib(kv_bytes), est
         )
     assert ctx.engine is not None
-    ctx.engine.info("kv_cache_utils.py:1755", f"GPU KV cache size: {plan.kv_tokens:,} tokens")
+    # One line since vLLM 0.32 (0.28 printed the size and the concurrency apart).
     ctx.engine.info(
-        "kv_cache_utils.py:1756",
-        f"Maximum concurrency for {lay.max_model_len:,} "
-        f"tokens per request: {plan.max_concurrency:.2f}x",
+        "kv_cache_utils.py:2327",
+        f"GPU KV cache size: {plan.kv_tokens:,} tokens, Maximum concurrency for "
+        f"{lay.max_model_len:,} tokens per request: {plan.max_concurrency:.2f}x",
     )
     return plan
 
@@ -795,7 +797,7 @@ def _graphs_phase(ctx: Context, lay: mem.Layout, plan: mem.MemoryPlan) -> None:
             done = total * k // steps
             runner.raw(tqdm_bar(desc, done, total, time.monotonic() - t0), stderr=True)
     runner.info(
-        "gpu_model_runner.py:6576",
+        "gpu_model_runner.py:6581",
         f"Graph capturing finished in "
         f"{max(1, int(round(time.monotonic() - start)))} secs, took "
         f"{plan.cudagraph / GIB:.2f} GiB",
@@ -849,12 +851,12 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     state = api.ApiState(spec, a, names, lay.max_model_len, sched, metrics, ctx.api)
     ctx.state = state
     api.bind_handler(state)
-    ctx.api.info("api_server.py:577", "Supported tasks: ['generate']")
+    ctx.api.info("entry.py:136", "Supported tasks: ['generate']")
     if a.enable_auto_tool_choice and a.tool_call_parser:
-        ctx.api.info("parser_manager.py:36", '"auto" tool choice has been enabled.')
+        ctx.api.info("parser_manager.py:38", '"auto" tool choice has been enabled.')
     ctx.pause(0.5)
     ctx.api.warning(
-        "model.py:1769",
+        "model.py:1893",
         "Default vLLM sampling parameters have been overridden by "
         "the model's `generation_config.json`: `{'temperature': 1.0, 'top_k': 20, "
         "'top_p': 0.95}`. If this is not intended, please relaunch vLLM instance with "
@@ -862,10 +864,10 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     )
     host, port = ctx.server.server_address[:2]
     url = f"http://{host!s}:{port}"
-    ctx.api.info("api_server.py:1919", f"Starting vLLM API server 0 on {url}")
-    ctx.api.info("launcher.py:37", "Available routes are:")
+    ctx.api.info("entry.py:140", f"Starting vLLM server on {url}")
+    ctx.api.info("launcher.py:186", "Available routes are:")
     for route, methods in api.ROUTES:
-        ctx.api.info("launcher.py:46", f"Route: {route}, Methods: {methods}")
+        ctx.api.info("launcher.py:195", f"Route: {route}, Methods: {methods}")
     ctx.pause(0.5)
     ctx.api.uvicorn(f"Started server process [{ctx.pid}]")
     ctx.api.uvicorn("Waiting for application startup.")
@@ -1071,12 +1073,12 @@ def _peer_failure(ctx: Context) -> int:
             f"Worker proc VllmWorker-{_peer_rank(who)} "
             f"({who}) died unexpectedly, shutting down executor.",
         )
-        ctx.engine.error("core.py:1161", "EngineCore encountered a fatal error.")
+        ctx.engine.error("core.py:1512", "EngineCore encountered a fatal error.")
         if ctx.state is not None:
             ctx.state.dead_reason = (
                 "EngineCore encountered an issue. See stack trace (above) for the root cause."
             )
-        ctx.api.error("async_llm.py:525", "AsyncLLM output_handler failed.")
+        ctx.api.error("async_llm.py:906", "AsyncLLM output_handler failed.")
         ctx.api.raw(
             "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
             "See stack trace (above) for the root cause.",
@@ -1176,7 +1178,7 @@ def run(args: argparse.Namespace) -> int:
         node = mem.NodeView.from_settings(ctx.st)
         if ctx.engine is not None:
             ctx.pause(0.5)
-            ctx.engine.info("core.py:123", _engine_config_line(ctx, spec, lay))
+            ctx.engine.info("core.py:133", _engine_config_line(ctx, spec, lay))
         _distributed_phase(ctx)
         plan = _load_phase(ctx, spec, lay, node)
         _profile_phase(ctx, spec, lay, plan)
@@ -1196,7 +1198,7 @@ def run(args: argparse.Namespace) -> int:
             _graphs_phase(ctx, lay, plan)
             if ctx.engine is not None:
                 ctx.engine.info(
-                    "core.py:306",
+                    "core.py:402",
                     "init engine (profile, create kv cache, warmup "
                     f"model) took {3.5 * ctx.st.pace:.2f} s",
                 )

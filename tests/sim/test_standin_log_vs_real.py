@@ -1,0 +1,104 @@
+"""The stand-in's startup log and /version held against real vLLM 0.32.0's (the head log of a
+TP 2 lab launch, tests/fixtures/vllm-0.32.0-cpu-tp2-head.log): the version it prints, and for
+every message both print, the same source location and the same wording. The stand-in marks
+itself simulated with a local version label (`0.32.0+sparktui.sim`), nothing else."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+from engine_harness import Engine, free_port
+
+from spark_tui.sim.engine import RELEASE, VERSION
+
+REAL_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-cpu-tp2-head.log"
+LINE = re.compile(r"^\((\w+)[^)]*\) (\w+) \S+ \S+ \[([^\]]+)\] (.*)$")
+# Where the CPU build and the GPU build (which the stand-in simulates) log from different
+# files, or print device-specific words.
+DEVICE_SPECIFIC = {"Starting to load model", "Model loading took"}
+# Messages made of the run's own values (the arguments, the engine's config, the model).
+VALUES = {
+    "non-default args: {'model_tag':",
+    "Initializing a VN LLM",
+    "Resolved architecture: QwenNForCausalLM",
+    "▄▄ ▄█ █ █",  # the banner's version (compared above) and model lines
+    "█▄█▀ █ █ █",
+}
+
+
+def _words(message: str) -> str:
+    # Numbers, paths, quoted values and the collective backend (nccl on GPUs, gloo on CPUs).
+    return re.sub(r"[\d.,]+|/\S+|'[^']*'|backend=\w+", "N", message)
+
+
+def _messages(lines: list[str]) -> dict[str, tuple[str, str]]:
+    """First words of each message (numbers and paths blanked) -> (source, message)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        m = LINE.match(line)
+        if not m:
+            continue
+        _proc, _level, src, msg = m.groups()
+        key = " ".join(re.sub(r"[\d.,]+|/\S+", "N", msg).split()[:4])
+        out.setdefault(key, (src, msg))
+    return out
+
+
+def _stand_in_log() -> tuple[list[str], dict[str, object]]:
+    port = free_port()
+    engine = Engine(
+        ["serve", "Qwen/Qwen3-0.6B", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--max-model-len", "2048", "--dtype", "float32", "--enforce-eager"]
+        + ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    )
+    try:
+        engine.wait_healthy(port, timeout=60)
+        version = httpx.get(f"http://127.0.0.1:{port}/version", timeout=10).json()
+        chat = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hi"}]}
+            | {"max_tokens": 4},
+            timeout=30,
+        ).json()
+    finally:
+        engine.stop()
+    return engine.output.splitlines(), {"version": version, "chat": chat}
+
+
+def test_the_stand_in_says_real_vllms_version_and_logs_its_lines() -> None:
+    real_lines = REAL_LOG.read_text().splitlines()
+    assert real_lines[0].startswith("# source: real vLLM 0.32.0")
+    assert any(line.endswith(f"version {RELEASE}") for line in real_lines)
+    sim_lines, api = _stand_in_log()
+    assert VERSION == f"{RELEASE}+sparktui.sim"
+    assert api["version"] == {"version": VERSION}
+    fingerprint = api["chat"]["system_fingerprint"]  # type: ignore[index]
+    assert re.fullmatch(rf"vllm-{re.escape(VERSION)}-[0-9a-f]{{8}}", fingerprint), fingerprint
+    assert any(line.endswith(f"version {VERSION}") for line in sim_lines)
+    assert any(f"Initializing a V1 LLM engine (v{VERSION})" in line for line in sim_lines)
+    assert not [line for line in sim_lines if "0.28" in line]
+
+    real, sim = _messages(real_lines[1:]), _messages(sim_lines)
+    shared = set(real) & set(sim)
+    assert len(shared) >= 20, sorted(sim)
+    problems = []
+    for key in sorted(shared):
+        (real_src, real_msg), (sim_src, sim_msg) = real[key], sim[key]
+        if any(key.startswith(d) for d in DEVICE_SPECIFIC):
+            continue
+        if real_src != sim_src:
+            problems.append(f"{key!r}: logged from {sim_src}, real vLLM {real_src}")
+        if key not in VALUES and _words(real_msg) != _words(sim_msg):
+            problems.append(f"{key!r}: says {sim_msg!r}, real vLLM {real_msg!r}")
+    # The KV cache line: one line with the size and the concurrency (the device differs).
+    real_kv = next(msg for _src, msg in real.values() if re.match(r"[A-Z]+ KV cache size", msg))
+    sim_kv = next(msg for _src, msg in sim.values() if re.match(r"[A-Z]+ KV cache size", msg))
+    if re.sub(r"[\d.,]+", "N", real_kv)[1:] != re.sub(r"[\d.,]+", "N", sim_kv)[1:]:
+        problems.append(f"KV cache line {sim_kv!r} vs real {real_kv!r}")
+    real_api = [m for _src, m in real.values() if m.startswith("Starting vLLM")]
+    sim_api = [m for _src, m in sim.values() if m.startswith("Starting vLLM")]
+    if [m.split(" on ")[0] for m in real_api] != [m.split(" on ")[0] for m in sim_api]:
+        problems.append(f"API start line {sim_api} vs real {real_api}")
+    assert not problems, "\n".join(problems)

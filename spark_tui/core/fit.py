@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spark_tui.core import prelaunch
@@ -59,6 +59,10 @@ CUDA_GRAPH_BASE_BYTES = 48 * MIB
 CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN = 640 * 1024
 # Above this the OS, Docker and the page cache share too little of a unified-memory node.
 HIGH_UTILIZATION = 0.9
+# vLLM's CPU backend sizes each rank's KV cache from this variable (whole GiB), not from
+# gpu_memory_utilization: platforms/cpu.py sets kv_cache_memory_bytes from it after the
+# flags are read, so it wins over --kv-cache-memory-bytes too. The CUDA build ignores it.
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 DROP_CACHES = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 SEVERITIES = ("error", "warning", "info")
 VERDICTS = ("fits", "fits_with_warnings", "does_not_fit", "unknown")
@@ -478,11 +482,15 @@ def _node_findings(
     layout: KVLayout | None,
     max_len: int | None,
     positions: int | None = None,
+    kv_source: str = "--kv-cache-memory-bytes",
 ) -> list[Finding]:
     out: list[Finding] = []
+    from_env = kv_source == CPU_KV_ENV
     util = args.gpu_memory_utilization
     total, avail, budget = fit.memory_total_bytes, fit.memory_available_bytes, fit.budget_bytes
-    if total is not None and avail is not None and budget is not None:
+    # The CPU backend never holds the utilization against free memory when the variable sizes
+    # its KV cache (it checks that KV cache against what is free, below).
+    if total is not None and avail is not None and budget is not None and not from_env:
         cache = node.page_cache_bytes or 0
         free = avail - cache if _unified_memory(node) else avail
         if avail < budget:
@@ -550,10 +558,15 @@ def _node_findings(
                     "error",
                     "kv_cache_memory_exceeds_free",
                     f"weights {gib(weights)} GiB + runtime {gib(fit.overhead_bytes or 0)} GiB + "
-                    f"--kv-cache-memory-bytes {gib(args.kv_cache_memory_bytes)} GiB = "
+                    f"{kv_source} {gib(args.kv_cache_memory_bytes)} GiB = "
                     f"{gib(need)} GiB per rank, more than the {gib(free)} GiB free",
-                    "lower kv_cache_memory_bytes (--set kv_cache_memory_bytes=2G), free "
-                    f"memory on the node ({DROP_CACHES} drops the page cache), or add nodes",
+                    (
+                        f"lower {CPU_KV_ENV} in the recipe's env"
+                        if from_env
+                        else "lower kv_cache_memory_bytes (--set kv_cache_memory_bytes=2G)"
+                    )
+                    + f", free memory on the node ({DROP_CACHES} drops the page cache), "
+                    "or add nodes",
                 )
             )
             return out
@@ -580,7 +593,9 @@ def _node_findings(
             # Never suggest a length past the model's own positions.
             suggested = min(estimate, positions) if positions else estimate
             options = [f"--set max_model_len={suggested}"]
-            if args.kv_cache_memory_bytes is not None:
+            if from_env:
+                options.append(f"set {CPU_KV_ENV}={math.ceil(needed / GIB)} in the recipe's env")
+            elif args.kv_cache_memory_bytes is not None:
                 options.append(f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G")
             else:
                 more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total)
@@ -667,6 +682,34 @@ def _verdict(findings: list[Finding], missing: list[str]) -> str:
     return "fits"
 
 
+def cpu_kv_cache(env: Mapping[str, str]) -> tuple[int | None, Finding | None]:
+    """The KV cache bytes per rank the recipe's VLLM_CPU_KVCACHE_SPACE gives vLLM's CPU
+    backend (None when it is not set), and the finding that says so (or that vLLM would
+    refuse the value: it reads it with int())."""
+    raw = env.get(CPU_KV_ENV)
+    if raw is None or str(raw).strip() == "":
+        return None, None
+    text = str(raw).strip()
+    try:
+        space = int(text)
+    except ValueError:
+        return None, Finding(
+            "error",
+            "cpu_kv_cache_space",
+            f"{CPU_KV_ENV}={text} is not a whole number of GiB: vLLM's CPU backend stops at "
+            f"startup with ValueError: invalid literal for int() with base 10: '{text}'",
+            f"set {CPU_KV_ENV} in the recipe's env to a whole number of GiB (e.g. 1)",
+        )
+    return space * GIB, Finding(
+        "info",
+        "kv_cache_from_env",
+        f"the KV cache is {space} GiB per rank, from {CPU_KV_ENV}={text} in the recipe's env "
+        "(vLLM's CPU backend sizes it from this, not from gpu_memory_utilization or "
+        "--kv-cache-memory-bytes)",
+        f"change {CPU_KV_ENV} in the recipe's env to size it",
+    )
+
+
 def check_fit(
     recipe: Recipe,
     argv: list[str],
@@ -684,6 +727,11 @@ def check_fit(
     args = parse_serve_args(argv)
     check_fact_ranges(facts, f"model facts of {facts.model_id}", FactsError)
     findings = _parallel_findings(recipe, args, nodes, facts)
+    cpu_kv, cpu_kv_finding = cpu_kv_cache(env)
+    if cpu_kv_finding is not None:
+        findings.append(cpu_kv_finding)
+    if cpu_kv is not None:
+        args = replace(args, kv_cache_memory_bytes=cpu_kv)
     # A mod nobody found blocks: the serve command would start without what it needs.
     findings += [Finding("error", *f) for f in prelaunch.findings(recipe)]
     findings += [Finding("error", r.code, r.message, r.remedy) for r in refusals(args)]
@@ -756,7 +804,8 @@ def check_fit(
                 fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         fits.append(fit)
-        for f in _node_findings(node, fit, args, layout, max_len, limit):
+        kv_source = CPU_KV_ENV if cpu_kv is not None else "--kv-cache-memory-bytes"
+        for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source):
             per_node.append((node.name, f))
     findings += _group_findings(per_node, len(nodes))
     if missing:

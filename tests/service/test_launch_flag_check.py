@@ -14,6 +14,7 @@ import pytest
 from engine_session import EngineSession
 
 from spark_tui.core.errors import OperationFailed
+from spark_tui.core.fit import Finding
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.service import events as ev
 
@@ -81,3 +82,40 @@ async def test_the_flags_the_plan_adds_to_the_workers_are_checked_too(tmp_path: 
 
 async def _no(question: Any) -> bool:
     return False
+
+
+class NotPulledYet(EngineSession):
+    """The image is not on the head at first: the flag check can only run once the launch
+    has pulled it there (`pull=True`); each call's `pull` is recorded."""
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir)
+        self.pulls: list[bool] = []
+
+    async def _image_flags(self, plan: Any, emit: Any, *, pull: bool) -> list[Finding]:
+        self.pulls.append(pull)
+        if not pull:
+            return [Finding("info", "image_not_pulled", "not on the head yet", "pull it")]
+        return await super()._image_flags(plan, emit, pull=pull)
+
+
+async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_container(
+    tmp_path: Path,
+) -> None:
+    session = NotPulledYet(tmp_path / "bad")
+    seen: list[Any] = []
+    try:
+        with pytest.raises(OperationFailed) as refused:
+            recipe = with_extra("--enable-prefix-cachin")
+            await collect_into(seen, session.launch(recipe, {}, insist=True, follow=False))
+    finally:
+        await session.close()
+    assert session.pulls == [False, True] and session.argvs == []
+    assert "--enable-prefix-cachin" in refused.value.message
+
+    good = NotPulledYet(tmp_path / "good")
+    try:
+        await collect_into([], good.launch(find_recipe("glm-5.3-flash"), {}, follow=False))
+    finally:
+        await good.close()
+    assert good.pulls == [False, True] and len(good.argvs) == 1

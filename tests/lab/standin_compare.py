@@ -196,7 +196,9 @@ def version_problems(real: dict[str, Reply], sim: dict[str, Reply]) -> list[str]
         versions[who] = version
         chat = replies["chat"].body
         fingerprint = chat.get("system_fingerprint") if isinstance(chat, dict) else None
-        if not re.fullmatch(rf"vllm-{re.escape(version)}-[0-9a-f]+", str(fingerprint)):
+        # vLLM 0.32's "full" fingerprint: version, layout beyond one rank (tp2 ...), hash.
+        layout = r"(-(tp|pp|dp)\d+)*(-ep)?"
+        if not re.fullmatch(rf"vllm-{re.escape(version)}{layout}-[0-9a-f]{{8}}", str(fingerprint)):
             out.append(f"system_fingerprint of {who}: {fingerprint!r} (version {version})")
     if len(versions) == 2:
         real_release = versions["real"].split("+", 1)[0]

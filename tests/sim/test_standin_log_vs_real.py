@@ -102,3 +102,22 @@ def test_the_stand_in_says_real_vllms_version_and_logs_its_lines() -> None:
     if [m.split(" on ")[0] for m in real_api] != [m.split(" on ")[0] for m in sim_api]:
         problems.append(f"API start line {sim_api} vs real {real_api}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_fingerprint_names_the_layout_as_real_vllm_does() -> None:
+    from types import SimpleNamespace
+
+    from spark_tui.sim.engine.api import fingerprint
+
+    # Real vLLM 0.32 on the lab's TP 2 answered "vllm-0.32.0-tp2-1770f872".
+    tp2 = fingerprint(SimpleNamespace(tensor_parallel_size=2, data_parallel_size=1))
+    assert re.fullmatch(rf"vllm-{re.escape(VERSION)}-tp2-[0-9a-f]{{8}}", tp2), tp2
+    many = fingerprint(
+        SimpleNamespace(
+            tensor_parallel_size=2,
+            pipeline_parallel_size=2,
+            data_parallel_size=2,
+            enable_expert_parallel=True,
+        )
+    )
+    assert "-tp2-pp2-dp2-ep-" in many

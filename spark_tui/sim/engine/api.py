@@ -57,9 +57,22 @@ _BUILD_ID = secrets.token_hex(4)
 _ENGINE_ROUTES = ("/v1/chat/completions", "/v1/completions", "/invocations", "/tokenize")
 
 
-def fingerprint() -> str:
-    """vLLM's system_fingerprint: its version and a short id of the build."""
-    return f"vllm-{VERSION}-{_BUILD_ID}"
+def fingerprint(args: Any = None) -> str:
+    """vLLM's system_fingerprint ("full" mode, vLLM 0.32's default): its version, the
+    parallel layout beyond one rank (tp2, pp2, dp2, ep) and a short hash of the config."""
+    parts = [f"vllm-{VERSION}"]
+    for flag, tag in (
+        ("tensor_parallel_size", "tp"),
+        ("pipeline_parallel_size", "pp"),
+        ("data_parallel_size", "dp"),
+    ):
+        size = int(getattr(args, flag, 1) or 1)
+        if size > 1:
+            parts.append(f"{tag}{size}")
+    if getattr(args, "enable_expert_parallel", False):
+        parts.append("ep")
+    parts.append(_BUILD_ID)
+    return "-".join(parts)
 
 
 def usage(prompt_tokens: int, completion_tokens: int, *, details: bool = False) -> dict[str, Any]:
@@ -148,6 +161,7 @@ class ApiState:
     ) -> None:
         self.spec = spec
         self.args = args
+        self.fingerprint = fingerprint(args)
         self.served_names = served_names
         self.max_model_len = max_model_len
         self.scheduler = scheduler
@@ -555,6 +569,10 @@ class Handler(BaseHTTPRequestHandler):
             return pieces[:max_tokens], "length"
         return pieces, natural
 
+    def _fingerprint(self) -> str:
+        st = self.state
+        return st.fingerprint if st is not None else fingerprint()
+
     def _collect(self, req: Request) -> tuple[list[generate.Piece], str, str | None]:
         st = self.state
         assert st is not None
@@ -614,7 +632,7 @@ class Handler(BaseHTTPRequestHandler):
                 }
             ],
             "service_tier": None,
-            "system_fingerprint": fingerprint(),
+            "system_fingerprint": self._fingerprint(),
             "usage": usage(prompt_len, len(got), details=True),
             "prompt_logprobs": None,
             "prompt_token_ids": None,
@@ -727,7 +745,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "model": model,
                                 "choices": [],
                                 "usage": usage(prompt_len, count),
-                                "system_fingerprint": fingerprint(),
+                                "system_fingerprint": self._fingerprint(),
                             }
                         )
                     break
@@ -830,7 +848,7 @@ class Handler(BaseHTTPRequestHandler):
                         }
                     ],
                     "service_tier": None,
-                    "system_fingerprint": fingerprint(),
+                    "system_fingerprint": self._fingerprint(),
                     "usage": usage(prompt_len, len(got), details=True),
                     "kv_transfer_params": None,
                     "ec_transfer_params": None,

@@ -102,8 +102,8 @@ async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
                 out["evaluated"] = now
             elif isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
                 out.setdefault("first_created", now)
-            elif isinstance(event, ev.ResultEvent) and event.kind == "launch":
-                out["started"] = now
+            elif isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.STARTING:
+                out["started"] = now  # the last rank's start (the session keeps the result)
             elif isinstance(event, ev.ClusterReady):
                 out["ready"] = now
                 break
@@ -177,6 +177,11 @@ def main() -> int:
         f"check, a first `vllm serve --help=all`: {flags:.2f} s)"
     )
     print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
+    cached = share - flags
+    print(
+        f"  with the flag table cached (every later launch of this image id): "
+        f"{cached:.2f} s = {100 * cached / (ready - flags):.2f} %"
+    )
     return 0
 
 

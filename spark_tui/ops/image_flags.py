@@ -34,10 +34,14 @@ class ImageNotPulled(SparkError):
 
 
 def cache_dir() -> Path:
-    """Where the help texts are kept on the control machine."""
+    """Where the help texts are kept on the control machine (under $SPARK_TUI_CACHE_DIR
+    when set, as the Hub cache)."""
+    import os
+
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("spark-tui")) / "vllm-serve-help"
+    base = os.environ.get("SPARK_TUI_CACHE_DIR") or user_cache_dir("spark-tui")
+    return Path(base) / "vllm-serve-help"
 
 
 def _cache_file(image_id: str) -> Path | None:

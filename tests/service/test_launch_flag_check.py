@@ -119,3 +119,17 @@ async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_contai
     finally:
         await good.close()
     assert good.pulls == [False, True] and len(good.argvs) == 1
+
+
+def test_the_flag_tables_are_kept_per_image_id_under_spark_tui_cache_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_tui.ops.image_flags import cached_help, store_help
+
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path))
+    image_id = "sha256:" + "ab" * 32
+    assert cached_help(image_id) is None
+    store_help(image_id, "usage: vllm serve\n  --dtype {auto,float32}\n")
+    assert (tmp_path / "vllm-serve-help" / f"{'ab' * 32}.txt").is_file()
+    assert cached_help(image_id) == "usage: vllm serve\n  --dtype {auto,float32}\n"
+    assert cached_help("not-an-id") is None

@@ -42,6 +42,9 @@ class Request:
             queue.Queue()
         )  # ("tokens", [Piece]) / ("done", ..)
         self.arrival = time.monotonic()
+        # The same moments on the engine's own clock (see Scheduler.clock).
+        self.arrival_clock = 0.0
+        self.first_token_clock: float | None = None
         self.scheduled_at: float | None = None
         self.first_token_at: float | None = None
         self.last_token_at: float | None = None
@@ -92,11 +95,18 @@ class Scheduler(threading.Thread):
         self.interval_generation = 0
         self.interval_drafted = 0
         self.interval_accepted = 0
+        # Engine seconds: the sum of the modelled step times so far. Unlike the wall clock
+        # it does not stretch when the machine is loaded, so what depends on the model of
+        # the engine (throughput, time to first token) can be read from it exactly.
+        self.clock = 0.0
+        self.peak_running = 0
+        self.peak_waiting = 0
 
     # --- API side -------------------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """Queue a request; its tokens arrive on `req.events`."""
         with self.cond:
+            req.arrival_clock = self.clock
             self.waiting.append(req)
             self._update_gauges()
             self.cond.notify()
@@ -140,6 +150,8 @@ class Scheduler(threading.Thread):
         return sum(min(r.computed, r.context) for r in self.running)
 
     def _update_gauges(self) -> None:
+        self.peak_running = max(self.peak_running, len(self.running))
+        self.peak_waiting = max(self.peak_waiting, len(self.waiting))
         with self.metrics.lock:
             self.metrics.running = len(self.running)
             self.metrics.waiting = len(self.waiting)
@@ -241,6 +253,7 @@ class Scheduler(threading.Thread):
             if delay > 0:
                 time.sleep(delay)
             with self.cond:
+                self.clock += step
                 self._apply(decoding, chunks, drafted)
                 self._update_gauges()
 
@@ -263,6 +276,7 @@ class Scheduler(threading.Thread):
             self.metrics.generation_tokens += emitted
             if req.first_token_at is None:
                 req.first_token_at = now
+                req.first_token_clock = self.clock
                 self.metrics.ttft.observe(now - req.arrival)
             elif req.last_token_at is not None:
                 self.metrics.itl.observe(now - req.last_token_at)

@@ -162,7 +162,14 @@ def run(args: argparse.Namespace) -> int:
         raise result.problem
     assert result.report is not None and result.model_facts is not None
     sources = result.model_facts.sources
-    result.report.findings += _presence(args, recipe, result.argv, result.env, nodes)
+    gaps = _presence(args, recipe, result.argv, result.env, nodes)
+    if gaps:
+        from spark_tui.core.fit import verdict_of
+
+        # A gap is a warning (vLLM fetches the model there) or, offline, an error: the
+        # verdict and the exit status follow it, as they follow the fit's own findings.
+        result.report.findings += gaps
+        result.report.verdict = verdict_of(result.report.findings, result.report.missing)
     if not getattr(args, "facts", None) and recipe.container and nodes:
         _check_image_flags(args, result.report, recipe.container, result.argv, nodes[0].name)
     if args.json:

@@ -148,3 +148,31 @@ def test_check_names_a_node_without_the_model(tmp_path, capsys) -> None:
     gaps = [f for f in doc["findings"] if f["code"] == "model_missing_on_node"]
     assert len(gaps) == 1 and gaps[0]["message"].startswith("spark-b has no copy of")
     assert "spark-tui models sync glm-5.3-flash" in gaps[0]["remedy"]
+
+
+def test_a_model_gap_sets_the_verdict_and_the_exit_code(tmp_path, capsys, monkeypatch) -> None:
+    # A node without the model is a warning online (vLLM would fetch it there) and an error
+    # offline (vLLM would stop): the verdict and the exit status say so, never "fits".
+    import json
+    from pathlib import Path
+
+    from spark_tui import cli
+
+    data = json.loads(
+        (Path(__file__).parent.parent / "fixtures" / "simulated_facts_glm53_2x128.json").read_text()
+    )
+    data["nodes"][1]["models"] = []
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(data))
+    code = cli.main(["check", "glm-5.3-flash", "--facts", str(facts), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["severity"] for f in doc["findings"] if f["code"] == "model_missing_on_node"] == [
+        "warning"
+    ]
+    assert doc["verdict"] == "fits_with_warnings" and code == 0
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code = cli.main(["check", "glm-5.3-flash", "--facts", str(facts)])
+    out = capsys.readouterr().out
+    assert "verdict   does not fit" in out and "error   model_missing_on_node" in out
+    assert code == 1

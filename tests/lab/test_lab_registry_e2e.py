@@ -183,8 +183,10 @@ def _rank_log(inventory: Path, rank: int, node: str) -> list[str]:
     res = _cli("logs", "--inventory", str(inventory), "--rank", str(rank), "--tail", "5000")
     assert res.returncode == 0, res.stderr
     prefix = f"[{rank} {node}] "
-    assert all(ln.startswith(prefix) for ln in res.stdout.splitlines()), res.stdout[:500]
-    return [ln.removeprefix(prefix) for ln in res.stdout.splitlines()]
+    lines = res.stdout.splitlines()
+    # (A message vLLM logs across lines keeps the prefix on its first line only.)
+    assert lines and lines[0].startswith(prefix), res.stdout[:500]
+    return [ln.removeprefix(prefix) for ln in lines]
 
 
 def _rendered_prompt(base: str) -> str:

@@ -329,10 +329,15 @@ def test_a_registry_recipe_with_a_mod_and_a_model_no_node_has_runs_on_real_vllm(
             done = lines.index("spark-tui prelaunch: done; starting the serve command")
             assert start < wrote < done, lines[: done + 1]
             assert any(ln.startswith(f"{MOD}: done (") for ln in lines[wrote:done])
-            # Every line vLLM's startup is known by comes after the mod's (serve is exec'd then).
+            # Every phase line of vLLM's startup comes after the mod's (serve is exec'd then);
+            # the wrapper's own markers are phases too, of the prelaunch.
             classifier = logclass.StreamClassifier()
-            phases = [i for i, ln in enumerate(lines) if classifier.classify(ln).kind == "phase"]
+            kinds = [classifier.classify(ln) for ln in lines]
+            phases = [
+                i for i, c in enumerate(kinds) if c.kind == "phase" and c.scope != "prelaunch"
+            ]
             assert phases and phases[0] > done, (rank, lines[: done + 3])
+            assert {c.scope for c in kinds[: done + 1] if c.kind == "phase"} == {"prelaunch"}
         base = f"http://{head.address}:8000"
         prompt = _rendered_prompt(base)
         assert MARK in prompt and prompt.index(MARK) < prompt.index("hello"), prompt

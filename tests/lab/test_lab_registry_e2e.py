@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from labkit import cli as _cli
 from labkit import lab_guard
 
 from spark_tui.core import logclass
@@ -68,17 +68,6 @@ RUN_SH = (
 )
 
 
-def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env=dict(os.environ),
-    )
-
-
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.name=e2e", "-c", "user.email=e2e@lab.invalid", *args],
@@ -116,7 +105,7 @@ def make_registry(root: Path) -> Path:
 
 def tiny_model_files(lab: Lab) -> tuple[str, dict[str, bytes]]:
     """The lab's tiny model as it is in the built hub cache: (revision, files)."""
-    entry = vllm_image.build_dir(lab.cfg.cache_dir) / "hub"
+    entry = vllm_image.build_dir(lab.cfg.cache_dir) / f"hub-{vllm_image.MODEL_VERSION}"
     entry /= "models--" + vllm_image.MODEL_REPO.replace("/", "--")
     revision = (entry / "refs" / "main").read_text().strip()
     snap = entry / "snapshots" / revision

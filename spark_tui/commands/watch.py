@@ -71,16 +71,14 @@ def _json(e: object) -> str:
 async def _watch(args: argparse.Namespace) -> int:
     from spark_tui.commands.terminal import session
     from spark_tui.ops.diagnose import stop_command
-    from spark_tui.ops.watch import watch
 
     cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
     as_json = getattr(args, "json", False)
     s = session(args)
     failed = False
     try:
-        await s.connect()
-        async for e in watch(
-            s.pool, getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
+        async for e in s.watch(
+            getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
         ):
             failed = failed or isinstance(e, ev.WatchAlert)
             if as_json:

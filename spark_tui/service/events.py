@@ -1,6 +1,7 @@
 """The typed events the service's actions emit, questions to the user included.
 
-The operations' events (rank states, log lines, notices, ready) pass through unchanged;
+The operations' events (rank states, log lines, notices, ready, the watch's samples and
+alerts) pass through unchanged;
 the service adds what a whole action produces (a probe, an endpoint, a smoke check, a
 benchmark level, a record in the history, a comparison) and `Question`, which the
 consumer answers with `reply()` before it asks for the next event.
@@ -13,13 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.ops.events import (
     ClusterReady,
+    ContainerStates,
     LogLine,
+    NodeMemory,
+    NodeNotAnswering,
     NodeReachable,
     NodeUnreachable,
     Notice,
+    ProbeResult,
     RankState,
     RankStateChanged,
     ResultEvent,
+    ServiceGauges,
+    WatchAlert,
+    WatchEvent,
+    WatchStarted,
 )
 
 if TYPE_CHECKING:
@@ -35,21 +44,29 @@ __all__ = [
     "BenchProgressed",
     "ClusterReady",
     "Compared",
+    "ContainerStates",
     "Endpoint",
     "Evaluated",
     "LogLine",
+    "NodeMemory",
+    "NodeNotAnswering",
     "NodeReachable",
     "NodeUnreachable",
     "Notice",
+    "ProbeResult",
     "Probed",
     "Question",
     "RankState",
     "RankStateChanged",
     "Recorded",
     "ResultEvent",
+    "ServiceGauges",
     "SmokeChecked",
     "SmokeDone",
     "Stopped",
+    "WatchAlert",
+    "WatchEvent",
+    "WatchStarted",
 ]
 
 # Question kinds.

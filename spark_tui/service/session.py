@@ -2,8 +2,8 @@
 attached to, and every user action as one async generator of typed events.
 
 Actions: `discover` / `probe` (nodes), `evaluate` (see `service.evaluate`), `launch`,
-`attach`, `stop`, `status`, `smoke` and `bench` (see `service.measure`), `tune` (see
-`service.tune`). A question to the user (trust a host key, replace stale containers,
+`attach`, `stop`, `status`, `watch` (see `ops.watch`), `smoke` and `bench` (see
+`service.measure`), `tune` (see `service.tune`). A question to the user (trust a host key, replace stale containers,
 launch although the fit check refuses) is a `Question` event the consumer answers.
 
 The methods whose names start with `_` are the only places that touch the nodes or the
@@ -102,6 +102,20 @@ def _flag(argv: Sequence[str], flag: str) -> str | None:
         if tok.startswith(flag + "="):
             return tok.split("=", 1)[1]
     return None
+
+
+def _alert_of(failed: Sequence[ev.RankStateChanged], head: int) -> ev.WatchAlert:
+    """The alert of ranks that failed after ready, the one that went first leading."""
+    first = failed[0]
+    heads = [f for f in failed if f.rank == head and f is not first]
+    return ev.WatchAlert(
+        first.rank,
+        first.node,
+        first.reason or "failed",
+        tuple(first.explaining_lines),
+        tuple(heads[0].explaining_lines) if heads else (),
+        tuple(f"rank {f.rank} on {f.node} {f.reason or 'failed'}" for f in failed[1:]),
+    )
 
 
 def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget:
@@ -358,6 +372,7 @@ class Session:
 
         digests: dict[str, str] = {}
         started = False
+        failed: list[ev.RankStateChanged] = []
         try:
             async for event in self._launch_events(
                 plan,
@@ -369,6 +384,8 @@ class Session:
             ):
                 if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
                     started = True
+                if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
+                    failed.append(event)
                 if isinstance(event, ev.ResultEvent) and event.kind == "launch":
                     digests = dict(event.payload.get("image_digests") or {})
                     continue
@@ -388,6 +405,10 @@ class Session:
                 emit(event)
         except LaunchFailed as exc:
             cluster.failed = True
+            if cluster.ready and failed:
+                # Failed while serving: the same alert a watch gives (the rank that went
+                # first, its lines, the head's when a worker went first).
+                emit(_alert_of(failed, plan.head.rank))
             if record and cluster.launch_run is None:
                 cluster.launch_run = self._record_launch(emit, cluster, digests, False)
             elif record and cluster.launch_run is not None:
@@ -570,6 +591,31 @@ class Session:
             out.append((c, self.endpoint(c.cluster_id, head.node, port)))
         return out
 
+    def watch(
+        self,
+        cluster_id: str | None = None,
+        *,
+        interval: float = 5.0,
+        request_timeout: float = 10.0,
+        cleanup: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """Watch a ready cluster (the one named, else ours, else the only one on the nodes):
+        WatchStarted, then ProbeResult, ServiceGauges, NodeMemory, ContainerStates and
+        NodeNotAnswering as they are sampled, every `interval` s, until a WatchAlert (the
+        rank that failed, its lines, the head's) ends it. `cleanup` is the command the alert
+        names to remove what is left. Raises OperationFailed when there is nothing to watch."""
+
+        async def work(emit: Emit, ask: Ask) -> None:
+            await self._open(strict=True)
+            ours = self.cluster if self.cluster is not None and self.cluster.running else None
+            wanted = cluster_id or (ours.cluster_id if ours else None)
+            async for event in self._watch_events(
+                wanted, interval=interval, request_timeout=request_timeout, cleanup=cleanup
+            ):
+                emit(event)
+
+        return self._pumped(work)
+
     # -- measuring (see service.measure and service.tune) ----------------------------------
 
     def smoke(
@@ -688,6 +734,11 @@ class Session:
         from spark_tui.ops.attach import attach
 
         return attach(self.pool, cluster_id)  # type: ignore[no-any-return]
+
+    def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
+        from spark_tui.ops.watch import watch
+
+        return watch(self.pool, cluster_id, **kw)
 
     async def _stop(self, cluster_id: str | None, emit: Emit | None) -> StopReport:
         from spark_tui.ops.cluster import stop

@@ -72,6 +72,8 @@ class SparkApp(App[int]):
     #top > NodePanel { width: 1fr; }
     #top > RecipePanel { width: 1fr; }
     #top > FitPanel { width: 1fr; }
+    .-short GaugesPanel { max-height: 2; border-top: none; background: $panel 40%; }
+    .-short GaugesPanel.-alert { max-height: 7; }
     #logs { height: 1fr; min-height: 5; }
     #logs > Horizontal { height: 1fr; }
     #logs TabbedContent { height: 1fr; }
@@ -111,6 +113,7 @@ class SparkApp(App[int]):
         config: CockpitConfig | None = None,
         auto_refresh: bool = True,
         handle_signals: bool = True,
+        watch_interval: float | None = None,
     ) -> None:
         driver = None
         if sys.platform != "win32":
@@ -123,6 +126,8 @@ class SparkApp(App[int]):
         self.requested_theme = theme or self.config.theme
         self.handle_signals = handle_signals
         self._screen_args: dict[str, Any] = {"recipe": recipe, "auto_refresh": auto_refresh}
+        if watch_interval is not None:
+            self._screen_args["watch_interval"] = watch_interval
         self.main: MainScreen  # made with the first screen, once the App runs
         self.closing = False
         self._signals: list[int] = []
@@ -300,7 +305,7 @@ class SparkApp(App[int]):
         return self.main.last_compare
 
     def _show_probes(self, probed: ev.Probed) -> None:
-        self.main._show_probes(probed)
+        self.main.route(probed)
 
     def _refresh_recipes(self, keep: str | None = None) -> None:
         self.main._refresh_recipes(keep=keep)
@@ -309,7 +314,7 @@ class SparkApp(App[int]):
         self.main._build_panes(ranks)
 
     def _rank_state(self, event: ev.RankStateChanged) -> None:
-        self.main._rank_state(event)
+        self.main.route(event)
 
     # ------------------------------------------------------------------- keys
     # The bindings (and the palette's entries) live on the App, so they work over any
@@ -408,6 +413,7 @@ class SparkApp(App[int]):
     async def _exit_clean(self, leave: Cluster | None = None) -> None:
         self.closing = True
         self.session.keep_on_cancel = leave is not None
+        self.workers.cancel_group(self, "watch")
         self.workers.cancel_group(self, "follow")
         try:
             await self.session.close()

@@ -1,6 +1,7 @@
-"""The service's events as Textual messages: the cockpit's workers post them, the App and
-its widgets react. Log lines skip this: they go straight into their pane's bounded buffer,
-which writes them to the screen in batches on a timer."""
+"""The service's events as Textual messages. The main screen's workers post each one to the
+widgets that render it (and to the screen itself for its status line); none bubbles, so
+who gets a message is said once, where it is sent. Log lines skip this: they go straight
+into their pane's bounded buffer, which writes them to the screen in batches on a timer."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from spark_tui.ops import events as ops_ev
     from spark_tui.service import events as ev
 
 
-class NodesProbed(Message):
+class NodesProbed(Message, bubble=False):
     """The nodes were probed (facts, or each unreachable node's error)."""
 
     def __init__(self, probed: ev.Probed) -> None:
@@ -20,15 +22,15 @@ class NodesProbed(Message):
         self.probed = probed
 
 
-class RankChanged(Message):
-    """A rank moved to a new state."""
+class RankChanged(Message, bubble=False):
+    """A rank moved to a new state (failed: with its reason and explaining lines)."""
 
     def __init__(self, event: ev.RankStateChanged) -> None:
         super().__init__()
         self.event = event
 
 
-class ClusterUp(Message):
+class ClusterUp(Message, bubble=False):
     """Every rank is ready and the API answers."""
 
     def __init__(self, event: ev.ClusterReady) -> None:
@@ -36,15 +38,15 @@ class ClusterUp(Message):
         self.event = event
 
 
-class EndpointKnown(Message):
+class EndpointKnown(Message, bubble=False):
     """Where the API is, and the tunnel command that reaches it."""
 
-    def __init__(self, endpoint: ev.Endpoint) -> None:
+    def __init__(self, endpoint: ev.Endpoint | None) -> None:
         super().__init__()
         self.endpoint = endpoint
 
 
-class ServiceNotice(Message):
+class ServiceNotice(Message, bubble=False):
     """Something to read: a step, a warning, an error with its remedy."""
 
     def __init__(self, notice: ev.Notice) -> None:
@@ -52,7 +54,7 @@ class ServiceNotice(Message):
         self.notice = notice
 
 
-class SmokeUpdate(Message):
+class SmokeUpdate(Message, bubble=False):
     """A smoke check finished (`done` is set once they all have)."""
 
     def __init__(self, results: list[dict[str, object]], done: ev.SmokeDone | None) -> None:
@@ -61,8 +63,8 @@ class SmokeUpdate(Message):
         self.done = done
 
 
-class BenchUpdate(Message):
-    """The benchmark moved on: a progress line, a finished level, or the end."""
+class BenchUpdate(Message, bubble=False):
+    """The benchmark moved on: a progress line, or the end with every level."""
 
     def __init__(
         self,
@@ -76,7 +78,7 @@ class BenchUpdate(Message):
         self.done = done
 
 
-class TuneCompared(Message):
+class TuneCompared(Message, bubble=False):
     """The benchmark after a change, compared with the baseline."""
 
     def __init__(self, compared: ev.Compared) -> None:
@@ -84,9 +86,52 @@ class TuneCompared(Message):
         self.compared = compared
 
 
-class ClusterStopped(Message):
+class ClusterStopped(Message, bubble=False):
     """A stop finished: nothing of ours is left (or `left` names what is)."""
 
     def __init__(self, stopped: ev.Stopped) -> None:
         super().__init__()
         self.stopped = stopped
+
+
+class NodeOutage(Message, bubble=False):
+    """A node's link is down and is being re-opened: a state, never a failure."""
+
+    def __init__(self, event: ev.NodeUnreachable) -> None:
+        super().__init__()
+        self.event = event
+
+
+class NodeBack(Message, bubble=False):
+    """A node answers again after an outage."""
+
+    def __init__(self, event: ev.NodeReachable) -> None:
+        super().__init__()
+        self.event = event
+
+
+class WatchSampled(Message, bubble=False):
+    """One sample of the watch after ready: its start, the tiny request, the /metrics
+    gauges, a node's memory, the containers, or a node that did not answer this round."""
+
+    def __init__(self, event: ops_ev.WatchEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class WatchEnded(Message, bubble=False):
+    """The watch stopped (the cluster was stopped, relaunched or failed); `why` says so."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+
+class RankAlert(Message, bubble=False):
+    """A rank of the watched cluster failed: which, why, its lines and, after a worker's
+    death, the head's. `remedy` says what to do now."""
+
+    def __init__(self, alert: ops_ev.WatchAlert, remedy: str) -> None:
+        super().__init__()
+        self.alert = alert
+        self.remedy = remedy

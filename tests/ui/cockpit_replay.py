@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from spark_tui.core.errors import UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
@@ -29,10 +30,17 @@ from spark_tui.ops.events import (
     ClusterReady,
     Event,
     LogLine,
+    NodeMemory,
+    NodeUnreachable,
     Notice,
+    ProbeResult,
     RankState,
     RankStateChanged,
     ResultEvent,
+    ServiceGauges,
+    WatchAlert,
+    WatchEvent,
+    WatchStarted,
 )
 from spark_tui.ops.launch import LaunchFailed
 from spark_tui.ops.smoke import SmokeResult
@@ -95,7 +103,10 @@ class ReplaySession(Session):
     `scenario` is "launch" or "failed_launch"; `freeze_when(event)` stops the replay right
     after that event (the launch then hangs like a real one that is still loading);
     `host_key` asks the host-key question first; `smoke_fails` makes the tool-call check
-    fail. Evaluating, questions, records, tuning and comparing run as in the product."""
+    fail. The watch after ready gives fixed samples (`watch_alert`: then that alert);
+    `outages` is a queue of NodeUnreachable events the launch yields after ready (giving up
+    ends it as the real watch does). Evaluating, questions, records, tuning and comparing
+    run as in the product."""
 
     def __init__(
         self,
@@ -105,6 +116,8 @@ class ReplaySession(Session):
         freeze_when: Callable[[Event], bool] | None = None,
         host_key: tuple[str, str] | None = None,
         smoke_fails: bool = False,
+        watch_alert: WatchAlert | None = None,
+        outages: asyncio.Queue[NodeUnreachable | None] | None = None,
     ) -> None:
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
         inventory = [InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes]
@@ -118,6 +131,9 @@ class ReplaySession(Session):
         self.freeze_when = freeze_when
         self.host_key = host_key
         self.smoke_fails = smoke_fails
+        self.watch_alert = watch_alert
+        self.outages = outages
+        self.gave_up: list[str] = []
         self.calls: list[str] = []
         self.stopped: list[str] = []
         self.closed = False
@@ -174,7 +190,40 @@ class ReplaySession(Session):
         if failure:
             self.launched = None
             raise LaunchFailed(failure["message"], failure["remedy"], rank=1, node="sim-spark-2")
+        while self.outages is not None:
+            outage = await self.outages.get()
+            if outage is None:  # the user gave up waiting: the watch ends, ranks untouched
+                raise UnreachableError(
+                    "sim-spark-2: gave up after an outage; stopped watching cluster "
+                    f"{plan.cluster_id}, its ranks were left as they are",
+                    "when the node answers again, `spark-tui status` shows the ranks",
+                )
+            yield outage
         await asyncio.Event().wait()  # a real launch keeps following the logs
+
+    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchEvent]:
+        self.calls.append(f"watch {cluster_id}")
+        plan = self.launched
+        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+        yield WatchStarted(
+            str(cluster_id),
+            plan.recipe if plan else None,
+            tuple(n.name for n in nodes),
+            "http://127.0.0.1:40000",
+        )
+        samples: list[WatchEvent] = [
+            ProbeResult(True, 0.015, 200),
+            ServiceGauges(1, 0, 0.042, None, None),
+            *(NodeMemory(n.name, n.memory_total_bytes, 21 * 1024**3) for n in nodes),
+            ServiceGauges(1, 0, 0.042, 38.5, 120.0),
+        ]
+        for sample in samples:
+            yield sample
+            await asyncio.sleep(0)
+        if self.watch_alert is not None:
+            yield self.watch_alert
+            return
+        await asyncio.Event().wait()  # samples every few seconds, until cancelled
 
     async def _attach_events(self, cluster_id: str) -> AsyncIterator[Event]:
         self.calls.append(f"attach {cluster_id}")

@@ -1,7 +1,9 @@
-"""The cockpit's main screen: nodes, recipes, fit, one log pane per rank, smoke and tuning.
+"""The cockpit's main screen: nodes, recipes, fit, one log pane per rank, the watch after
+ready, smoke and tuning.
 
-It runs the session's actions and turns their events into messages; the App around it holds
-the themes, the keys and the quit flow."""
+It runs the session's actions and routes their events, as messages (ui.messages), to the
+widgets that render them; its own handlers keep the status line and the flow (what runs
+next, what to ask). The App around it holds the themes, the keys and the quit flow."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Horizontal
+from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker
@@ -25,6 +29,7 @@ from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
 from spark_tui.ui.widgets.fitpanel import FitPanel
+from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
@@ -36,12 +41,13 @@ if TYPE_CHECKING:
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.widgets.nodes import NodeView
 
 
 # Side by side up to this many ranks; tabs beyond.
 SIDE_BY_SIDE = 2
 REFRESH_SECONDS = 15.0
+# The watch after ready samples this often (a 1-token request, /metrics, node memory).
+WATCH_SECONDS = 5.0
 
 
 def _app_work(
@@ -78,12 +84,13 @@ class MainScreen(Screen[None]):
         *,
         recipe: str | None = None,
         auto_refresh: bool = True,
+        watch_interval: float = WATCH_SECONDS,
     ) -> None:
         super().__init__(id="_default")
         self.session = session
         self.initial_recipe = recipe
         self.periodic_refresh = auto_refresh
-        self.views: list[NodeView] = []
+        self.watch_interval = watch_interval
         self.recipes: list[Recipe] = []
         self.sets: dict[str, dict[str, str]] = {}
         self.panes: dict[int, LogPane] = {}
@@ -93,6 +100,8 @@ class MainScreen(Screen[None]):
         self.busy: str | None = None
         self.filter_target: str = "logs"
         self.discovered = asyncio.Event()
+        # Per node in an outage: how long it had lasted when the user was last asked.
+        self.outage_asked: dict[str, float] = {}
 
     @property
     def spark(self) -> SparkApp:
@@ -109,6 +118,7 @@ class MainScreen(Screen[None]):
             yield RecipePanel(id="recipes")
             yield FitPanel(id="fit")
         yield Container(id="logs")
+        yield GaugesPanel(id="gauges")
         yield ResultsBar(id="results")
         yield Footer()
 
@@ -118,7 +128,11 @@ class MainScreen(Screen[None]):
         return text
 
     def on_mount(self) -> None:
-        self.query_one(NodePanel).show_message("discovering nodes…")
+        # The widgets the service's events go to (they stay for the screen's life).
+        self.nodes_panel = self.query_one(NodePanel)
+        self.gauges = self.query_one(GaugesPanel)
+        self.bar = self.query_one(ResultsBar)
+        self.nodes_panel.show_message("discovering nodes…")
         # The first frame goes out before anything slow: recipes, fit checks, the nodes.
         self.call_after_refresh(self._after_first_frame)
 
@@ -136,7 +150,8 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------------------ nodes
     @property
     def nodes(self) -> list[NodeFacts]:
-        return [v.facts for v in self.views if v.facts is not None]
+        """The reachable nodes' facts, as last probed."""
+        return self.session.reachable
 
     @property
     def cluster(self) -> Cluster | None:
@@ -150,7 +165,7 @@ class MainScreen(Screen[None]):
         )
 
     async def consume(self, events: AsyncIterator[Any]) -> None:
-        """Turn a service action's events into messages; answer its questions in dialogs.
+        """Route a service action's events to the widgets; answer its questions in dialogs.
         Log lines go straight into their pane's buffer (written in batches on a timer)."""
         from spark_tui.service.measure import is_own_request
 
@@ -162,47 +177,69 @@ class MainScreen(Screen[None]):
                     pane.push(event.text, event.kind, own=is_own_request(event))
             elif isinstance(event, ev.Question):
                 event.reply(await self._ask(event))
-            elif isinstance(event, ev.Probed):
-                self.post_message(msg.NodesProbed(event))
-            elif isinstance(event, ev.RankStateChanged):
-                self.post_message(msg.RankChanged(event))
-            elif isinstance(event, ev.ClusterReady):
-                self.post_message(msg.ClusterUp(event))
-            elif isinstance(event, ev.Endpoint):
-                self.post_message(msg.EndpointKnown(event))
-            elif isinstance(event, ev.Notice):
-                self.post_message(msg.ServiceNotice(event))
-            elif isinstance(event, ev.NodeUnreachable):
-                # The link is down, the ranks are not failed for it: say so, keep waiting.
-                self.post_message(msg.ServiceNotice(ev.Notice("warning", event.text, event.remedy)))
-            elif isinstance(event, ev.NodeReachable):
-                text = f"{event.node} reachable again after {event.outage_seconds:.0f} s"
-                self.post_message(msg.ServiceNotice(ev.Notice("info", text)))
             elif isinstance(event, ev.SmokeChecked):
                 smoke.append(event.result.to_dict())
-                self.post_message(msg.SmokeUpdate(list(smoke), None))
+                self._send(msg.SmokeUpdate(list(smoke), None), self.bar)
             elif isinstance(event, ev.SmokeDone):
                 smoke = [r.to_dict() for r in event.results]
-                self.post_message(msg.SmokeUpdate(smoke, event))
+                self._send(msg.SmokeUpdate(smoke, event), self.bar)
                 smoke = []
-            elif isinstance(event, ev.BenchProgressed):
-                p = event.progress
-                self.post_message(
-                    msg.BenchUpdate(
-                        progress=f"benchmark: concurrency {p.concurrency} "
-                        f"({p.level_index + 1}/{p.levels}), {p.done}/{p.total} requests, "
-                        f"{p.errors} errors, {p.elapsed_s:.0f} s"
-                    )
-                )
-            elif isinstance(event, ev.BenchDone):
-                levels = [lv.to_dict() for lv in event.result.levels]
-                self.post_message(msg.BenchUpdate(levels=levels, done=event))
-            elif isinstance(event, ev.Compared):
-                self.post_message(msg.TuneCompared(event))
-            elif isinstance(event, ev.Stopped):
-                self.post_message(msg.ClusterStopped(event))
-            elif isinstance(event, ev.Recorded) and event.error:
-                self._warn(event.error)
+            elif isinstance(event, ev.Recorded):
+                if event.error:
+                    self._warn(event.error)
+            else:
+                self.route(event)
+
+    def route(self, event: Any) -> None:
+        """One event as a message to each widget that renders it, and to this screen."""
+        bar, gauges, nodes = self.bar, self.gauges, self.nodes_panel
+        if isinstance(event, ev.Probed):
+            self._send(msg.NodesProbed(event), nodes)
+        elif isinstance(event, ev.RankStateChanged):
+            self._send(msg.RankChanged(event), *self._panes_of([event.rank]))
+        elif isinstance(event, ev.ClusterReady):
+            self._send(msg.ClusterUp(event))
+        elif isinstance(event, ev.Endpoint):
+            self._send(msg.EndpointKnown(event), bar)
+        elif isinstance(event, ev.Notice):
+            self._send(msg.ServiceNotice(event))
+        elif isinstance(event, ev.NodeUnreachable):
+            # The link is down, the ranks are not failed for it: a state, retried.
+            self._send(msg.NodeOutage(event), nodes, *self._panes_of(event.ranks))
+        elif isinstance(event, ev.NodeReachable):
+            self._send(msg.NodeBack(event), nodes, *self._panes_of(event.ranks))
+        elif isinstance(event, ev.BenchProgressed):
+            p = event.progress
+            progress = (
+                f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
+                f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
+            )
+            self._send(msg.BenchUpdate(progress=progress))
+        elif isinstance(event, ev.BenchDone):
+            levels = [lv.to_dict() for lv in event.result.levels]
+            self._send(msg.BenchUpdate(levels=levels, done=event), bar)
+        elif isinstance(event, ev.Compared):
+            self._send(msg.TuneCompared(event), bar)
+        elif isinstance(event, ev.Stopped):
+            self._send(msg.ClusterStopped(event), bar, gauges, *self.panes.values())
+        elif isinstance(event, ev.WatchAlert):
+            alert = msg.RankAlert(event, self._alert_remedy())
+            self._send(alert, gauges, *self._panes_of([event.rank]))
+        elif isinstance(event, ev.WatchEvent):
+            self._send(msg.WatchSampled(event), gauges, screen=False)
+
+    def _send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
+        """`message` to each widget (a copy each: a message is handled once) and, unless
+        `screen` is False, to this screen's own handler."""
+        import copy
+
+        targets = [*widgets, self] if screen else list(widgets)
+        copies = [message] + [copy.copy(message) for _ in targets[1:]]
+        for target, each in zip(targets, copies, strict=False):
+            target.post_message(each)
+
+    def _panes_of(self, ranks: Any) -> list[LogPane]:
+        return [self.panes[r] for r in ranks if r in self.panes]
 
     async def _ask(self, question: ev.Question) -> bool:
         """A question of the service, as a dialog; the answer once the user gives it."""
@@ -250,27 +287,10 @@ class MainScreen(Screen[None]):
         self.refresh_nodes()
 
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
-        self._show_probes(message.probed)
-
-    def _show_probes(self, probed: ev.Probed) -> None:
-        from spark_tui.ui.widgets.nodes import NodeView
-
-        self.views = []
-        for node in probed.nodes:
-            error = probed.errors.get(node.name)
-            self.views.append(
-                NodeView(
-                    name=node.name,
-                    state="error" if error else "reachable",
-                    facts=None if error else node,
-                    error=error[0] if error else None,
-                    remedy=error[1] if error else None,
-                )
-            )
-        self.query_one(NodePanel).show(self.views)
+        # The node panel shows them; the recipes' verdicts and the idle panes follow.
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         if not self.cluster and not self.busy:
-            self._build_panes([(i, v.name) for i, v in enumerate(self.views)])
+            self._build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
 
     # ---------------------------------------------------------------- recipes
     def _refresh_recipes(self, keep: str | None = None) -> None:
@@ -342,7 +362,7 @@ class MainScreen(Screen[None]):
             tab.label = f"rank {rank} {mark}".rstrip()
 
     def _status(self, text: str | Text) -> None:
-        self.query_one(ResultsBar).set_status(text)
+        self.bar.set_status(text)
 
     def _error(self, message: str, remedy: str | None) -> None:
         text = Text(message, style="bold red")
@@ -391,7 +411,8 @@ class MainScreen(Screen[None]):
 
     def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
         self._build_panes(ranks)
-        self.query_one(ResultsBar).clear_results()
+        self.bar.clear_results()
+        self.gauges.clear()
         self.last_compare = None
 
     @_app_work(group="follow")
@@ -412,21 +433,19 @@ class MainScreen(Screen[None]):
             self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         finally:
             self.busy = None
+            # Nothing follows the cluster any more (failed, or the user stopped watching).
+            self.workers.cancel_group(self.app, "watch")
             for pane in self.panes.values():
                 pane.flush()
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
-        self._rank_state(message.event)
-
-    def _rank_state(self, event: ev.RankStateChanged) -> None:
+        # The rank's pane shows its state and failure; here its tab and the status line.
+        event = message.event
         self._tab_label(event.rank, event.state.value)
-        pane = self.panes.get(event.rank)
-        if pane is None:
-            return
-        pane.flush()
-        pane.set_state(event.state.value, event.progress)
         if event.state == ev.RankState.FAILED:
-            pane.show_failure(event.reason or "failed", list(event.explaining_lines))
+            # The launch's watch owns this failure (it stops the other ranks): the watch
+            # after ready, which would see them go, ends now.
+            self.workers.cancel_group(self.app, "watch")
             # One toast per failure comes with the launch's error; the status says which rank.
             text = Text(
                 f"rank {event.rank} on {event.node} {event.reason or 'failed'}", style="bold red"
@@ -446,9 +465,69 @@ class MainScreen(Screen[None]):
         text.append(f"({hint})", style="dim")
         self._status(text)
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self._watch(message.event.cluster_id)
 
-    def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
-        self.query_one(ResultsBar).set_endpoint(message.endpoint)
+    # ------------------------------------------------------------------ watch
+    @_app_work(group="watch")
+    async def _watch(self, cluster_id: str) -> None:
+        """The watch after ready: its samples fill the gauges panel until the cluster is
+        stopped, relaunched or fails (an alert names the rank and shows its lines)."""
+        try:
+            await self.consume(self.session.watch(cluster_id, interval=self.watch_interval))
+        except SparkError as exc:
+            self._send(msg.WatchEnded(f"{exc.message} → {exc.remedy}"), self.gauges)
+
+    def _alert_remedy(self) -> str:
+        cluster = self.cluster
+        if cluster is not None and cluster.running:
+            return (
+                f"the cluster is left as it is: stop it ({self._key_of('stop', 's')}), fix "
+                f"the cause, then launch again ({self._key_of('launch', 'l')})"
+            )
+        return (
+            "every rank was stopped and removed; fix the cause the lines say, then launch "
+            f"again ({self._key_of('launch', 'l')})"
+        )
+
+    def on_rank_alert(self, message: msg.RankAlert) -> None:
+        alert = message.alert
+        text = Text(f"rank {alert.rank} on {alert.node} failed: {alert.reason}", style="bold red")
+        text.append(f"  → {message.remedy}", style="")
+        self._status(text)
+
+    # ---------------------------------------------------------------- outages
+    def on_node_outage(self, message: msg.NodeOutage) -> None:
+        """A long outage is the user's to decide: keep waiting, or stop watching."""
+        event = message.event
+        asked = self.outage_asked.get(event.node)
+        if not event.ask or (asked is not None and (asked < 0 or event.seconds < 2 * asked)):
+            return
+        self.outage_asked[event.node] = -1.0  # a dialog is open
+        body = Text(f"{event.node} has not answered for {event.seconds:.0f} s ({event.reason}).\n")
+        body.append(
+            f"Its rank(s) {', '.join(map(str, event.ranks))} are not failed for it and are "
+            "left running. spark-tui keeps retrying while you wait.\n"
+        )
+        body.append(f"→ {event.remedy}\n\n", style="dim")
+        body.append(
+            "Stop watching: the ranks are left as they are; `spark-tui status` shows them "
+            "and `spark-tui stop` removes them once the node answers."
+        )
+
+        def answer(stop: bool | None) -> None:
+            if stop:
+                event.give_up()
+            self.outage_asked[event.node] = event.seconds  # asked again after as long
+
+        self.app.push_screen(
+            Dialog(f"{event.node} unreachable", body, yes="Stop watching", no="Keep waiting"),
+            answer,
+        )
+
+    def on_node_back(self, message: msg.NodeBack) -> None:
+        event = message.event
+        self.outage_asked.pop(event.node, None)
+        self._status(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
 
     def on_service_notice(self, message: msg.ServiceNotice) -> None:
         notice = message.notice
@@ -500,8 +579,8 @@ class MainScreen(Screen[None]):
             return True
         # The stop below removes the ranks: the launch it interrupts must not as well.
         self.session.keep_on_cancel = True
-        self.workers.cancel_group(self.app, "follow")
-        self.workers.cancel_group(self.app, "measure")
+        for group in ("watch", "follow", "measure"):
+            self.workers.cancel_group(self.app, group)
         self._status(f"stopping {cluster.cluster_id}…")
         try:
             await self.consume(self.session.stop(cluster.cluster_id))
@@ -510,15 +589,17 @@ class MainScreen(Screen[None]):
             return False
         finally:
             self.session.keep_on_cancel = False
-        for rank, pane in self.panes.items():
-            pane.flush()
-            if pane.state != "failed":
-                pane.set_state("stopped")
-                self._tab_label(rank, "stopped")
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
-        self.query_one(ResultsBar).set_endpoint(None)
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
+
+    def on_cluster_stopped(self, message: msg.ClusterStopped) -> None:
+        # The panes, the gauges and the endpoint line show it; here the tabs.
+        if message.stopped.cluster_id is None:
+            return  # a cluster a launch replaced: the new one's panes stay as they are
+        for rank, pane in self.panes.items():
+            if pane.state != "failed" and not pane.has_class("failed"):
+                self._tab_label(rank, "stopped")
 
     # ---------------------------------------------------------- smoke & bench
     def _ready_cluster(self) -> Cluster | None:
@@ -544,7 +625,6 @@ class MainScreen(Screen[None]):
         await self.consume(self.session.smoke())
 
     def on_smoke_update(self, message: msg.SmokeUpdate) -> None:
-        self.query_one(ResultsBar).set_smoke(message.results)
         if message.done is None:
             return
         self.last_smoke = message.results
@@ -575,7 +655,6 @@ class MainScreen(Screen[None]):
         if message.done is None:
             return
         self.last_bench = message.done
-        self.query_one(ResultsBar).set_bench(message.levels)
         n = len(message.levels or [])
         again = self._key_of("bench", "b")
         self._status(
@@ -632,6 +711,7 @@ class MainScreen(Screen[None]):
         """One change: the service stops, relaunches, checks, measures and compares; the
         relaunched cluster is then followed like a launch."""
         cluster = self.cluster
+        self.workers.cancel_group(self.app, "watch")  # the relaunched cluster gets its own
         if cluster is not None:
             self._new_cluster_panes(list(cluster.ranks))
         self.busy = "tuning"
@@ -642,9 +722,7 @@ class MainScreen(Screen[None]):
         from spark_tui.ui.views import comparison_text
 
         self.busy = None
-        text = comparison_text(message.compared)
-        self.last_compare = text
-        self.query_one(ResultsBar).set_compare(text)
+        self.last_compare = comparison_text(message.compared)
         change = message.compared.comparison.changed_text()
         self._status(Text(f"relaunched ({change}): compared with the baseline below", style="bold"))
 

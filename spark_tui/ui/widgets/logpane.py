@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from typing import TYPE_CHECKING
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -14,6 +15,11 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widgets import Log, Static
+
+from spark_tui.service import events as ev
+
+if TYPE_CHECKING:
+    from spark_tui.ui import messages as msg
 
 # The pane keeps this many lines for the `/` filter; older ones are dropped.
 KEEP_LINES = 10_000
@@ -164,6 +170,8 @@ class LogPane(Vertical):
         self.own_requests = 0
         self.reason: str | None = None
         self.explaining: list[str] = []
+        self.head_lines: list[str] = []  # what the head said about this rank's failure
+        self.outage: str | None = None  # its node's link is down: "unreachable 12 s"
 
     def compose(self) -> ComposeResult:
         yield Static(self._head_text(), classes="pane-head", id=f"head-{self.rank}")
@@ -250,11 +258,15 @@ class LogPane(Vertical):
         if progress is not None or state != "loading":
             self.progress = progress
 
-    def show_failure(self, reason: str, lines: list[str]) -> None:
-        """Show why this rank failed above its log (the lines that explain it)."""
+    def show_failure(
+        self, reason: str, lines: list[str], head_lines: list[str] | None = None
+    ) -> None:
+        """Show why this rank failed above its log (the lines that explain it and, after a
+        worker's death, what the head said about it)."""
         self.reason, self.explaining = reason, list(lines)
+        self.head_lines = list(head_lines or [])
         if not self.is_mounted or not self.query(f"#why-{self.rank}"):
-            self.call_after_refresh(self.show_failure, reason, lines)
+            self.call_after_refresh(self.show_failure, reason, lines, head_lines)
             return
         self.add_class("failed")
         why = Text(f"rank {self.rank} on {self.node} failed: {reason}", style="bold")
@@ -262,7 +274,43 @@ class LogPane(Vertical):
             why.append("\n" + compact_line(line.strip())[:400])
         if not lines:
             why.append("\nno log line explains it: scroll the log below", style="italic")
+        if self.head_lines:
+            why.append("\nthe head says:", style="bold")
+            for line in self.head_lines[-3:]:
+                why.append("\n" + compact_line(line.strip())[:400])
         self.query_one(f"#why-{self.rank}", Static).update(why)
+
+    # ------------------------------------------------------------ messages
+    def on_rank_changed(self, message: msg.RankChanged) -> None:
+        event = message.event
+        self.flush()  # the lines before the change come first
+        self.set_state(event.state.value, event.progress)
+        if event.state is ev.RankState.FAILED:
+            self.show_failure(event.reason or "failed", list(event.explaining_lines))
+
+    def on_rank_alert(self, message: msg.RankAlert) -> None:
+        alert = message.alert
+        if self.reason is not None and (self.head_lines or not alert.head_lines):
+            return  # already shown, and the alert adds nothing
+        self.show_failure(
+            self.reason or alert.reason,
+            list(alert.lines) or self.explaining,
+            list(alert.head_lines),
+        )
+
+    def on_node_outage(self, message: msg.NodeOutage) -> None:
+        self.outage = f"unreachable {message.event.seconds:.0f} s, retrying"
+        self._refresh_head()
+
+    def on_node_back(self, message: msg.NodeBack) -> None:
+        self.outage = None
+        self._refresh_head()
+
+    def on_cluster_stopped(self, message: msg.ClusterStopped) -> None:
+        self.flush()
+        self.outage = None
+        if self.state != "failed":
+            self.set_state("stopped")
 
     def watch_state(self) -> None:
         self._refresh_head()
@@ -306,6 +354,8 @@ class LogPane(Vertical):
             tail = Text(self.state, style=state_style)
             if loading:
                 tail.append(f" {self.progress:.0%}")
+            if self.outage:
+                tail.append(f"  {self.outage}", style="bold yellow")
             if self.filter_text:
                 tail.append(f"  /{self.filter_text}", style="italic")
                 if self.filter_error:

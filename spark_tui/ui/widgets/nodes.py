@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
+    from spark_tui.ui import messages as msg
 
 GIB = 1024**3
 
@@ -24,6 +25,7 @@ class NodeView:
     error: str | None = None
     remedy: str | None = None
     cluster_ranks: list[int] = field(default_factory=list)
+    outage: str | None = None  # "unreachable since 12 s, retrying" while its link is down
 
 
 def _gib(value: int | None) -> str:
@@ -36,15 +38,24 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
     for i, view in enumerate(views):
         if i:
             out.append("\n")
-        mark, style = {
-            "reachable": ("●", "green"),
-            "probing": ("◌", "yellow"),
-            "error": ("✖", "red"),
-        }.get(view.state, ("?", ""))
+        mark, style = (
+            ("◌", "yellow")
+            if view.outage
+            else {
+                "reachable": ("●", "green"),
+                "probing": ("◌", "yellow"),
+                "error": ("✖", "red"),
+            }.get(view.state, ("?", ""))
+        )
         out.append(f"{mark} ", style=style)
         out.append(view.name, style="bold")
         out.append(" head" if i == 0 else "", style="dim")
         facts = view.facts
+        if view.outage:
+            out.append(f"\n  {view.outage}", style="yellow")
+            if view.remedy and wide:
+                out.append(f"\n  → {view.remedy}", style="dim")
+            continue
         if view.state == "error":
             out.append(f"\n  {view.error or 'unreachable'}", style="red")
             if view.remedy and wide:
@@ -77,7 +88,8 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
 
 
 class NodePanel(Static, can_focus=True):
-    """Shows every node; refreshed whenever a probe returns."""
+    """Shows every node: refreshed whenever a probe returns, and while a node's link is
+    down (a state, retried; never a failure)."""
 
     DEFAULT_CSS = """
     NodePanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; overflow-y: auto;
@@ -108,3 +120,34 @@ class NodePanel(Static, can_focus=True):
     def _render_views(self) -> None:
         wide = self.size.width >= 44 or self.size.width == 0
         self.update(render_nodes(self.views, wide=wide))
+
+    def on_nodes_probed(self, message: msg.NodesProbed) -> None:
+        probed = message.probed
+        views = []
+        for node in probed.nodes:
+            error = probed.errors.get(node.name)
+            views.append(
+                NodeView(
+                    name=node.name,
+                    state="error" if error else "reachable",
+                    facts=None if error else node,
+                    error=error[0] if error else None,
+                    remedy=error[1] if error else None,
+                )
+            )
+        self.show(views)
+
+    def on_node_outage(self, message: msg.NodeOutage) -> None:
+        event = message.event
+        for view in self.views:
+            if view.name == event.node:
+                view.outage = f"unreachable since {event.seconds:.0f} s, retrying"
+                view.remedy = event.remedy
+        self._render_views()
+
+    def on_node_back(self, message: msg.NodeBack) -> None:
+        for view in self.views:
+            if view.name == message.event.node:
+                view.outage = None
+                view.remedy = None if view.state != "error" else view.remedy
+        self._render_views()

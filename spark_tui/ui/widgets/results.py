@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -10,6 +10,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from spark_tui.ui import messages as msg
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -114,7 +117,8 @@ def sweep_chart(levels: list[dict[str, Any]], wide: bool = True, width: int = 24
 
 
 class ResultsBar(VerticalScroll, can_focus=True):
-    """Status, then smoke, benchmark and comparison lines under the logs (scrolls when long)."""
+    """Status, then the endpoint, smoke, benchmark and comparison lines under the logs
+    (scrolls when long); the results come as messages, the status from the screen."""
 
     DEFAULT_CSS = """
     ResultsBar { height: auto; min-height: 1; max-height: 12; padding: 0 1;
@@ -166,8 +170,9 @@ class ResultsBar(VerticalScroll, can_focus=True):
         return Group(head, grid)
 
     def _redraw(self) -> None:
-        if self.is_mounted:
-            self.query_one("#results-body", Static).update(self.render_body())
+        bodies = self.query("#results-body") if self.is_mounted else None
+        if bodies:  # (not while the screen is being torn down)
+            bodies.first(Static).update(self.render_body())
 
     def on_mount(self) -> None:
         self._redraw()
@@ -199,3 +204,23 @@ class ResultsBar(VerticalScroll, can_focus=True):
     def clear_results(self) -> None:
         self.smoke, self.levels, self.compare = None, None, None
         self._redraw()
+
+    # ------------------------------------------------------------ messages
+    def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
+        self.set_endpoint(message.endpoint)
+
+    def on_smoke_update(self, message: msg.SmokeUpdate) -> None:
+        self.set_smoke(message.results)
+
+    def on_bench_update(self, message: msg.BenchUpdate) -> None:
+        if message.done is not None:
+            self.set_bench(message.levels)
+
+    def on_tune_compared(self, message: msg.TuneCompared) -> None:
+        from spark_tui.ui.views import comparison_text
+
+        self.set_compare(comparison_text(message.compared))
+
+    def on_cluster_stopped(self, message: msg.ClusterStopped) -> None:
+        if message.stopped.cluster_id is not None:  # ours (not one a launch replaced)
+            self.set_endpoint(None)

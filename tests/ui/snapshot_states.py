@@ -10,7 +10,7 @@ from cockpit_helpers import settle, wait_until
 from cockpit_replay import ReplaySession
 from textual.pilot import Pilot
 
-from spark_tui.ops.events import Event, RankState, RankStateChanged
+from spark_tui.ops.events import Event, RankState, RankStateChanged, WatchAlert
 from spark_tui.ui.app import SparkApp
 
 
@@ -103,6 +103,44 @@ async def help_screen(pilot: Pilot[int]) -> None:
     await settle(pilot)
 
 
+async def watching(pilot: Pilot[int]) -> None:
+    from spark_tui.ui.widgets.gauges import GaugesPanel
+
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await ready(pilot)
+    await wait_until(
+        pilot,
+        lambda: (
+            (g := app.query_one(GaugesPanel).view.gauges) is not None
+            and g.generation_tokens_per_s is not None
+        ),
+        10,
+        "the gauges",
+    )
+    await settle(pilot)
+
+
+async def watch_alert(pilot: Pilot[int]) -> None:
+    from spark_tui.ui.widgets.gauges import GaugesPanel
+
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await ready(pilot)
+    await wait_until(pilot, lambda: app.query_one(GaugesPanel).view.alert is not None, 10, "alert")
+    await settle(pilot)
+
+
+# A worker killed after ready, as the watch reports it (the head's lines with it).
+WORKER_KILLED = WatchAlert(
+    1,
+    "sim-spark-2",
+    "was killed (code 137: SIGKILL, from `docker kill` or the kernel's OOM killer)",
+    ("[spark-tui simulated node failure] rank 1 exits now (SPARK_SIM_DIE_AFTER_READY_S=60)",),
+    ("RuntimeError: NCCL error: remote process exited or there was a network error",),
+)
+
+
 def frozen_at_half_loaded(event: Event) -> bool:
     return (
         isinstance(event, RankStateChanged)
@@ -120,4 +158,6 @@ STATES: dict[str, tuple[dict[str, object], Callable[[Pilot[int]], Awaitable[None
     "failed_rank": ({"scenario": "failed_launch"}, failed),
     "edit_modal": ({}, edit_modal),
     "help": ({}, help_screen),
+    "watching": ({}, watching),
+    "watch_alert": ({"watch_alert": WORKER_KILLED}, watch_alert),
 }

@@ -491,7 +491,8 @@ class MainScreen(Screen[None]):
 
     def on_rank_alert(self, message: msg.RankAlert) -> None:
         alert = message.alert
-        text = Text(f"rank {alert.rank} on {alert.node} failed: {alert.reason}", style="bold red")
+        # The gauges panel shows why (the lines); here which rank and what to do.
+        text = Text(f"rank {alert.rank} on {alert.node} failed", style="bold red")
         text.append(f"  → {message.remedy}", style="")
         self._status(text)
 

@@ -68,7 +68,7 @@ def gauges_line(view: WatchView, wide: bool = True) -> Text:
         ("KV cache" if wide else "KV", _num(kv, "{:.1f}") + "%"),
     ]
     for i, (label, value) in enumerate(parts):
-        text.append(" · " if i else " ", style="dim")
+        text.append(" · " if i else (" " if wide else ""), style="dim")
         text.append(f"{label} ", style="dim")
         text.append(value, style="bold")
     text.append(" · ", style="dim")
@@ -107,18 +107,21 @@ def memory_line(view: WatchView, nodes: list[str], wide: bool = True) -> Text:
     return text
 
 
-def alert_text(alert: ev.WatchAlert, remedy: str) -> Text:
-    """The failed rank, why, its last lines, the head's after a worker's death, the remedy."""
-    text = Text(f"rank {alert.rank} on {alert.node} failed: {alert.reason}", style="bold red")
-    for line in alert.lines[-ALERT_LINES:]:
+def alert_text(alert: ev.WatchAlert, remedy: str, wide: bool = True) -> Text:
+    """The failed rank, why, its last lines, the head's after a worker's death, the remedy
+    (narrow: fewer lines, one row each; the status line says the remedy)."""
+    keep = ALERT_LINES if wide else 1
+    text = Text(no_wrap=not wide, overflow="ellipsis")
+    text.append(f"rank {alert.rank} on {alert.node} failed: {alert.reason}", style="bold red")
+    for line in alert.lines[-keep:]:
         text.append(f"\n  | {line.strip()[:300]}", style="red")
     if alert.head_lines:
         text.append("\nthe head says:", style="bold")
-        for line in alert.head_lines[-ALERT_LINES:]:
+        for line in alert.head_lines[-max(keep, 2) :]:
             text.append(f"\n  | {line.strip()[:300]}", style="red")
-    for other in alert.others:
+    for other in alert.others if wide else ():
         text.append(f"\nthen {other}", style="dim")
-    if remedy:
+    if remedy and wide:
         text.append(f"\n→ {remedy}")
     return text
 
@@ -132,6 +135,7 @@ class GaugesPanel(Static):
                   border-top: solid $panel-lighten-2; }
     GaugesPanel.-watching { display: block; }
     GaugesPanel.-alert { border-top: solid $error; }
+    GaugesPanel.-one-row-each { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, **kwargs: object) -> None:
@@ -152,12 +156,13 @@ class GaugesPanel(Static):
         if view.ended and not view.alert:
             lines.append(Text(f"not watching: {view.ended}", style="dim"))
         if view.alert is not None:
-            lines.append(alert_text(view.alert, view.remedy))
+            lines.append(alert_text(view.alert, view.remedy, wide))
         return Text("\n").join(lines)
 
     def _redraw(self) -> None:
         self.set_class(self.view.started is not None or self.view.alert is not None, "-watching")
         self.set_class(self.view.alert is not None, "-alert")
+        self.set_class(not self.wide, "-one-row-each")
         self.update(self.render_body())
 
     def on_resize(self) -> None:

@@ -1,6 +1,8 @@
-"""Small modal dialogs: confirm, host key, quit with a running cluster."""
+"""Small modal dialogs: confirm, host key, a long outage, quit with a running cluster."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,8 +11,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+if TYPE_CHECKING:
+    from spark_tui.service.events import NodeUnreachable
+
 DIALOG_CSS = """
-Dialog, HostKeyDialog, QuitDialog { align: center middle; }
+Dialog, HostKeyDialog, OutageDialog, QuitDialog { align: center middle; }
 .dialog { width: 76; max-width: 96%; height: auto; max-height: 96%; border: round $primary;
           background: $surface; padding: 0 1; }
 .dialog .title { text-style: bold; color: $primary; margin-bottom: 1; }
@@ -65,6 +70,24 @@ class HostKeyDialog(Dialog):
             f"Yes adds it to {known_hosts or 'known_hosts'}; no leaves the node unreachable."
         )
         super().__init__(f"Trust {host}?", body, yes="Trust", no="Refuse")
+
+
+class OutageDialog(Dialog):
+    """A node unreachable past the give-up budget: keep waiting (no), or stop watching
+    (yes: the ranks are left as they are)."""
+
+    def __init__(self, event: NodeUnreachable) -> None:
+        body = Text(f"{event.node} has not answered for {event.seconds:.0f} s ({event.reason}).\n")
+        body.append(
+            f"Its rank(s) {', '.join(map(str, event.ranks))} are not failed for it and are "
+            "left running. spark-tui keeps retrying while you wait.\n"
+        )
+        body.append(f"→ {event.remedy}\n\n", style="dim")
+        body.append(
+            "Stop watching: the ranks are left as they are; `spark-tui status` shows them "
+            "and `spark-tui stop` removes them once the node answers."
+        )
+        super().__init__(f"{event.node} unreachable", body, yes="Stop watching", no="Keep waiting")
 
 
 class QuitDialog(ModalScreen[str]):

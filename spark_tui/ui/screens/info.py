@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.table import Table
@@ -30,6 +30,27 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, rows: list[tuple[str, str]], notes: str) -> None:
         super().__init__()
         self.rows, self.notes = rows, notes
+
+    @classmethod
+    def for_bindings(
+        cls, bindings: Iterable[object], key_of: Callable[[str, str], str]
+    ) -> HelpScreen:
+        """The help for these bindings, each with the key that runs it now."""
+        rows = [
+            (key_of(b.id or "", b.key), b.description) for b in bindings if isinstance(b, Binding)
+        ]
+        rows += [
+            ("ctrl+p", "command palette: every action, and the themes"),
+            ("tab / shift+tab", "next / previous panel"),
+            ("↑ ↓ pgup pgdn", "move in a list, scroll a log (scrolling up stops following)"),
+            ("end", "in a log: back to the tail (follows again)"),
+        ]
+        notes = (
+            "Keys can be remapped in the config file (keys: {launch: f5}).\n"
+            "The fit check runs before every launch; l refuses a recipe that does not fit\n"
+            "unless you insist. Quitting with a cluster running asks whether to stop it."
+        )
+        return cls(rows, notes)
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, padding=(0, 1), expand=False)

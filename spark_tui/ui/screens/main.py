@@ -16,22 +16,23 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Container, Horizontal
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.screen import Screen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Footer, OptionList, Static
 from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
-from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
+from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
+from spark_tui.ui.widgets.filterbox import FilterBox
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
+from spark_tui.ui.widgets.rankpanes import RankPanes
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
 
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
     from spark_tui.ui.app import SparkApp
 
 
-# Side by side up to this many ranks; tabs beyond.
-SIDE_BY_SIDE = 2
 REFRESH_SECONDS = 15.0
 # The watch after ready samples this often (a 1-token request, /metrics, node memory).
 WATCH_SECONDS = 5.0
@@ -93,12 +92,15 @@ class MainScreen(Screen[None]):
         self.watch_interval = watch_interval
         self.recipes: list[Recipe] = []
         self.sets: dict[str, dict[str, str]] = {}
-        self.panes: dict[int, LogPane] = {}
+        # The widgets the service's events go to (made here: they live as long as the screen).
+        self.nodes_panel = NodePanel(id="nodes")
+        self.rank_panes = RankPanes(id="logs")
+        self.gauges = GaugesPanel(id="gauges")
+        self.bar = ResultsBar(id="results")
         self.last_smoke: list[dict[str, Any]] | None = None
         self.last_bench: ev.BenchDone | None = None
         self.last_compare: Text | None = None
         self.busy: str | None = None
-        self.filter_target: str = "logs"
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
         self.outage_asked: dict[str, float] = {}
@@ -114,12 +116,12 @@ class MainScreen(Screen[None]):
             title.add_class("simulated")
         yield title
         with Horizontal(id="top"):
-            yield NodePanel(id="nodes")
+            yield self.nodes_panel
             yield RecipePanel(id="recipes")
             yield FitPanel(id="fit")
-        yield Container(id="logs")
-        yield GaugesPanel(id="gauges")
-        yield ResultsBar(id="results")
+        yield self.rank_panes
+        yield self.gauges
+        yield self.bar
         yield Footer()
 
     def _title_text(self) -> Text:
@@ -127,11 +129,12 @@ class MainScreen(Screen[None]):
         text.append(self.session.label, style="bold" if self.session.simulated else "")
         return text
 
+    @property
+    def panes(self) -> dict[int, LogPane]:
+        """The log pane of each rank shown, by rank."""
+        return self.rank_panes.panes
+
     def on_mount(self) -> None:
-        # The widgets the service's events go to (they stay for the screen's life).
-        self.nodes_panel = self.query_one(NodePanel)
-        self.gauges = self.query_one(GaugesPanel)
-        self.bar = self.query_one(ResultsBar)
         self.nodes_panel.show_message("discovering nodes…")
         # The first frame goes out before anything slow: recipes, fit checks, the nodes.
         self.call_after_refresh(self._after_first_frame)
@@ -196,7 +199,7 @@ class MainScreen(Screen[None]):
         if isinstance(event, ev.Probed):
             self._send(msg.NodesProbed(event), nodes)
         elif isinstance(event, ev.RankStateChanged):
-            self._send(msg.RankChanged(event), *self._panes_of([event.rank]))
+            self._send(msg.RankChanged(event), *self._panes_of([event.rank]), self.rank_panes)
         elif isinstance(event, ev.ClusterReady):
             self._send(msg.ClusterUp(event))
         elif isinstance(event, ev.Endpoint):
@@ -221,7 +224,8 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.Compared):
             self._send(msg.TuneCompared(event), bar)
         elif isinstance(event, ev.Stopped):
-            self._send(msg.ClusterStopped(event), bar, gauges, *self.panes.values())
+            panes = [self.rank_panes, *self.panes.values()]
+            self._send(msg.ClusterStopped(event), bar, gauges, *panes, screen=False)
         elif isinstance(event, ev.WatchAlert):
             alert = msg.RankAlert(event, self._alert_remedy())
             self._send(alert, gauges, *self._panes_of([event.rank]))
@@ -263,7 +267,7 @@ class MainScreen(Screen[None]):
             await self.session.start()
             await self.consume(self.session.discover())
         except SparkError as exc:
-            self.query_one(NodePanel).show_message(f"{exc.message}\n→ {exc.remedy}")
+            self.nodes_panel.show_message(f"{exc.message}\n→ {exc.remedy}")
             self._error(exc.message, exc.remedy)
             return
         reachable = len(self.session.reachable)
@@ -334,32 +338,7 @@ class MainScreen(Screen[None]):
 
     # -------------------------------------------------------------- log panes
     def _build_panes(self, ranks: list[tuple[int, str]]) -> None:
-        logs = self.query_one("#logs", Container)
-        logs.remove_children()
-        self.panes = {
-            rank: LogPane(rank, node, role="head" if i == 0 else None)
-            for i, (rank, node) in enumerate(ranks)
-        }
-        if len(ranks) <= SIDE_BY_SIDE:
-            logs.mount(Horizontal(*self.panes.values()))
-        else:
-            from textual.widgets import TabbedContent, TabPane
-
-            tabs = TabbedContent(id="rank-tabs")
-            for rank, pane in self.panes.items():
-                # Given before mounting, as `with TabbedContent():` does in compose.
-                tabs.compose_add_child(TabPane(f"rank {rank}", pane, id=f"tab-{rank}"))
-            logs.mount(tabs)
-
-    def _tab_label(self, rank: int, state: str) -> None:
-        if len(self.panes) <= SIDE_BY_SIDE:
-            return
-        from textual.widgets import TabbedContent
-
-        with contextlib.suppress(Exception):
-            tab = self.query_one("#rank-tabs", TabbedContent).get_tab(f"tab-{rank}")
-            mark = {"ready": "✓", "failed": "✗", "loading": "…", "stopped": "■"}.get(state, "")
-            tab.label = f"rank {rank} {mark}".rstrip()
+        self.rank_panes.build(ranks)
 
     def _status(self, text: str | Text) -> None:
         self.bar.set_status(text)
@@ -439,9 +418,8 @@ class MainScreen(Screen[None]):
                 pane.flush()
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
-        # The rank's pane shows its state and failure; here its tab and the status line.
+        # The rank's pane shows its state and failure, its tab the state; here the status.
         event = message.event
-        self._tab_label(event.rank, event.state.value)
         if event.state == ev.RankState.FAILED:
             # The launch's watch owns this failure (it stops the other ranks): the watch
             # after ready, which would see them go, ends now.
@@ -504,26 +482,13 @@ class MainScreen(Screen[None]):
         if not event.ask or (asked is not None and (asked < 0 or event.seconds < 2 * asked)):
             return
         self.outage_asked[event.node] = -1.0  # a dialog is open
-        body = Text(f"{event.node} has not answered for {event.seconds:.0f} s ({event.reason}).\n")
-        body.append(
-            f"Its rank(s) {', '.join(map(str, event.ranks))} are not failed for it and are "
-            "left running. spark-tui keeps retrying while you wait.\n"
-        )
-        body.append(f"→ {event.remedy}\n\n", style="dim")
-        body.append(
-            "Stop watching: the ranks are left as they are; `spark-tui status` shows them "
-            "and `spark-tui stop` removes them once the node answers."
-        )
 
         def answer(stop: bool | None) -> None:
             if stop:
                 event.give_up()
             self.outage_asked[event.node] = event.seconds  # asked again after as long
 
-        self.app.push_screen(
-            Dialog(f"{event.node} unreachable", body, yes="Stop watching", no="Keep waiting"),
-            answer,
-        )
+        self.app.push_screen(OutageDialog(event), answer)
 
     def on_node_back(self, message: msg.NodeBack) -> None:
         event = message.event
@@ -593,14 +558,6 @@ class MainScreen(Screen[None]):
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
-
-    def on_cluster_stopped(self, message: msg.ClusterStopped) -> None:
-        # The panes, the gauges and the endpoint line show it; here the tabs.
-        if message.stopped.cluster_id is None:
-            return  # a cluster a launch replaced: the new one's panes stay as they are
-        for rank, pane in self.panes.items():
-            if pane.state != "failed" and not pane.has_class("failed"):
-                self._tab_label(rank, "stopped")
 
     # ---------------------------------------------------------- smoke & bench
     def _ready_cluster(self) -> Cluster | None:
@@ -763,65 +720,37 @@ class MainScreen(Screen[None]):
     # ------------------------------------------------------- filter & views
     def action_filter(self) -> None:
         focused = self.app.focused
-        in_recipes = focused is not None and any(
-            isinstance(node, RecipePanel) for node in focused.ancestors_with_self
-        )
-        self.filter_target = "recipes" if in_recipes else "logs"
+        recipes = self.query_one(RecipePanel)
         box = self._filter_box()
-        if in_recipes:
-            box.value = self.query_one(RecipePanel).filter_text
-        else:
-            box.value = next(iter(self.panes.values())).filter_text if self.panes else ""
-        box.placeholder = f"/ filter {self.filter_target} (regex); Enter keeps it, Esc clears"
-        box.add_class("visible")
-        box.focus()
+        if focused is not None and recipes in focused.ancestors_with_self:
+            box.show_for(
+                "recipes",
+                recipes.filter_text,
+                recipes.set_filter,
+                lambda: self.query_one("#recipe-list"),
+            )
+            return
+        first = next(iter(self.panes.values()), None)
+        box.show_for(
+            "logs",
+            first.filter_text if first else "",
+            self.rank_panes.set_filter,
+            lambda: first.query_one("RankLog") if first and first.is_attached else None,
+        )
 
-    def _filter_box(self) -> Input:
+    def _filter_box(self) -> FilterBox:
         """The filter line, made on first use (the first frame does without it)."""
-        found = self.query("#filter")
+        found = self.query(FilterBox)
         if found:
-            return found.first(Input)
-        box = Input(id="filter", compact=True)
+            return found.first()
+        box = FilterBox(id="filter")
         self.mount(box, before=self.query_one(Footer))
         return box
 
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        if self.filter_target == "recipes":
-            self.query_one(RecipePanel).set_filter(event.value)
-        else:
-            for pane in self.panes.values():
-                pane.filter_text = event.value
-        self._filter_problem(event.value)
-
-    def _filter_problem(self, text: str) -> None:
-        """An invalid regular expression is said, and matched as plain text."""
-        import re
-
-        box = self._filter_box()
-        try:
-            re.compile(text)
-        except re.error as exc:
-            box.add_class("-invalid")
-            box.tooltip = f"not a regular expression ({exc}): matching it as plain text"
-            return
-        box.remove_class("-invalid")
-        box.tooltip = None
-
-    @on(Input.Submitted, "#filter")
-    def _filter_done(self) -> None:
-        self._filter_box().remove_class("visible")
-        if self.filter_target == "recipes":
-            self.query_one("#recipe-list").focus()
-        elif self.panes:
-            next(iter(self.panes.values())).query_one("RankLog").focus()
-
     def action_back(self) -> None:
-        found = self.query("#filter")
-        box = found.first(Input) if found else None
-        if box is not None and box.has_class("visible"):
-            box.value = ""
-            self._filter_done()
+        found = self.query(FilterBox)
+        if found and found.first().is_open:
+            found.first().close(clear=True)
         elif self.app.screen.maximized is not None:
             self.app.screen.minimize()
 
@@ -829,26 +758,13 @@ class MainScreen(Screen[None]):
         if self.app.screen.maximized is not None:
             self.app.screen.minimize()
             return
-        focused = self.app.focused
-        pane = next(
-            (n for n in (focused.ancestors_with_self if focused else []) if isinstance(n, LogPane)),
-            None,
-        )
-        if pane is None and len(self.panes) > SIDE_BY_SIDE:
-            from textual.widgets import TabbedContent
-
-            with contextlib.suppress(Exception):
-                active = self.query_one("#rank-tabs", TabbedContent).active
-                pane = self.panes.get(int(active.removeprefix("tab-")))
-        pane = pane or next(iter(self.panes.values()), None)
+        pane = self.rank_panes.current(self.app.focused)
         if pane is not None:
             self.app.screen.maximize(pane, container=False)
             pane.query_one("RankLog").focus()
 
     def action_compact(self) -> None:
-        compact = not all(p.compact for p in self.panes.values())
-        for pane in self.panes.values():
-            pane.compact = compact
+        compact = self.rank_panes.toggle_compact()
         self.notify("log lines: " + ("compact" if compact else "full (with prefixes)"))
 
     def _key_of(self, binding_id: str, fallback: str) -> str:
@@ -856,22 +772,6 @@ class MainScreen(Screen[None]):
         return self.spark.key_of(binding_id, fallback)
 
     def action_help(self) -> None:
-        rows = [
-            (self._key_of(b.id or "", b.key), b.description)
-            for b in self.app.BINDINGS
-            if isinstance(b, Binding)
-        ]
-        rows += [
-            ("ctrl+p", "command palette: every action, and the themes"),
-            ("tab / shift+tab", "next / previous panel"),
-            ("↑ ↓ pgup pgdn", "move in a list, scroll a log (scrolling up stops following)"),
-            ("end", "in a log: back to the tail (follows again)"),
-        ]
-        notes = (
-            "Keys can be remapped in the config file (keys: {launch: f5}).\n"
-            "The fit check runs before every launch; l refuses a recipe that does not fit\n"
-            "unless you insist. Quitting with a cluster running asks whether to stop it."
-        )
         from spark_tui.ui.screens.info import HelpScreen
 
-        self.app.push_screen(HelpScreen(rows, notes))
+        self.app.push_screen(HelpScreen.for_bindings(self.app.BINDINGS, self._key_of))

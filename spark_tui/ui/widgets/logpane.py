@@ -292,9 +292,10 @@ class LogPane(Vertical):
         alert = message.alert
         if self.reason is not None and (self.head_lines or not alert.head_lines):
             return  # already shown, and the alert adds nothing
+        # Its own failure's lines stay (they come from its whole log); the head's join them.
         self.show_failure(
             self.reason or alert.reason,
-            list(alert.lines) or self.explaining,
+            self.explaining or list(alert.lines),
             list(alert.head_lines),
         )
 

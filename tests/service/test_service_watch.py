@@ -1,0 +1,143 @@
+"""The session's watch action, and the alert a launch gives when it fails after ready (the
+seams that reach the nodes replaced by a double; the rest runs as in the product)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_tui.core.facts import NodeFacts, parse_facts
+from spark_tui.core.inventory import InventoryNode
+from spark_tui.core.plan import LaunchPlan
+from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.ops.cluster import ClusterStatus, StopReport
+from spark_tui.ops.launch import LaunchFailed
+from spark_tui.service import events as ev
+from spark_tui.service.session import Session
+
+FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
+WORKER_SAYS = "[spark-tui simulated node failure] rank 1 exits now"
+HEAD_SAYS = "RuntimeError: NCCL error: remote process exited or there was a network error"
+
+
+class Double(Session):
+    """TEST DOUBLE: two simulated Sparks from recorded facts; a launch that gets ready, then
+    (`fail_after_ready`) loses its worker and then its head; a watch that yields `samples`."""
+
+    def __init__(self, *, fail_after_ready: bool = True, fail_before_ready: bool = False) -> None:
+        self.nodes = parse_facts(FACTS.read_text())
+        super().__init__([InventoryNode(n.name, n.address) for n in self.nodes])
+        self.fail_after_ready = fail_after_ready
+        self.fail_before_ready = fail_before_ready
+        self.watched: list[tuple[str | None, dict[str, Any]]] = []
+        self.samples: list[Any] = []
+
+    async def _open(self, *, strict: bool = False) -> None:
+        return None
+
+    async def _probe(self) -> list[NodeFacts]:
+        return [dataclasses.replace(n) for n in self.nodes]
+
+    async def _status(self) -> list[ClusterStatus]:
+        return []
+
+    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
+        return StopReport(removed=[])
+
+    async def _launch_events(
+        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
+    ) -> AsyncIterator[Any]:
+        head, worker = plan.ranks[0], plan.ranks[1]
+        for r in plan.ranks:
+            yield ev.RankStateChanged(r.rank, r.node, ev.RankState.CREATED)
+        if not self.fail_before_ready:
+            yield ev.ClusterReady(plan.cluster_id, "http://127.0.0.1:40000")
+        if self.fail_after_ready or self.fail_before_ready:
+            yield ev.RankStateChanged(
+                worker.rank,
+                worker.node,
+                ev.RankState.FAILED,
+                reason="was killed (code 137)",
+                explaining_lines=(WORKER_SAYS,),
+            )
+            yield ev.RankStateChanged(
+                head.rank,
+                head.node,
+                ev.RankState.FAILED,
+                reason="exited with code 1",
+                explaining_lines=(HEAD_SAYS,),
+            )
+            raise LaunchFailed(
+                f"rank 1 on {worker.node} was killed",
+                "read the lines above",
+                rank=worker.rank,
+                node=worker.node,
+            )
+        await asyncio.Event().wait()
+
+    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
+        self.watched.append((cluster_id, kw))
+        for sample in self.samples:
+            yield sample
+
+
+async def launch_events(session: Double) -> tuple[list[Any], BaseException | None]:
+    seen: list[Any] = []
+    try:
+        async for event in session.launch(find_recipe("glm-5.3-flash"), {}, insist=True):
+            seen.append(event)
+    except LaunchFailed as exc:
+        return seen, exc
+    return seen, None
+
+
+async def test_a_failure_after_ready_is_one_alert_with_the_heads_lines() -> None:
+    session = Double()
+    seen, error = await launch_events(session)
+    assert isinstance(error, LaunchFailed)
+    alerts = [e for e in seen if isinstance(e, ev.WatchAlert)]
+    assert len(alerts) == 1
+    alert = alerts[0]
+    worker = session.nodes[1].name
+    assert (alert.rank, alert.node, alert.reason) == (1, worker, "was killed (code 137)")
+    assert alert.lines == (WORKER_SAYS,)
+    assert alert.head_lines == (HEAD_SAYS,)
+    assert alert.others == (f"rank 0 on {session.nodes[0].name} exited with code 1",)
+    # it comes after every rank's state, before the launch's error
+    assert seen.index(alert) > max(
+        i for i, e in enumerate(seen) if isinstance(e, ev.RankStateChanged)
+    )
+
+
+async def test_a_failure_before_ready_is_no_alert() -> None:
+    seen, error = await launch_events(Double(fail_before_ready=True))
+    assert isinstance(error, LaunchFailed)
+    assert not [e for e in seen if isinstance(e, ev.WatchAlert)]
+
+
+@pytest.mark.parametrize("named", [None, "abcd1234"])
+async def test_watch_watches_our_cluster_unless_told_which(named: str | None) -> None:
+    session = Double(fail_after_ready=False)
+    samples = [
+        ev.WatchStarted("x", "glm-5.3-flash", ("a", "b"), "http://127.0.0.1:1"),
+        ev.ServiceGauges(1, 0, 0.5, 10.0, 20.0),
+        ev.WatchAlert(0, "a", "is hung"),
+    ]
+    session.samples = samples
+    gen = session.launch(find_recipe("glm-5.3-flash"), {}, insist=True)
+    async for event in gen:
+        if isinstance(event, ev.ClusterReady):
+            break
+    await gen.aclose()
+    assert session.cluster is not None and session.cluster.ready
+    got = [e async for e in session.watch(named, interval=0.5)]
+    assert got == samples
+    ours = session.cluster.cluster_id
+    assert session.watched == [
+        (named or ours, {"interval": 0.5, "request_timeout": 10.0, "cleanup": None})
+    ]

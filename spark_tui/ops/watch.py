@@ -59,6 +59,8 @@ _COUNTERS = {
 }
 # Timeouts in a row (no token) before the head counts as hung: one can be a busy moment.
 HUNG_AFTER = 2
+# The tiny request's query (vLLM ignores it): its access-log line is known as ours.
+PROBE_MARK = "spark-tui=watch"
 
 
 def pick_watched(clusters: list[ClusterStatus], cluster_id: str | None) -> ClusterStatus:
@@ -187,7 +189,9 @@ class _Watch:
         try:
             resp = await asyncio.wait_for(
                 self.client.post(
-                    self.base_url + "/v1/chat/completions", json=body, headers=self._headers()
+                    self.base_url + "/v1/chat/completions?" + PROBE_MARK,
+                    json=body,
+                    headers=self._headers(),
                 ),
                 self.request_timeout,
             )

@@ -23,11 +23,18 @@ OWN_REQUEST_PATHS = ("/metrics", "/health", "/v1/models")
 
 
 def is_own_request(line: ev.LogLine) -> bool:
-    """An access-log line of one of our own polling requests (see OWN_REQUEST_PATHS)."""
+    """An access-log line of one of our own polling requests (see OWN_REQUEST_PATHS), or of
+    the watch's tiny request (marked by its query, which the server ignores)."""
+    from spark_tui.ops.watch import PROBE_MARK
+
     if line.scope != "access" or not line.detail:
         return False
     parts = line.detail.split()
-    return len(parts) == 3 and parts[0] == "GET" and parts[1] in OWN_REQUEST_PATHS
+    if len(parts) != 3:
+        return False
+    if parts[0] == "POST" and parts[1].endswith("?" + PROBE_MARK):
+        return True
+    return parts[0] == "GET" and parts[1] in OWN_REQUEST_PATHS
 
 
 async def run_smoke(

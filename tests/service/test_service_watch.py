@@ -141,3 +141,17 @@ async def test_watch_watches_our_cluster_unless_told_which(named: str | None) ->
     assert session.watched == [
         (named or ours, {"interval": 0.5, "request_timeout": 10.0, "cleanup": None})
     ]
+
+
+def test_the_watchs_tiny_request_is_ours_a_users_request_is_not() -> None:
+    from spark_tui.core.logclass import classify
+    from spark_tui.ops.watch import PROBE_MARK
+    from spark_tui.service.measure import is_own_request
+
+    def line(path: str) -> ev.LogLine:
+        text = f'INFO:     127.0.0.1:36942 - "POST {path} HTTP/1.1" 200 OK'
+        found = classify(text)
+        return ev.LogLine(0, "a", text, found.kind, None, found.detail, found.scope)
+
+    assert is_own_request(line(f"/v1/chat/completions?{PROBE_MARK}"))
+    assert not is_own_request(line("/v1/chat/completions"))

@@ -77,6 +77,10 @@ async def test_gauges_show_numbers_after_ready_on_simulated_sparks() -> None:
             assert f"{node} {mem.available / 1024**3:.0f}/{mem.total / 1024**3:.0f} GiB free" in (
                 text
             )
+        # the watch's own requests are folded in the head's pane, not shown
+        head = app.panes[0]
+        assert head.own_requests > 0
+        assert not [line for line in head.lines if "POST /v1/chat/completions" in line]
         # keys still work while the watch samples: the help opens at once
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: app.screen is not app.main, 5, "the help")

@@ -210,3 +210,19 @@ async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watchi
         text = results_text(app)
         assert "ranks were left as they are" in text and "→" in text
         assert not backend.stopped  # nothing was stopped for the outage
+
+
+async def test_the_watch_waits_while_the_benchmark_runs_then_resumes() -> None:
+    backend = ReplaySession()
+    app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        panel = app.query_one(GaugesPanel)
+        await wait_until(pilot, lambda: panel.view.gauges is not None, 10, "the gauges")
+        await pilot.press("b")
+        await wait_until(pilot, lambda: app.last_bench is not None, 10, "the benchmark")
+        await wait_until(pilot, lambda: panel.view.gauges is not None, 10, "the gauges again")
+        watched = [c for c in backend.calls if c.startswith(("watch", "bench"))]
+        cluster_id = app.cluster.cluster_id
+        assert watched == [f"watch {cluster_id}", "bench", f"watch {cluster_id}"]
+        assert panel.view.ended is None and "not watching" not in gauges_text(app)

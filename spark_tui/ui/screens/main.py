@@ -453,7 +453,8 @@ class MainScreen(Screen[None]):
         try:
             await self.consume(self.session.watch(cluster_id, interval=self.watch_interval))
         except SparkError as exc:
-            self._send(msg.WatchEnded(f"{exc.message} → {exc.remedy}"), self.gauges)
+            ended = msg.WatchEnded(f"{exc.message} → {exc.remedy}")
+            self._send(ended, self.gauges, screen=False)
 
     def _alert_remedy(self) -> str:
         cluster = self.cluster
@@ -601,11 +602,18 @@ class MainScreen(Screen[None]):
     async def _bench(self) -> None:
         config = self.session.bench_config
         self.busy = "benchmark"
+        # Like the node refresh, the watch waits: its requests would disturb the figures,
+        # and a saturated engine's slow answer is no hang.
+        self.workers.cancel_group(self.app, "watch")
+        self._send(msg.WatchEnded("paused while the benchmark runs"), self.gauges, screen=False)
         self._status(f"benchmark: concurrency {', '.join(map(str, config.concurrency))}…")
         try:
             await self.consume(self.session.bench())
         finally:
             self.busy = None
+            cluster = self.cluster
+            if cluster is not None and cluster.ready and cluster.running:
+                self._watch(cluster.cluster_id)
 
     def on_bench_update(self, message: msg.BenchUpdate) -> None:
         if message.progress:

@@ -49,6 +49,9 @@ class Double(Session):
     async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         return StopReport(removed=[])
 
+    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Any]:
+        return []  # every flag known to the image's vLLM
+
     async def _launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[Any]:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
@@ -120,6 +121,8 @@ class Session:
     """The nodes of one run, their pool and our cluster on them (see module doc)."""
 
     simulated = False
+    # Where a model downloaded on this machine is kept (None: the Hugging Face default).
+    sync_cache: Path | None = None
 
     def __init__(
         self,
@@ -762,7 +765,14 @@ class Session:
     ) -> AsyncIterator[Any]:
         from spark_tui.ops.model_sync import ModelSync
 
-        run = ModelSync(self.pool, facts, recipe_name, env=self.sync_env(), where=where)
+        run = ModelSync(
+            self.pool,
+            facts,
+            recipe_name,
+            env=self.sync_env(),
+            where=where,
+            local_cache=self.sync_cache,
+        )
         return run.run(needs)
 
     def _image_sync_events(self, facts: Sequence[NodeFacts], image: str) -> AsyncIterator[Any]:

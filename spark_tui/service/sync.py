@@ -203,6 +203,8 @@ class SyncTally:
     notices: list[Notice] = field(default_factory=list)
     finished: list[SyncFinished] = field(default_factory=list)
     started: list[SyncStarted] = field(default_factory=list)
+    version: int = 0  # counts the events taken (a view redraws when it changed)
+    aborted: list[str] = field(default_factory=list)  # syncs that ended on an error
     _kind: str = MODELS
 
     @property
@@ -211,7 +213,7 @@ class SyncTally:
 
     @property
     def ok(self) -> bool:
-        return self.done and all(f.ok for f in self.finished)
+        return self.done and not self.aborted and all(f.ok for f in self.finished)
 
     def row(self, node: str, item: str) -> SyncRow:
         key = (node, item)
@@ -271,6 +273,7 @@ class SyncTally:
                         row.remedy = row.remedy or (last.remedy if last else None)
         else:
             return False
+        self.version += 1
         return True
 
     def _blame(self, notice: Notice) -> None:

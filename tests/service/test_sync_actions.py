@@ -156,3 +156,27 @@ async def test_the_image_sync_action_probes_announces_then_syncs() -> None:
     assert events[1].nodes == tuple(n.name for n in sim.inventory)
     assert isinstance(events[-1], SyncFinished) and events[-1].ok
     assert [e.node for e in events if isinstance(e, SyncDone)] == [sim.nodes[1].name]
+
+
+async def test_model_copy_progress_never_goes_back_and_ends_at_the_total(tmp_path) -> None:
+    from spark_tui.ops.sync_events import SyncProgress
+
+    async with SimCluster(scenario()) as sim:
+        head, worker = (n.home for n in sim.nodes)
+        put_model(head, MODEL, 3 * 1024 * 1024)
+        put_model(head, DRAFT, 1024 * 1024)
+        session = Session(sim.inventory)
+        try:
+            recipe = find_recipe(str(recipe_file(tmp_path)))
+            events = [e async for e in session.sync_models(recipe)]
+        finally:
+            await session.close()
+            for home in (head, worker):
+                for repo in (MODEL, DRAFT):
+                    shutil.rmtree(hub_of(home) / repo_folder(repo), ignore_errors=True)
+    assert isinstance(events[-1], SyncFinished) and events[-1].ok
+    for item in (MODEL, DRAFT):
+        done = [e.done_bytes for e in events if isinstance(e, SyncProgress) and e.item == item]
+        assert done and done == sorted(done), f"{item}: progress went back: {done}"
+        last = next(e for e in reversed(events) if isinstance(e, SyncProgress) and e.item == item)
+        assert last.done_bytes == last.total_bytes and last.rate_bytes_per_s

@@ -29,6 +29,7 @@ from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
+from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -93,6 +94,7 @@ class MainScreen(Screen[None]):
         self.busy: str | None = None
         self.filter_target: str = "logs"
         self.discovered = asyncio.Event()
+        self.syncer = CockpitSync(self)
 
     @property
     def spark(self) -> SparkApp:
@@ -156,6 +158,8 @@ class MainScreen(Screen[None]):
 
         smoke: list[dict[str, Any]] = []
         async for event in events:
+            if self.syncer.take(event):
+                continue
             if isinstance(event, ev.LogLine):
                 pane = self.panes.get(event.rank)
                 if pane is not None:
@@ -310,7 +314,8 @@ class MainScreen(Screen[None]):
             problem = (
                 f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
             )
-            fit.show(result.report.to_dict() if result.report else {}, problem)
+            report = result.report.to_dict() if result.report else {}
+            fit.show(self.syncer.gaps(recipe, result, report) if report else report, problem)
 
     # -------------------------------------------------------------- log panes
     def _build_panes(self, ranks: list[tuple[int, str]]) -> None:
@@ -519,6 +524,13 @@ class MainScreen(Screen[None]):
         self.query_one(ResultsBar).set_endpoint(None)
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
+
+    # ------------------------------------------------------------------- sync
+    def action_sync(self) -> None:
+        self.syncer.action(self.selected)
+
+    def on_sync_updated(self, message: SyncUpdated) -> None:
+        self.syncer.updated(message.event)
 
     # ---------------------------------------------------------- smoke & bench
     def _ready_cluster(self) -> Cluster | None:

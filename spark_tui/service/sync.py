@@ -205,11 +205,14 @@ class SyncTally:
     started: list[SyncStarted] = field(default_factory=list)
     version: int = 0  # counts the events taken (a view redraws when it changed)
     aborted: list[str] = field(default_factory=list)  # syncs that ended on an error
+    expected: int = 0  # how many syncs will run (0: as many as started)
     _kind: str = MODELS
 
     @property
     def done(self) -> bool:
-        return len(self.finished) >= len(self.started) > 0
+        """Every sync expected (or started) has finished, or ended on an error."""
+        ended = len(self.finished) + len(self.aborted)
+        return ended >= max(self.expected, len(self.started)) and ended > 0
 
     @property
     def ok(self) -> bool:

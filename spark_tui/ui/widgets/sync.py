@@ -38,6 +38,7 @@ _STATE_STYLE = {
     "check": "dim",
     "waiting": "dim",
 }
+_LABEL = {"copy": "copying", "download": "downloading", "pull": "pulling", "check": "checking"}
 
 
 class SyncUpdated(Message):
@@ -75,26 +76,33 @@ def _figures(row: SyncRow) -> str:
 
 
 def render_sync(tally: SyncTally, bar_width: int = 24) -> Group:
-    """Every node's rows: node, item, bar, figures, then the state or, once done, the
-    outcome; the notices' errors with their remedies below."""
-    table = Table(box=None, padding=(0, 1), show_header=False, expand=False)
-    table.add_column("node", style="bold", no_wrap=True)
-    table.add_column("item", no_wrap=True)
-    table.add_column("bar", no_wrap=True)
-    table.add_column("figures", no_wrap=True)
-    table.add_column("state")
-    for node, rows in tally.by_node().items():
-        for i, row in enumerate(rows):
-            fraction = row.fraction
-            if fraction is None and row.state in ("copy", "download", "pull"):
-                bar: object = ProgressBar(total=None, width=bar_width, pulse=True)
-            else:
-                bar = ProgressBar(total=1.0, completed=fraction or 0.0, width=bar_width)
-            style = _STATE_STYLE.get(row.state, "")
-            state = Text(row.outcome if row.finished else row.state, style=style)
-            pct = f" {fraction:4.0%}" if fraction is not None and not row.finished else ""
-            table.add_row(node if i == 0 else "", _item(row), bar, _figures(row) + pct, state)
-    parts: list[object] = [table]
+    """Every node and item on a line (its state, or once done what was done there), with
+    a progress bar, bytes, rate and ETA under it while it transfers; the errors and
+    warnings with their remedies below."""
+    width = max((len(r.node) for r in tally.rows.values()), default=0)
+    parts: list[object] = []
+    for row in tally.rows.values():
+        line = Text(f"{row.node:<{width}}  ", style="bold")
+        line.append(_item(row, 48))
+        line.append("  ")
+        style = _STATE_STYLE.get(row.state, "")
+        line.append(row.outcome if row.finished else _LABEL.get(row.state, row.state), style=style)
+        parts.append(line)
+        if row.finished or row.state not in ("copy", "download", "pull"):
+            continue
+        fraction = row.fraction
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=max(0, width - 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=True)
+        bar = (
+            ProgressBar(total=None, width=bar_width, pulse=True)
+            if fraction is None
+            else ProgressBar(total=1.0, completed=fraction, width=bar_width)
+        )
+        pct = f"{fraction:4.0%}  " if fraction is not None else ""
+        grid.add_row("", bar, Text(pct + _figures(row), style="cyan"))
+        parts.append(grid)
     for notice in tally.notices:
         if notice.level in ("error", "warning"):
             line = Text(f"{notice.level}: ", style="red" if notice.level == "error" else "yellow")
@@ -200,7 +208,7 @@ class CockpitSync:
         if not screen.nodes:
             screen.notify("no reachable node yet: wait for discovery", severity="warning")
             return
-        self.tally = SyncTally()
+        self.tally = self._rows(recipe, screen.sets.get(recipe.name, {}))
         self.recipe = recipe.name
         self.running = True
         screen.busy = "sync"
@@ -212,6 +220,24 @@ class CockpitSync:
             exclusive=True,
             exit_on_error=False,
         )
+
+    def _rows(self, recipe: Recipe, sets: dict[str, str]) -> SyncTally:
+        """A tally with a waiting row per node for the model, the draft and the image,
+        so the view shows the whole sync from the start."""
+        from spark_tui.core.errors import SparkError
+        from spark_tui.service.sync import MODELS, model_needs_of
+
+        tally = SyncTally(expected=2)
+        try:
+            items = [(n.repo_id, MODELS) for n in model_needs_of(recipe, sets)]
+        except SparkError:
+            items = []  # the sync itself says what is wrong
+        if recipe.container:
+            items.append((recipe.container, IMAGE))
+        for node in self.screen.nodes:
+            for item, kind in items:
+                tally.rows[(node.name, item)] = SyncRow(node.name, item, kind)
+        return tally
 
     def _open(self) -> None:
         assert self.tally is not None

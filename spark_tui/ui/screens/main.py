@@ -21,12 +21,14 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
+from spark_tui.ops.events import RayClusterState
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
+from spark_tui.ui.widgets.raystate import RayStateChanged, RayStatePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
 from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
@@ -205,6 +207,8 @@ class MainScreen(Screen[None]):
                 self.post_message(msg.TuneCompared(event))
             elif isinstance(event, ev.Stopped):
                 self.post_message(msg.ClusterStopped(event))
+            elif isinstance(event, RayClusterState):
+                self._ray_panel().post_message(RayStateChanged(event))
             elif isinstance(event, ev.Recorded) and event.error:
                 self._warn(event.error)
 
@@ -395,6 +399,7 @@ class MainScreen(Screen[None]):
         self._launch(recipe, dict(self.sets.get(recipe.name, {})))
 
     def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
+        self._ray_clear()
         self._build_panes(ranks)
         self.query_one(ResultsBar).clear_results()
         self.last_compare = None
@@ -451,6 +456,20 @@ class MainScreen(Screen[None]):
         text.append(f"({hint})", style="dim")
         self._status(text)
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+
+    def _ray_panel(self) -> RayStatePanel:
+        """The Ray cluster's line above the logs, made when a Ray launch first reports."""
+        found = self.query(RayStatePanel)
+        if found:
+            return found.first(RayStatePanel)
+        panel = RayStatePanel(id="raystate")
+        self.mount(panel, before=self.query_one("#logs"))
+        return panel
+
+    def _ray_clear(self) -> None:
+        """Hide the Ray cluster's line (a new launch, a stop) until the next report."""
+        for panel in self.query(RayStatePanel):
+            panel.clear()
 
     def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
         self.query_one(ResultsBar).set_endpoint(message.endpoint)
@@ -520,6 +539,7 @@ class MainScreen(Screen[None]):
             if pane.state != "failed":
                 pane.set_state("stopped")
                 self._tab_label(rank, "stopped")
+        self._ray_clear()
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
         self.query_one(ResultsBar).set_endpoint(None)
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)

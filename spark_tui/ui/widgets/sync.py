@@ -41,7 +41,7 @@ _STATE_STYLE = {
 _LABEL = {"copy": "copying", "download": "downloading", "pull": "pulling", "check": "checking"}
 
 
-class SyncUpdated(Message):
+class SyncUpdated(Message, bubble=False):
     """A sync took a step, finished an item or said something (progress is not posted)."""
 
     def __init__(self, event: object) -> None:

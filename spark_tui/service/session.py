@@ -123,6 +123,8 @@ class Session:
     simulated = False
     # Where a model downloaded on this machine is kept (None: the Hugging Face default).
     sync_cache: Path | None = None
+    # The CLI flags naming these nodes, for the remedies a sync gives (`models sync ...`).
+    where: str = "--inventory FILE"
 
     def __init__(
         self,

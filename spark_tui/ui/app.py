@@ -413,6 +413,7 @@ class SparkApp(App[int]):
         self.closing = True
         self.session.keep_on_cancel = leave is not None
         self.workers.cancel_group(self, "follow")
+        self.workers.cancel_group(self, "sync")  # a rerun resumes it
         try:
             await self.session.close()
         finally:

@@ -8,6 +8,7 @@ step, a result or an error arrives (`SyncUpdated`).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
@@ -253,10 +254,11 @@ class CockpitSync:
         screen, session = self.screen, self.screen.session
         screen._status(f"syncing {recipe.name}: the model, then the image, on every node…")
         try:
-            for events in (
-                lambda: session.sync_models(recipe, sets),
+            actions: list[Callable[[], AsyncIterator[Any]]] = [
+                lambda: session.sync_models(recipe, sets, where=session.where),
                 lambda: session.sync_image(recipe, probe_after=True),
-            ):
+            ]
+            for events in actions:
                 try:
                     await screen.consume(events())
                 except SparkError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from cockpit_helpers import results_text, static_text, wait_until
 
 from spark_tui.ops.model_sync import repo_folder
@@ -77,6 +78,56 @@ async def test_sync_key_resumes_the_shard_and_says_per_node_what_was_done() -> N
             pilot, lambda: "incomplete" not in static_text(app, "#fit-body"), 30, "fit clear"
         )
         assert "model and image complete on every node" in results_text(app)
+    await backend.close()
+
+
+async def test_a_model_no_node_has_comes_once_from_the_demos_simulated_hub() -> None:
+    from spark_tui.sim.hub.repos import SafetensorsFile, model_repo
+
+    repo_id = "sim-org/tiny-hub-model"
+    shards = {
+        "model-00001-of-00002.safetensors": SafetensorsFile(("a.weight",), 96 * 1024),
+        "model-00002-of-00002.safetensors": SafetensorsFile(("b.weight",), 64 * 1024),
+    }
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "recipes"
+    folder.mkdir(parents=True, exist_ok=True)
+    recipe = {
+        "recipe_version": "2",
+        "name": "tiny-hub",
+        "model": repo_id,
+        "runtime": "vllm",
+        "container": IMAGE,
+        "defaults": {"port": 8000, "tensor_parallel": 2},
+        "command": "vllm serve {model} --port {port} -tp {tensor_parallel}",
+    }
+    (folder / "tiny-hub.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    backend = DemoSession(pace=0.05, base_address=random_loopback_base())
+    app = SparkApp(backend, recipe="tiny-hub", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 30, "discovery")
+        head, worker = (n.name for n in backend.sim.nodes)
+        fit = static_text(app, "#fit-body")
+        assert f"{worker} has no copy of {repo_id}" in fit and "press m to sync" in fit
+        backend.sync_env()  # the simulated Hub, as the sync starts it
+        backend.hub.add(model_repo(repo_id, {"model_type": "qwen2", "hidden_size": 64}, shards))
+
+        await pilot.press("m")
+        syncer = app.main.syncer
+        await wait_until(pilot, lambda: syncer.tally is not None and not syncer.running, 60, "sync")
+        tally = syncer.tally
+        assert tally.ok, [f"{n.message} / {n.remedy}" for n in tally.notices]
+        assert tally.row(head, repo_id).state == "complete"
+        assert tally.row(worker, repo_id).source == head  # node to node, not a second download
+        gets = [r for r in backend.hub.requests if r.method == "GET" and "model-0000" in r.path]
+        assert len(gets) == len(shards)  # each shard downloaded once
+        for node in backend.sim.nodes:
+            snap = node.home / ".cache" / "huggingface" / "hub" / repo_folder(repo_id) / "snapshots"
+            sizes = {p.name: p.stat().st_size for p in next(snap.iterdir()).iterdir()}
+            assert all(sizes[name] == f.size for name, f in shards.items()), sizes
+        await pilot.press("escape")
+        await wait_until(
+            pilot, lambda: "has no copy" not in static_text(app, "#fit-body"), 30, "fit clear"
+        )
     await backend.close()
 
 

@@ -146,7 +146,7 @@ class SyncRow:
     rate_bytes_per_s: float | None = None
     eta_seconds: float | None = None
     message: str = ""  # the last step taken
-    role: str = ""  # "source" when the others get the item from this node
+    role: str = ""  # "source": the others get it from here; "downloaded": from the Hub
     sent_bytes: int = 0
     skipped: int = 0
     source: str = ""
@@ -175,6 +175,8 @@ class SyncRow:
             return self.message or "waiting"
         if self.role == "source":
             return "has it: the source for the others"
+        if self.role == "downloaded":
+            return "downloaded from the Hub here, then sent to the head"
         if self.source == "registry":
             return "pulled from its registry (same image ID as the head's)"
         if self.source:
@@ -243,6 +245,8 @@ class SyncTally:
             row.message = event.message
             if event.action == "check":  # the node the others get it from has it
                 row.state, row.role = "complete", "source"
+            elif event.node == THIS_MACHINE and event.message.startswith("downloaded"):
+                row.state, row.role = "complete", "downloaded"
             elif not row.finished:
                 row.state = event.action
                 if event.action in ("copy", "download", "pull"):

@@ -12,6 +12,7 @@ import yaml
 from cockpit_helpers import results_text, static_text, wait_until
 
 from spark_tui.ops.model_sync import repo_folder
+from spark_tui.service.sync import THIS_MACHINE
 from spark_tui.sim.nodes import random_loopback_base
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.demo_session import DemoSession
@@ -118,6 +119,10 @@ async def test_a_model_no_node_has_comes_once_from_the_demos_simulated_hub() -> 
         assert tally.ok, [f"{n.message} / {n.remedy}" for n in tally.notices]
         assert tally.row(head, repo_id).state == "complete"
         assert tally.row(worker, repo_id).source == head  # node to node, not a second download
+        if (THIS_MACHINE, repo_id) in tally.rows:  # no Hub CLI on the head: fetched here
+            assert tally.row(THIS_MACHINE, repo_id).state == "complete"
+            assert tally.row(head, repo_id).source == THIS_MACHINE
+        assert all(r.finished for r in tally.rows.values()), tally.rows
         gets = [r for r in backend.hub.requests if r.method == "GET" and "model-0000" in r.path]
         assert len(gets) == len(shards)  # each shard downloaded once
         for node in backend.sim.nodes:

@@ -5,15 +5,11 @@ each node's line says what was done there; a second run sends nothing; --json sa
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import docker
 import pytest
 import yaml
-from labkit import lab_guard
+from labkit import cli, docker_client, lab_guard
 from test_lab_image_sync import head_only_image  # noqa: F401 - the fixture
 from test_lab_model_sync import node_keys  # noqa: F401 - the fixture
 
@@ -23,17 +19,6 @@ from spark_tui.sim.lab import Lab
 lab_guard()
 
 pytestmark = pytest.mark.lab
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, HF_TOKEN="hf_lab_secret_never_printed_3")
-    return subprocess.run(
-        [sys.executable, "-m", "spark_tui", *argv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
 
 
 def _recipe(tmp_path: Path, image: str) -> Path:
@@ -56,14 +41,16 @@ def test_images_sync_cli_copies_node_to_node_and_says_what_it_did(
     head_only_image: str,  # noqa: F811
     node_keys: None,  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_lab_secret_never_printed_3")
     ref = head_only_image
     inventory = tmp_path / "lab.yaml"
     lab.write_inventory(inventory)
     recipe = _recipe(tmp_path, ref)
     head, worker = (n.name for n in lab_nodes)
 
-    done = _cli("images", "sync", str(recipe), "--inventory", str(inventory))
+    done = cli("images", "sync", str(recipe), "--inventory", str(inventory))
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert f"{head} -> {worker} over the link (root@{lab.node(2).address})" in out
@@ -71,13 +58,13 @@ def test_images_sync_cli_copies_node_to_node_and_says_what_it_did(
     assert f"  {worker}: {ref}: copied from {head}: " in out
     assert "hf_lab_secret" not in out + done.stderr
     ids = []
-    for n in lab.nodes:
-        client = docker.DockerClient(base_url=f"unix://{n.docker_socket}")
+    for index in (1, 2):
+        client = docker_client(lab, index)
         ids.append(client.images.get(ref).id)
         client.close()
     assert ids[0] == ids[1]
 
-    again = _cli("images", "sync", str(recipe), "--inventory", str(inventory), "--json")
+    again = cli("images", "sync", str(recipe), "--inventory", str(inventory), "--json")
     assert again.returncode == 0, again.stdout + again.stderr
     doc = json.loads(again.stdout)
     rows = {r["node"]: r for r in doc["nodes"]}

@@ -14,7 +14,7 @@ and at the end what was done there): the CLI prints it, the cockpit draws it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -374,17 +374,3 @@ def gap_findings(
     if recipe.container:
         out += image_findings(recipe.container, nodes, remedy)
     return out
-
-
-def with_findings(report: dict[str, Any], extra: Iterable[Finding]) -> dict[str, Any]:
-    """A fit report (as a dict) with more findings, its verdict following them."""
-    from spark_tui.core.fit import Finding, verdict_of
-
-    added = [f.to_dict() for f in extra]
-    if not added:
-        return report
-    findings = [*report.get("findings", []), *added]
-    doc = dict(report, findings=findings)
-    objs = [Finding(f["severity"], f["code"], f["message"], f.get("remedy", "")) for f in findings]
-    doc["verdict"] = verdict_of(objs, list(report.get("missing") or []))
-    return doc

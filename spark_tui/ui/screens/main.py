@@ -318,8 +318,8 @@ class MainScreen(Screen[None]):
             problem = (
                 f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
             )
-            report = result.report.to_dict() if result.report else {}
-            fit.show(self.syncer.gaps(recipe, result, report) if report else report, problem)
+            self.syncer.gaps(recipe, result)
+            fit.show(result.report.to_dict() if result.report else {}, problem)
 
     # -------------------------------------------------------------- log panes
     def _build_panes(self, ranks: list[tuple[int, str]]) -> None:

@@ -184,16 +184,15 @@ class CockpitSync:
     def remedy(self) -> str:
         return f"press {self.key} to sync (downloads once, copies node to node)"
 
-    def gaps(
-        self, recipe: Recipe, evaluation: Evaluation, report: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The fit report with a finding per node that lacks the model or the image."""
-        from spark_tui.service.sync import gap_findings, with_findings
+    def gaps(self, recipe: Recipe, evaluation: Evaluation) -> None:
+        """A finding per node that lacks the model or the image joins the fit report."""
+        from spark_tui.service.evaluate import add_findings
+        from spark_tui.service.sync import gap_findings
 
         found = gap_findings(
             recipe, evaluation.argv, evaluation.env, self.screen.nodes, self.remedy()
         )
-        return with_findings(report, found)
+        add_findings(evaluation, found)
 
     def action(self, recipe: Recipe | None) -> None:
         screen = self.screen

@@ -181,6 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe")
     _targets(p)
     _sets(p)
+    _json(p)
+
+    p = sub.add_parser("images", help="the recipe's container image on every node")
+    isub = p.add_subparsers(dest="images_command", metavar="ACTION", required=True)
+    p = isub.add_parser(
+        "sync",
+        help="the head's image on every node: pulled where a registry gives it, else copied "
+        "node to node (docker save | docker load)",
+        epilog="exit status: 0 every node has the image with the head's image ID; 1 a pull "
+        "or copy failed (the message says how to go on); 2 bad input; 3 a node could not "
+        "be reached",
+    )
+    p.add_argument("recipe")
+    _targets(p)
+    _json(p)
 
     p = sub.add_parser("launch", help="start one container per rank")
     p.add_argument("recipe")

@@ -40,5 +40,6 @@ def run(args: argparse.Namespace) -> int:
         accept_new_host_keys=targets.accept_new_host_keys,
         reattach_hint=f"`spark-tui {target}` (it re-attaches), or `spark-tui status {target}`",
     )
+    session.where = target
     app = SparkApp(session, recipe=args.recipe, theme=args.theme, config=config)
     return run_cockpit(app)

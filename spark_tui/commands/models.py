@@ -1,7 +1,8 @@
-"""`spark-tui models sync RECIPE (--inventory FILE | --hosts ...)`: the recipe's model and its
-draft model on every node, downloaded once and copied node to node (spark_tui.ops.model_sync).
+"""`spark-tui models sync RECIPE (--inventory FILE | --hosts ...) [--json]`: the recipe's model
+and its draft model on every node, downloaded once and copied node to node.
 
-This command only renders the sync's events; the same events drive the cockpit.
+This command only renders the service's sync (`Session.sync_models`, `service.sync`); the
+same events drive the cockpit. `render` and `finish` are shared with `images sync`.
 Exit codes: 0 complete on every node; 1 a download or copy failed; 2 bad input; 3 a node
 could not be reached.
 """
@@ -9,21 +10,23 @@ could not be reached.
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import sys
-from typing import TextIO
+from collections.abc import AsyncIterator
+from typing import Any, TextIO
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import SyncDone, SyncEvent, SyncFinished, SyncProgress, SyncStep
+from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncProgress, SyncStep
+from spark_tui.service.sync import IMAGE, SyncStarted, SyncTally
 
 
-def _where(args: argparse.Namespace) -> str:
-    if getattr(args, "inventory", None):
-        return f"--inventory {args.inventory}"
-    if getattr(args, "hosts", None):
-        return f"--hosts {args.hosts}"
-    return "--inventory FILE"
+def where_of(args: argparse.Namespace) -> str:
+    """The flags that name the nodes, for the remedies we print."""
+    from spark_tui.commands.terminal import targets
+
+    t = targets(args)
+    return t.as_flags() if t.given else "--inventory FILE"
 
 
 def _eta(seconds: float | None) -> str:
@@ -33,30 +36,48 @@ def _eta(seconds: float | None) -> str:
     return f"ETA {m}:{s:02d}"
 
 
-def render(event: SyncEvent, out: TextIO, *, tty: bool = False) -> None:
-    """One line per event (progress lines overwrite each other on a terminal)."""
+def progress_line(event: SyncProgress) -> str:
+    """`NODE: copy 1.20/4.00 GB  30%  112 MB/s  ETA 0:25`."""
+    total = f"/{event.total_bytes / 1e9:.2f}" if event.total_bytes else ""
+    rate = f"{event.rate_bytes_per_s / 1e6:.0f} MB/s" if event.rate_bytes_per_s else "? MB/s"
+    pct = f" {event.fraction:4.0%}" if event.fraction is not None else ""
+    return (
+        f"  {event.node}: {event.action} {event.done_bytes / 1e9:.2f}{total} GB{pct}  "
+        f"{rate}  {_eta(event.eta_seconds)}"
+    )
+
+
+def render(event: Any, out: TextIO, tally: SyncTally, *, tty: bool = False) -> None:
+    """One line per event (progress lines overwrite each other on a terminal); `tally` has
+    already taken the event."""
     if isinstance(event, SyncProgress):
-        total = f"/{event.total_bytes / 1e9:.2f}" if event.total_bytes else ""
-        rate = f"{event.rate_bytes_per_s / 1e6:.0f} MB/s" if event.rate_bytes_per_s else "? MB/s"
-        pct = f" {event.fraction:4.0%}" if event.fraction is not None else ""
-        line = (
-            f"  {event.node}: {event.action} {event.done_bytes / 1e9:.2f}{total} GB{pct}  "
-            f"{rate}  {_eta(event.eta_seconds)}"
-        )
         if tty:
-            out.write("\r" + line.ljust(78))
+            out.write("\r" + progress_line(event).ljust(78))
             out.flush()
         return
     if tty:
         out.write("\n" if isinstance(event, SyncDone) else "")
-    if isinstance(event, SyncStep):
+    if isinstance(event, SyncStarted):
+        what = "model" if event.kind != IMAGE else "image"
+        out.write(
+            f"syncing {event.recipe}'s {what} {', '.join(event.items)} on "
+            f"{', '.join(event.nodes)}\n"
+        )
+    elif isinstance(event, SyncStep):
         out.write(f"{event.node}: {event.message}\n")
     elif isinstance(event, SyncDone):
-        what = f"{event.sent_bytes / 1e9:.2f} GB from {event.source}" if event.sent_bytes else ""
-        skipped = f"{event.skipped} file(s) already complete"
-        out.write(
-            f"{event.node}: {event.item} complete ({', '.join(filter(None, [what, skipped]))})\n"
-        )
+        row = tally.row(event.node, event.item)
+        if row.kind == IMAGE:
+            out.write(f"{event.node}: {event.item}: {row.outcome}\n")
+        else:
+            sent = (
+                f"{event.sent_bytes / 1e9:.2f} GB from {event.source}" if event.sent_bytes else ""
+            )
+            skipped = f"{event.skipped} file(s) already complete"
+            out.write(
+                f"{event.node}: {event.item} complete "
+                f"({', '.join(filter(None, [sent, skipped]))})\n"
+            )
     elif isinstance(event, Notice):
         out.write(f"{event.level}: {event.message}\n")
         if event.remedy:
@@ -69,35 +90,49 @@ def render(event: SyncEvent, out: TextIO, *, tty: bool = False) -> None:
     out.flush()
 
 
+def summary(tally: SyncTally, out: TextIO) -> None:
+    """What was done on each node, one line per node and item."""
+    out.write("per node:\n")
+    for node, rows in tally.by_node().items():
+        for row in rows:
+            out.write(f"  {node}: {row.item}: {row.outcome}\n")
+    out.flush()
+
+
+async def show_sync(events: AsyncIterator[Any], as_json: bool) -> bool:
+    """Print a sync's events (or, with `as_json`, one document at the end); True when ok."""
+    from spark_tui.commands.terminal import answer
+    from spark_tui.service.events import Question
+
+    tally = SyncTally()
+    tty = sys.stdout.isatty() and not as_json
+    async for event in events:
+        if isinstance(event, Question):  # an unknown host key: asked on a terminal
+            answer(event, {})
+            continue
+        if not tally.apply(event) or as_json:
+            continue
+        render(event, sys.stdout, tally, tty=tty)
+    if as_json:
+        print(json.dumps(tally.to_dict(), indent=2))
+    else:
+        summary(tally, sys.stdout)
+    return tally.ok
+
+
 async def _sync(args: argparse.Namespace) -> bool:
-    from spark_tui.commands.terminal import targets
-    from spark_tui.core.model_presence import model_needs
-    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.commands.terminal import session
     from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.core.render import render_argv
-    from spark_tui.ops.model_sync import ModelSync
-    from spark_tui.remote.probe import probe_pool
-    from spark_tui.remote.ssh import ConnectionPool
-    from spark_tui.service.targets import inventory_nodes
+    from spark_tui.service.evaluate import parse_sets
 
     recipe = find_recipe(args.recipe)
-    settings = apply_overrides(recipe, list(args.sets or []))
-    needs = model_needs(recipe, render_argv(recipe, settings))
-    t = targets(args)
-    pool = ConnectionPool(inventory_nodes(t), accept_new_host_keys=t.accept_new_host_keys)
-    tty = sys.stdout.isatty()
-    ok = False
+    overrides = parse_sets(list(args.sets or []))
+    s = session(args)
     try:
-        await pool.open()
-        facts = await probe_pool(pool, docker=False)
-        run = ModelSync(pool, facts, args.recipe, env=dict(os.environ), where=_where(args))
-        async for event in run.run(needs):
-            render(event, sys.stdout, tty=tty)
-            if isinstance(event, SyncFinished):
-                ok = event.ok
+        events = s.sync_models(recipe, overrides, where=where_of(args))
+        return await show_sync(events, bool(getattr(args, "json", False)))
     finally:
-        await pool.close()
-    return ok
+        await s.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -572,8 +572,9 @@ class ModelSync:
                 )
             else:
                 await self._send_relayed(src_conn, fc, folder, rev, conn, receive, report, from_dir)
+            # The file is complete: say so (its last partial report may be short of it).
+            report(fc.remaining)
             sent += fc.remaining
-            report(0)
         if src.main == src.revision and src.revision:
             await conn.run(sh(REFS_SCRIPT, folder, src.revision), timeout=30)
         after = await self.list_node(conn, need, src.revision)

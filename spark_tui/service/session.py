@@ -3,7 +3,8 @@ attached to, and every user action as one async generator of typed events.
 
 Actions: `discover` / `probe` (nodes), `evaluate` (see `service.evaluate`), `launch`,
 `attach`, `stop`, `status`, `watch` (see `ops.watch`), `smoke` and `bench` (see
-`service.measure`), `tune` (see `service.tune`). A question to the user (trust a host key, replace stale containers,
+`service.measure`), `tune` (see `service.tune`), `sync_models` and `sync_image` (see
+`service.sync`). A question to the user (trust a host key, replace stale containers,
 launch although the fit check refuses) is a `Question` event the consumer answers.
 
 The methods whose names start with `_` are the only places that touch the nodes or the
@@ -16,6 +17,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
@@ -133,6 +135,10 @@ class Session:
     """The nodes of one run, their pool and our cluster on them (see module doc)."""
 
     simulated = False
+    # Where a model downloaded on this machine is kept (None: the Hugging Face default).
+    sync_cache: Path | None = None
+    # The CLI flags naming these nodes, for the remedies a sync gives (`models sync ...`).
+    where: str = "--inventory FILE"
 
     def __init__(
         self,
@@ -667,6 +673,40 @@ class Session:
             )
         )
 
+    # -- syncing (see service.sync) -----------------------------------------------------
+
+    def sync_models(
+        self,
+        recipe: Recipe,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        where: str = "--inventory FILE",
+        probe_after: bool = False,
+    ) -> AsyncIterator[Any]:
+        """The recipe's model and draft model on every node: downloaded once, copied node
+        to node. `where` (the CLI flags naming the nodes) goes into remedies."""
+        from spark_tui.service.sync import sync_models
+
+        return self._pumped(
+            lambda emit, ask: sync_models(
+                self, emit, ask, recipe, overrides or {}, where=where, probe_after=probe_after
+            )
+        )
+
+    def sync_image(self, recipe: Recipe, *, probe_after: bool = False) -> AsyncIterator[Any]:
+        """The head's image of the recipe on every node: pulled, else copied node to node."""
+        from spark_tui.service.sync import sync_image
+
+        return self._pumped(
+            lambda emit, ask: sync_image(self, emit, ask, recipe, probe_after=probe_after)
+        )
+
+    def sync_env(self) -> dict[str, str]:
+        """The environment a model download sees (HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE)."""
+        import os
+
+        return dict(os.environ)
+
     async def api_target(self, base_url: str | None, model: str | None) -> ApiTarget:
         """The API to measure: the one given, our cluster's, or the running cluster's found
         on the nodes through a forward (valid while the session is open)."""
@@ -772,6 +812,26 @@ class Session:
         from spark_tui.ops.bench import BenchRun
 
         return BenchRun(target.base_url, target.model, config, progress=progress, on_level=on_level)
+
+    def _model_sync_events(
+        self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[Any], where: str
+    ) -> AsyncIterator[Any]:
+        from spark_tui.ops.model_sync import ModelSync
+
+        run = ModelSync(
+            self.pool,
+            facts,
+            recipe_name,
+            env=self.sync_env(),
+            where=where,
+            local_cache=self.sync_cache,
+        )
+        return run.run(needs)
+
+    def _image_sync_events(self, facts: Sequence[NodeFacts], image: str) -> AsyncIterator[Any]:
+        from spark_tui.ops.image_sync import ImageSync
+
+        return ImageSync(self.pool, facts, image).run()
 
     async def start(self) -> None:
         """Nothing to start for real nodes (the demo's session starts its simulated ones)."""

@@ -95,6 +95,7 @@ class SparkApp(App[int]):
         Binding("b", "bench", "bench", id="bench"),
         Binding("e", "edit", "edit", id="edit"),
         Binding("h", "history", "history", id="history"),
+        Binding("m", "sync", "sync model+image", id="sync", show=False),
         Binding("slash", "filter", "filter", id="filter"),
         Binding("f", "fullscreen", "full screen log", id="fullscreen", show=False),
         Binding("c", "compact", "compact/full log lines", id="compact", show=False),
@@ -337,6 +338,9 @@ class SparkApp(App[int]):
     def action_history(self) -> None:
         self.main.action_history()
 
+    def action_sync(self) -> None:
+        self.main.action_sync()
+
     def action_reset_baseline(self) -> None:
         self.main.action_reset_baseline()
 
@@ -415,6 +419,7 @@ class SparkApp(App[int]):
         self.session.keep_on_cancel = leave is not None
         self.workers.cancel_group(self, "watch")
         self.workers.cancel_group(self, "follow")
+        self.workers.cancel_group(self, "sync")  # a rerun resumes it
         try:
             await self.session.close()
         finally:

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from spark_tui.ops.bench import BenchConfig
 
 
+# Not a secret: the SIMULATED Hub's gated models open to it.
+SIMULATED_HUB_TOKEN = "hf_simulated_demo_hub"
+
+
 class DemoSession(Session):
     """A session over simulated Sparks that it starts (`start`) and ends (`close`)."""
 
@@ -52,6 +56,7 @@ class DemoSession(Session):
         self.base_address = base_address
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.sim: Any = None
+        self.hub: Any = None
 
     async def start(self) -> None:
         if self.sim is not None:
@@ -82,6 +87,23 @@ class DemoSession(Session):
             ) from None
         self.sim = sim
         self.inventory = list(self.sim.inventory)
+        # A download on this machine stays in the demo's own folder.
+        self.sync_cache = self.state_dir / "control-hf-cache"
+
+    def sync_env(self) -> dict[str, str]:
+        """A sync's downloads come from a SIMULATED Hub with the catalogue's models (the
+        real Hub is never asked from the demo), started on the first sync."""
+        from spark_tui.sim.hub import catalogue_hub
+
+        if self.hub is None:
+            self.hub = catalogue_hub(token=SIMULATED_HUB_TOKEN).start()
+        env = super().sync_env()
+        env.pop("HF_HUB_OFFLINE", None)
+        # The user's token is for the real Hub: the simulated one opens its gated models
+        # to its own.
+        env["HF_TOKEN"] = SIMULATED_HUB_TOKEN
+        env["HF_ENDPOINT"] = self.hub.endpoint
+        return env
 
     async def _probe(self) -> list[NodeFacts]:
         from dataclasses import replace
@@ -110,6 +132,9 @@ class DemoSession(Session):
             if self.sim is not None:
                 await self.sim.close()
                 self.sim = None
+            if self.hub is not None:
+                self.hub.stop()
+                self.hub = None
             if self._tmp is not None:
                 self._tmp.cleanup()
                 self._tmp = None

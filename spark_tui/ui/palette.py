@@ -16,6 +16,11 @@ ACTIONS = [
         "Edit one setting and relaunch",
         "same change on every rank, compared with the baseline",
     ),
+    (
+        "sync",
+        "Sync the model and the image to every node",
+        "the selected recipe's model (and draft) and image: downloaded once, copied node to node",
+    ),
     ("history", "Show the run history", "launches (failed ones too), smoke runs, benchmarks"),
     (
         "reset_baseline",

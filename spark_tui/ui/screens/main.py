@@ -24,6 +24,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
+from spark_tui.ops.events import RayClusterState
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
@@ -33,8 +34,10 @@ from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.rankpanes import RankPanes
+from spark_tui.ui.widgets.raystate import RayStateChanged, RayStatePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
+from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -104,6 +107,7 @@ class MainScreen(Screen[None]):
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
         self.outage_asked: dict[str, float] = {}
+        self.syncer = CockpitSync(self)
 
     @property
     def spark(self) -> SparkApp:
@@ -174,6 +178,8 @@ class MainScreen(Screen[None]):
 
         smoke: list[dict[str, Any]] = []
         async for event in events:
+            if self.syncer.take(event):
+                continue
             if isinstance(event, ev.LogLine):
                 pane = self.panes.get(event.rank)
                 if pane is not None:
@@ -231,6 +237,8 @@ class MainScreen(Screen[None]):
             self._send(alert, gauges, *self._panes_of([event.rank]))
         elif isinstance(event, ev.WatchEvent):
             self._send(msg.WatchSampled(event), gauges, screen=False)
+        elif isinstance(event, RayClusterState):
+            self._send(RayStateChanged(event), self._ray_panel(), screen=False)
 
     def _send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
         """`message` to each widget (a copy each: a message is handled once) and, unless
@@ -334,6 +342,7 @@ class MainScreen(Screen[None]):
             problem = (
                 f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
             )
+            self.syncer.gaps(recipe, result)
             fit.show(result.report.to_dict() if result.report else {}, problem)
 
     # -------------------------------------------------------------- log panes
@@ -389,6 +398,7 @@ class MainScreen(Screen[None]):
         self._launch(recipe, dict(self.sets.get(recipe.name, {})))
 
     def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
+        self._ray_clear()
         self._build_panes(ranks)
         self.bar.clear_results()
         self.gauges.clear()
@@ -496,6 +506,20 @@ class MainScreen(Screen[None]):
         self.outage_asked.pop(event.node, None)
         self._status(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
 
+    def _ray_panel(self) -> RayStatePanel:
+        """The Ray cluster's line above the logs, made when a Ray launch first reports."""
+        found = self.query(RayStatePanel)
+        if found:
+            return found.first(RayStatePanel)
+        panel = RayStatePanel(id="raystate")
+        self.mount(panel, before=self.query_one("#logs"))
+        return panel
+
+    def _ray_clear(self) -> None:
+        """Hide the Ray cluster's line (a new launch, a stop) until the next report."""
+        for panel in self.query(RayStatePanel):
+            panel.clear()
+
     def on_service_notice(self, message: msg.ServiceNotice) -> None:
         notice = message.notice
         if notice.level == "error":
@@ -556,9 +580,17 @@ class MainScreen(Screen[None]):
             return False
         finally:
             self.session.keep_on_cancel = False
+        self._ray_clear()
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
+
+    # ------------------------------------------------------------------- sync
+    def action_sync(self) -> None:
+        self.syncer.action(self.selected)
+
+    def on_sync_updated(self, message: SyncUpdated) -> None:
+        self.syncer.updated(message.event)
 
     # ---------------------------------------------------------- smoke & bench
     def _ready_cluster(self) -> Cluster | None:

@@ -1,0 +1,153 @@
+"""The cockpit's sync key on the simulated Sparks (DemoSession, real SSH): a worker whose copy
+of the model was cut short shows in the fit panel with the key as its remedy; the key opens
+the sync view, the rest of the shard goes head to worker (resumed, with progress), each node
+says what was done, and the fit panel is clear afterwards."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from cockpit_helpers import results_text, static_text, wait_until
+
+from spark_tui.ops.model_sync import repo_folder
+from spark_tui.service.sync import THIS_MACHINE
+from spark_tui.sim.nodes import random_loopback_base
+from spark_tui.ui.app import SparkApp
+from spark_tui.ui.demo_session import DemoSession
+from spark_tui.ui.widgets.sync import SyncScreen
+
+RECIPE = "nemotron-3-nano-30b-a3b-nvfp4"
+MODEL = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4"
+IMAGE = "ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest"
+LEFT = 8 * 1024 * 1024  # what the cut-short shard lacks
+
+
+def cut_short(home: Path) -> Path:
+    """Make the first shard's blob a partial download lacking its last LEFT bytes (as an
+    interrupted download leaves it); returns the blob."""
+    repo = home / ".cache" / "huggingface" / "hub" / repo_folder(MODEL)
+    rev = (repo / "refs" / "main").read_text().strip()
+    link = repo / "snapshots" / rev / "model-00001-of-00004.safetensors"
+    blob = link.resolve()
+    size = blob.stat().st_size
+    partial = blob.with_name(blob.name + ".incomplete")
+    blob.rename(partial)
+    os.truncate(partial, size - LEFT)
+    return blob
+
+
+async def test_sync_key_resumes_the_shard_and_says_per_node_what_was_done() -> None:
+    backend = DemoSession(pace=0.05, token_scale=0.05, base_address=random_loopback_base())
+    app = SparkApp(backend, recipe=RECIPE, auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 30, "discovery")
+        head, worker = (n.name for n in backend.sim.nodes)
+        blob = cut_short(backend.sim.nodes[1].home)
+        size = blob.with_name(blob.name + ".incomplete").stat().st_size + LEFT
+        await pilot.press("r")
+        await wait_until(
+            pilot, lambda: "incomplete" in static_text(app, "#fit-body"), 30, "the gap in the fit"
+        )
+        fit = static_text(app, "#fit-body")
+        assert f"{worker} has {MODEL}" in fit and "press m to sync" in fit
+
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, SyncScreen), 5, "the sync view")
+        syncer = app.main.syncer
+        await wait_until(pilot, lambda: not syncer.running, 60, "the sync")
+        tally = syncer.tally
+        assert tally is not None and tally.ok, [n.message for n in tally.notices]
+        row = tally.row(worker, MODEL)
+        assert row.state == "complete" and row.source == head
+        assert row.sent_bytes == LEFT and row.skipped > 0
+        assert row.rate_bytes_per_s is not None, "progress with a rate reached the view"
+        assert tally.row(head, MODEL).role == "source"
+        assert tally.row(worker, IMAGE).outcome == "has it already (same image ID)"
+        await pilot.pause(0.3)
+        view = static_text(app, "#sync-view")
+        assert f"copied from {head}: 0.01 GB" in view and "complete on every node" in view
+        assert "relaying the copy through this machine" in view  # the nodes cannot SSH
+        assert (
+            blob.stat().st_size == size and not blob.with_name(blob.name + ".incomplete").exists()
+        )
+
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, SyncScreen), 5, "closed")
+        await wait_until(
+            pilot, lambda: "incomplete" not in static_text(app, "#fit-body"), 30, "fit clear"
+        )
+        assert "model and image complete on every node" in results_text(app)
+    await backend.close()
+
+
+async def test_a_model_no_node_has_comes_once_from_the_demos_simulated_hub() -> None:
+    from spark_tui.sim.hub.repos import SafetensorsFile, model_repo
+
+    repo_id = "sim-org/tiny-hub-model"
+    shards = {
+        "model-00001-of-00002.safetensors": SafetensorsFile(("a.weight",), 96 * 1024),
+        "model-00002-of-00002.safetensors": SafetensorsFile(("b.weight",), 64 * 1024),
+    }
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "recipes"
+    folder.mkdir(parents=True, exist_ok=True)
+    recipe = {
+        "recipe_version": "2",
+        "name": "tiny-hub",
+        "model": repo_id,
+        "runtime": "vllm",
+        "container": IMAGE,
+        "defaults": {"port": 8000, "tensor_parallel": 2},
+        "command": "vllm serve {model} --port {port} -tp {tensor_parallel}",
+    }
+    (folder / "tiny-hub.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    backend = DemoSession(pace=0.05, base_address=random_loopback_base())
+    app = SparkApp(backend, recipe="tiny-hub", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 30, "discovery")
+        head, worker = (n.name for n in backend.sim.nodes)
+        fit = static_text(app, "#fit-body")
+        assert f"{worker} has no copy of {repo_id}" in fit and "press m to sync" in fit
+        backend.sync_env()  # the simulated Hub, as the sync starts it
+        backend.hub.add(model_repo(repo_id, {"model_type": "qwen2", "hidden_size": 64}, shards))
+
+        await pilot.press("m")
+        syncer = app.main.syncer
+        await wait_until(pilot, lambda: syncer.tally is not None and not syncer.running, 60, "sync")
+        tally = syncer.tally
+        assert tally.ok, [f"{n.message} / {n.remedy}" for n in tally.notices]
+        assert tally.row(head, repo_id).state == "complete"
+        assert tally.row(worker, repo_id).source == head  # node to node, not a second download
+        if (THIS_MACHINE, repo_id) in tally.rows:  # no Hub CLI on the head: fetched here
+            assert tally.row(THIS_MACHINE, repo_id).state == "complete"
+            assert tally.row(head, repo_id).source == THIS_MACHINE
+        assert all(r.finished for r in tally.rows.values()), tally.rows
+        gets = [r for r in backend.hub.requests if r.method == "GET" and "model-0000" in r.path]
+        assert len(gets) == len(shards)  # each shard downloaded once
+        for node in backend.sim.nodes:
+            snap = node.home / ".cache" / "huggingface" / "hub" / repo_folder(repo_id) / "snapshots"
+            sizes = {p.name: p.stat().st_size for p in next(snap.iterdir()).iterdir()}
+            assert all(sizes[name] == f.size for name, f in shards.items()), sizes
+        await pilot.press("escape")
+        await wait_until(
+            pilot, lambda: "has no copy" not in static_text(app, "#fit-body"), 30, "fit clear"
+        )
+    await backend.close()
+
+
+async def test_the_demo_downloads_from_a_simulated_hub_only() -> None:
+    backend = DemoSession(base_address=random_loopback_base())
+    try:
+        await backend.start()
+        env = backend.sync_env()
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            info = await client.get(f"{env['HF_ENDPOINT']}/api/models/{MODEL}")
+        assert info.status_code == 200 and info.json()["id"] == MODEL
+        assert env["HF_ENDPOINT"].startswith("http://127.0.0.1:")
+        assert backend.sync_cache is not None and backend.state_dir is not None
+        assert backend.sync_cache.is_relative_to(backend.state_dir)
+    finally:
+        await backend.close()

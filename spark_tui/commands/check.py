@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shlex
 from collections.abc import Mapping
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
@@ -191,18 +191,17 @@ def _presence(
     env: Mapping[str, str],
     nodes: list[NodeFacts],
 ) -> list[Finding]:
-    """The model (and draft) on every node: one finding per gap, naming `models sync`."""
-    from spark_tui.core.model_presence import model_needs, presence, presence_findings
+    """The model (and draft) and the image on every node: one finding per gap, naming the
+    sync command for these nodes (the same findings the cockpit's fit panel shows)."""
+    from spark_tui.service.sync import gap_findings
 
     if getattr(args, "inventory", None):
-        where = f"--inventory {args.inventory}"
+        where = f"--inventory {shlex.quote(str(args.inventory))}"
     elif getattr(args, "hosts", None):
-        where = f"--hosts {args.hosts}"
+        where = f"--hosts {shlex.quote(str(args.hosts))}"
     else:
         where = "--inventory FILE"
-    offline = str({**env, **os.environ}.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
-    results = [presence(need, nodes) for need in model_needs(recipe, argv)]
-    return presence_findings(recipe.name, results, nodes, offline=offline, where=where)
+    return gap_findings(recipe, argv, env, nodes, where=where)
 
 
 def _sources_lines(sources: dict[str, str]) -> list[str]:

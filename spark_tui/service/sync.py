@@ -14,6 +14,7 @@ and at the end what was done there): the CLI prints it, the cockpit draws it.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -356,21 +357,28 @@ def gap_findings(
     argv: Sequence[str],
     env: Mapping[str, str],
     nodes: Sequence[NodeFacts],
-    remedy: str,
+    remedy: str | None = None,
+    where: str = "--inventory FILE",
 ) -> list[Finding]:
-    """Each node that lacks the model, the draft model or the image, with `remedy` (how the
-    interface runs the sync) in place of the CLI's."""
+    """Each node that lacks the model, the draft model or the image. The remedies name the
+    CLI's sync commands for the nodes `where` names, or `remedy` (how another interface
+    runs the sync). Offline (HF_HUB_OFFLINE in the recipe's env or here) a missing model is
+    an error: vLLM would stop instead of downloading it."""
+    import os
+
     from spark_tui.core.model_presence import model_needs, presence, presence_findings
 
     if not nodes:
         return []
-    offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes")
+    flag = {**env, **os.environ}.get("HF_HUB_OFFLINE", "")
+    offline = str(flag).lower() in ("1", "true", "yes")
     results = [presence(need, nodes) for need in model_needs(recipe, list(argv))]
     out = []
-    for f in presence_findings(recipe.name, results, nodes, offline=offline):
-        if f.code in MODEL_GAPS:
+    for f in presence_findings(recipe.name, results, nodes, offline=offline, where=where):
+        if remedy is not None and f.code in MODEL_GAPS:
             f = dataclasses.replace(f, remedy=remedy)
         out.append(f)
     if recipe.container:
-        out += image_findings(recipe.container, nodes, remedy)
+        image_remedy = remedy or f"spark-tui images sync {shlex.quote(recipe.name)} {where}"
+        out += image_findings(recipe.container, nodes, image_remedy)
     return out

@@ -111,6 +111,9 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
             head: bool = False,
             length: int | None = None,
         ) -> None:
+            # Recorded before the answer goes out: a client that has its answer can then
+            # read hub.requests without racing this thread.
+            self._record(status)
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -118,7 +121,6 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if not head and body:
                 self.wfile.write(body)
-            self._record(status)
 
         def _record(self, status: int) -> None:
             hub.record(
@@ -262,6 +264,7 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
                     return
                 status = 206
                 headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+            self._record(status)  # before the answer (see _send)
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -273,6 +276,5 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
                 else:
                     for piece in content.read(start, end):
                         self.wfile.write(piece)
-            self._record(status)
 
     return Handler

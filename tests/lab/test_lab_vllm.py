@@ -616,7 +616,7 @@ def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_clean
             watch.kill()
             watch.wait()
     said = err.join()
-    print(f"\nwatch reported the killed worker {after:.1f} s after the kill")
+    print(f"\nwatch reported the killed worker {after:.1f} s after the kill:\n{said}")
     assert after < 30, f"reported {after:.1f} s after the kill"
     assert code == 1, f"exit {code} (1: the cluster failed)\n{said}"
     assert "Traceback" not in said, said

@@ -574,51 +574,77 @@ def test_the_stand_in_refuses_what_real_vllm_refuses_in_the_same_words() -> None
 # --- faults, as real vLLM behaves (these end the cluster: keep them last) --------------------
 
 
-async def _attach_and_kill_worker(lab: Lab) -> tuple[Any, float, list[Any]]:
-    from spark_tui.ops.attach import attach
-    from spark_tui.ops.events import ClusterReady, RankState, RankStateChanged
-    from spark_tui.ops.launch import LaunchFailed
-    from spark_tui.remote.ssh import ConnectionPool
-
-    pool = ConnectionPool(lab.inventory_nodes(), ssh_config=(), connect_timeout=10)
-    await pool.open()
-    events: list[Any] = []
-    killed_at = 0.0
-    try:
-        try:
-            async for ev in attach(pool, follow=True, ready_timeout=120):
-                events.append(ev)
-                if isinstance(ev, ClusterReady) and not killed_at:
-                    client = _client(lab, 2)
-                    try:
-                        (worker,) = client.containers.list()
-                        worker.kill()
-                    finally:
-                        client.close()
-                    killed_at = time.monotonic()
-                if (
-                    isinstance(ev, RankStateChanged)
-                    and ev.state is RankState.FAILED
-                    and killed_at
-                    and time.monotonic() - killed_at > 120
-                ):
-                    break
-        except LaunchFailed as exc:
-            return exc, time.monotonic() - killed_at, events
-    finally:
-        await pool.close()
-    pytest.fail(f"no failure reported after the worker was killed: {events[-5:]}")
+def _wait_for(cond: Any, timeout: float, what: str) -> float:
+    """Poll `cond()` until it holds; the seconds it took (fail naming `what` after `timeout`)."""
+    started = time.monotonic()
+    while not cond():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.1)
+    return time.monotonic() - started
 
 
-def test_a_worker_killed_after_ready_is_reported_within_seconds(
-    cluster: dict[str, Any], vllm_lab: Lab
+def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_cleaned_up(
+    cluster: dict[str, Any], vllm_lab: Lab, files: dict[str, Path]
 ) -> None:
+    """The user's path after `launch --wait`: `spark-tui watch` runs; the worker's container
+    is killed. Real vLLM's head stays healthy until a request needs the engine: watch's
+    1-token request makes it fail, and watch reports rank 1 on its node with its lines and the
+    head's, the clean-up command, and exits 1. `status` then says failed (not stopped), which
+    rank and why, and offers the clean-up; running it leaves no container on either node."""
+    import shlex
+
+    from labkit import Lines, spark_tui
+
     assert cluster["launch"].returncode == 0
-    failed, after, _events = asyncio.run(_attach_and_kill_worker(vllm_lab))
-    assert failed.rank == 1 and failed.node == vllm_lab.node(2).name
+    inv = str(files["inventory"])
+    worker_node = vllm_lab.node(2).name
+    watch = spark_tui("watch", "--inventory", inv, raw=True)
+    out, err = Lines(watch.stdout), Lines(watch.stderr)
+    try:
+        _wait_for(lambda: out.has("probe ok"), 120, "watch's first answered request")
+        client = _client(vllm_lab, 2)
+        try:
+            (worker,) = client.containers.list()
+            worker.kill()
+        finally:
+            client.close()
+        after = _wait_for(lambda: err.has("FAILED: rank"), 60, "watch to report the failure")
+        code = watch.wait(60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    said = err.join()
+    print(f"\nwatch reported the killed worker {after:.1f} s after the kill:\n{said}")
     assert after < 30, f"reported {after:.1f} s after the kill"
-    assert "rank 1" in failed.message and failed.remedy
-    assert failed.lines, "the lines that explain the failure"
+    assert code == 1, f"exit {code} (1: the cluster failed)\n{said}"
+    assert "Traceback" not in said, said
+    alert = said.split("\n")
+    (lead,) = [i for i, ln in enumerate(alert) if ln.startswith("FAILED: rank")]
+    assert alert[lead].startswith(f"FAILED: rank 1 on {worker_node} "), said
+    assert "killed" in alert[lead], alert[lead]
+    assert alert[lead + 1].startswith("  | "), "the lines that explain rank 1's failure\n" + said
+    assert "  the head says:" in alert, "the head's explaining lines with rank 1\n" + said
+    head_said = alert[alert.index("  the head says:") + 1 :]
+    assert head_said and head_said[0].startswith("  | "), said
+    cleanup = f"clean up: spark-tui stop --inventory {inv}"
+    assert cleanup in alert, said
+
+    status = _cli("status", "--inventory", inv, timeout=120)
+    assert status.returncode == 1, status.stdout + status.stderr
+    shown = status.stdout.splitlines()
+    (head_line,) = [ln for ln in shown if ln.startswith("cluster ")]
+    assert " failed " in head_line and "stopped" not in head_line, head_line
+    failed = [i for i, ln in enumerate(shown) if ln.startswith("  failed: ")]
+    assert failed and shown[failed[0]].startswith(f"  failed: rank 1 on {worker_node} "), shown
+    assert shown[failed[0] + 1].startswith("    | "), "why: rank 1's lines\n" + status.stdout
+    offered = [ln.split("clean up: ", 1)[1] for ln in shown if "clean up: " in ln]
+    assert offered == [f"spark-tui stop --inventory {inv}"], status.stdout
+
+    argv = shlex.split(offered[0])
+    stopped = _cli(*argv[1:], timeout=180)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     for node in vllm_lab.nodes:
         assert containers(node.docker_socket) == [], f"a container is left on {node.name}"
 

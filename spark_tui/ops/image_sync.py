@@ -28,6 +28,7 @@ from spark_tui.ops.sync_events import (
     SyncFinished,
     SyncStep,
     drain,
+    relay,
 )
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
@@ -237,13 +238,8 @@ class ImageSync:
         await conn.ensure_connected()
         sink = await conn.connection.create_process(LOAD, encoding=None)
         reader = await src.connection.create_process(sh(SAVE, self.image), encoding=None)
-        sent = 0
         try:
-            while chunk := await reader.stdout.read(_CHUNK):
-                sink.stdin.write(chunk)
-                await sink.stdin.drain()
-                sent += len(chunk)
-                report(sent)
+            sent = await relay(lambda: reader.stdout.read(_CHUNK), sink, report)
             sink.stdin.write_eof()
             result = await sink.wait()
         except BaseException as exc:

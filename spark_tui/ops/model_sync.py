@@ -44,6 +44,7 @@ from spark_tui.ops.sync_events import (
     SyncFinished,
     SyncStep,
     drain,
+    relay,
 )
 from spark_tui.remote.parsers import index_shards, parse_df_b1
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
@@ -656,27 +657,18 @@ class ModelSync:
     ) -> None:
         await conn.ensure_connected()
         sink = await conn.connection.create_process(receive, encoding=None)
-        sent = 0
         reader: Any = None
         try:
             if src_conn is None:
                 assert from_dir is not None
                 reader = (from_dir / fc.path).open("rb")
                 reader.seek(fc.offset)
-                while chunk := await asyncio.to_thread(reader.read, _CHUNK):
-                    sink.stdin.write(chunk)
-                    await sink.stdin.drain()
-                    sent += len(chunk)
-                    report(sent)
+                await relay(lambda: asyncio.to_thread(reader.read, _CHUNK), sink, report)
             else:
                 await src_conn.ensure_connected()
                 cmd = sh(READ_SCRIPT, _source_path(folder, rev, fc), str(fc.offset))
                 reader = await src_conn.connection.create_process(cmd, encoding=None)
-                while chunk := await reader.stdout.read(_CHUNK):
-                    sink.stdin.write(chunk)
-                    await sink.stdin.drain()
-                    sent += len(chunk)
-                    report(sent)
+                await relay(lambda: reader.stdout.read(_CHUNK), sink, report)
             sink.stdin.write_eof()
             result = await sink.wait()
         except BaseException as exc:

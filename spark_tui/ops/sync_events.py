@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,3 +110,17 @@ async def drain(
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def relay(
+    read: Callable[[], Awaitable[bytes]], sink: Any, report: Callable[[int], None]
+) -> int:
+    """Copy what `read` gives (until it gives b"") into the `sink` process's stdin, calling
+    `report` with the bytes sent so far after each chunk; returns the bytes sent."""
+    sent = 0
+    while chunk := await read():
+        sink.stdin.write(chunk)
+        await sink.stdin.drain()
+        sent += len(chunk)
+        report(sent)
+    return sent

@@ -6,18 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from labkit import claim, footprint, leftovers, release, sweep_stale_test_labs, unique_config
+from labkit import (
+    claim,
+    footprint,
+    lab_guard,
+    leftovers,
+    release,
+    sweep_stale_test_labs,
+    unique_config,
+)
 
 from spark_tui.core.inventory import InventoryNode
-from spark_tui.sim.lab import Lab, unavailable_reason
+from spark_tui.sim.lab import Lab
 
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     """A 2-node lab with a fast engine pace; down (and checked clean) after the session."""
-    reason = unavailable_reason()
-    if reason is not None:  # the modules' guard normally stops before this
-        pytest.skip(reason)
+    lab_guard()  # (the modules' own guard normally stops before this)
     sweep_stale_test_labs()
     cfg = unique_config(2, memory_gb=128, pace=0.05, token_scale=0.02)
     claim(cfg)
@@ -45,9 +51,7 @@ def lab_nodes(lab: Lab) -> list[InventoryNode]:
 def vllm_lab() -> Iterator[Lab]:
     """A 2-node lab whose image runs real vLLM (CPU build) with the tiny model in every
     node's cache; shared by the whole session (each real launch costs about 90 s here)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
+    lab_guard()
     sweep_stale_test_labs()
     cfg = unique_config(2, memory_gb=128, engine="vllm")
     claim(cfg)

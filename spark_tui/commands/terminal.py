@@ -36,7 +36,10 @@ def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -
 
     t = targets(args)
     nodes = inventory_nodes(t) if (nodes_needed or t.given) else []
-    return Session(nodes, accept_new_host_keys=t.accept_new_host_keys, **kw)
+    s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, **kw)
+    if t.given:
+        s.where = t.as_flags()
+    return s
 
 
 def err(text: str) -> None:

@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import asyncssh
@@ -636,7 +637,8 @@ def sweep_forward_dirs(root: str | None = None) -> list[str]:
             if os.lstat(path).st_uid != os.getuid() or not os.path.isdir(path):
                 continue
             os.kill(int(m.group(1)), 0)
-            continue  # its process still runs
+            if not _is_zombie(int(m.group(1))):
+                continue  # its process still runs
         except ProcessLookupError:
             pass
         except (PermissionError, OSError):
@@ -644,6 +646,16 @@ def sweep_forward_dirs(root: str | None = None) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def _is_zombie(pid: int) -> bool:
+    # A killed process whose parent has not reaped it yet still answers kill(pid, 0);
+    # it holds no sockets any more, so its folder is as dead as its process.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 class ConnectionPool:
@@ -674,6 +686,9 @@ class ConnectionPool:
     async def open(self, *, partial: bool = False) -> dict[str, SparkError]:
         """Connect to every node at once. A node that fails is named with its reason: raised
         (as one error covering every failed node) unless `partial`, then returned."""
+        # Whatever a killed spark-tui left is cleared when the next one starts, before it
+        # needs a forward of its own (a cockpit may attach long before it forwards one).
+        sweep_forward_dirs()
         results = await asyncio.gather(
             *(c.connect() for c in self.connections), return_exceptions=True
         )

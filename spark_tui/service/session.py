@@ -139,6 +139,9 @@ class Session:
     sync_cache: Path | None = None
     # The CLI flags naming these nodes, for the remedies a sync gives (`models sync ...`).
     where: str = "--inventory FILE"
+    # How the interface runs a sync, for the remedies of the gaps a launch finds (None:
+    # the CLI's `models sync` / `images sync` for `where`).
+    sync_hint: str | None = None
 
     def __init__(
         self,
@@ -306,6 +309,21 @@ class Session:
 
         return self._pumped(work)
 
+    def add_gaps(self, recipe: Recipe, evaluation: Evaluation, remedy: str | None = None) -> None:
+        """A finding per node that lacks the model, the draft model or the image joins the
+        evaluation's report (its verdict follows)."""
+        from spark_tui.service.sync import gap_findings
+
+        found = gap_findings(
+            recipe,
+            evaluation.argv,
+            evaluation.env,
+            self.facts,
+            remedy or self.sync_hint,
+            where=self.where,
+        )
+        add_findings(evaluation, found)
+
     async def _launch_work(
         self,
         emit: Emit,
@@ -329,6 +347,9 @@ class Session:
         await self._discover(emit, ask)
         evaluation = self.evaluate(recipe, overrides)
         if evaluation.problem is None and evaluation.plan is not None:
+            # Each node that lacks the model (an error offline: vLLM would stop there) or
+            # the image is said before anything starts, as `check` says it.
+            self.add_gaps(recipe, evaluation)
             # The image's own vLLM reads the command before anything starts (as `check`
             # does); an image not on the head yet is checked after the fit question.
             add_findings(evaluation, await self._image_flags(evaluation.plan, emit, pull=False))

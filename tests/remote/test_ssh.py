@@ -303,3 +303,56 @@ def test_forward_dirs_of_processes_that_are_gone_are_swept(tmp_path: Path) -> No
         (d / "docker-a.sock").touch()
     assert sweep_forward_dirs(str(tmp_path)) == [str(dead)]
     assert not dead.exists() and mine.exists() and other.exists()
+
+
+def test_the_folder_of_a_killed_process_not_yet_reaped_is_swept(tmp_path: Path) -> None:
+    """A process killed with SIGKILL whose parent has not reaped it (a zombie) still
+    answers kill(pid, 0); it holds no socket any more, so its folder goes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from spark_tui.remote.ssh import sweep_forward_dirs
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(child.pid, signal.SIGKILL)
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not become a zombie"
+            time.sleep(0.05)
+        folder = tmp_path / f"spark-tui-{child.pid}-z1"
+        folder.mkdir()
+        assert sweep_forward_dirs(str(tmp_path)) == [str(folder)]
+    finally:
+        child.wait()
+
+
+async def test_opening_a_pool_sweeps_folders_left_by_killed_processes(
+    tmp_path: Path, servers: list[MiniServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cockpit may attach (over SSH commands) long before it forwards a Docker socket:
+    the folders of a killed spark-tui are swept when the pool opens, not at the first
+    forward."""
+    import subprocess
+    import sys
+    import tempfile
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    base = tmp_path / "tmp"
+    base.mkdir()
+    dead = base / f"spark-tui-{int(gone.stdout)}-p1"
+    dead.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    kh = known(tmp_path, *servers)
+    pool = ConnectionPool([s.node(f"n{i}", kh) for i, s in enumerate(servers)], **FAST)
+    async with pool:
+        assert not dead.exists()

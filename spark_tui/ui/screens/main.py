@@ -412,6 +412,8 @@ class MainScreen(Screen[None]):
             self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
         self.busy = "launching"
         self._status(f"launching {recipe.name}…")
+        # The gaps the launch finds name the cockpit's sync, not the CLI's.
+        self.session.sync_hint = self.syncer.remedy()
         await self._follow(self.session.launch(recipe, sets))
 
     async def _follow(self, events: AsyncIterator[Any]) -> None:

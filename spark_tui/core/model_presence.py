@@ -24,6 +24,7 @@ class ModelNeed:
     role: str
     repo_id: str
     revision: str | None = None
+    load_format: str | None = None  # the command's --load-format (None: vLLM's auto)
 
 
 @dataclass
@@ -67,13 +68,18 @@ def model_needs(recipe: Recipe, argv: Sequence[str] | None = None) -> list[Model
     `argv` is the rendered serve command (where `--speculative-config` lives); a draft
     named by a local path is not a Hub model and is left out.
     """
-    needs = [ModelNeed("model", recipe.model, recipe.model_revision)]
-    if argv:
-        spec = parse_serve_args(list(argv)).speculative_config or {}
-        draft = spec.get("model")
-        if isinstance(draft, str) and _looks_like_repo(draft) and draft != recipe.model:
-            revision = spec.get("revision")
-            needs.append(ModelNeed("draft", draft, revision if isinstance(revision, str) else None))
+    if not argv:
+        return [ModelNeed("model", recipe.model, recipe.model_revision)]
+    args = parse_serve_args(list(argv))
+    fmt = args.flags.get("--load-format")
+    needs = [ModelNeed("model", recipe.model, recipe.model_revision, fmt)]
+    spec = args.speculative_config or {}
+    draft = spec.get("model")
+    if isinstance(draft, str) and _looks_like_repo(draft) and draft != recipe.model:
+        revision = spec.get("revision")
+        needs.append(
+            ModelNeed("draft", draft, revision if isinstance(revision, str) else None, fmt)
+        )
     return needs
 
 

@@ -36,6 +36,7 @@ import asyncssh
 from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.model_presence import FileCopy, ModelNeed, files_to_copy
+from spark_tui.core.weight_files import UNUSED_PATTERNS
 from spark_tui.ops.events import Notice
 from spark_tui.ops.sync_events import (
     RateMeter,
@@ -114,14 +115,17 @@ READ_SCRIPT = _HUB + '\nexec tail -c +"$(($2 + 1))" "$hub/$1"'
 # $1 the repo's folder, $2 the revision: writes refs/main.
 REFS_SCRIPT = _HUB + '\nmkdir -p "$hub/$1/refs" && printf %s "$2" > "$hub/$1/refs/main"'
 
-# The Hub's CLI on a node: $1 repo, $2 revision (may be empty), $3 HF_ENDPOINT (may be empty);
-# the token, when any, is the first line of stdin.
+# The Hub's CLI on a node: $1 repo, $2 revision (may be empty), $3 HF_ENDPOINT (may be empty),
+# then the files to fetch (or `--exclude PATTERN...`); the token, when any, is the first line
+# of stdin.
 DOWNLOAD_SCRIPT = r"""IFS= read -r tok || true
 if [ -n "$tok" ]; then export HF_TOKEN="$tok"; fi; unset tok
 if [ -n "$3" ]; then export HF_ENDPOINT="$3"; fi
-set -- "$1" ${2:+--revision "$2"}
-if command -v hf >/dev/null 2>&1; then exec hf download "$@"; fi
-if command -v huggingface-cli >/dev/null 2>&1; then exec huggingface-cli download "$@"; fi
+repo=$1 rev=$2; shift 3
+if command -v hf >/dev/null 2>&1; then exec hf download "$repo" ${rev:+--revision "$rev"} "$@"; fi
+if command -v huggingface-cli >/dev/null 2>&1; then
+    exec huggingface-cli download "$repo" ${rev:+--revision "$rev"} "$@"
+fi
 exit 127
 """
 HAS_HUB_CLI = "command -v hf >/dev/null 2>&1 || command -v huggingface-cli >/dev/null 2>&1"
@@ -394,7 +398,14 @@ class ModelSync:
     async def _download_on_node(self, need: ModelNeed, head: NodeConnection) -> bool:
         token = self.env.get("HF_TOKEN", "")
         endpoint = self.env.get("HF_ENDPOINT", "")
-        cmd = sh(DOWNLOAD_SCRIPT, need.repo_id, need.revision or "", endpoint)
+        # The node fetches only what vLLM reads: the file list comes from here when this
+        # machine reaches the Hub; else the node skips what vLLM never reads.
+        try:
+            _, names = await asyncio.to_thread(self._wanted_files, need)
+            which = list(names)
+        except Exception:  # any failure here: the node's own download decides
+            which = ["--exclude", *UNUSED_PATTERNS]
+        cmd = sh(DOWNLOAD_SCRIPT, need.repo_id, need.revision or "", endpoint, *which)
         await head.ensure_connected()
         proc = await head.connection.create_process(cmd, encoding="utf-8", errors="replace")
         proc.stdin.write(token + "\n")  # the token goes on stdin, never in the argv
@@ -432,26 +443,56 @@ class ModelSync:
         await self._send(need, None, local, head, dest, from_dir=snapshot)
         return local.revision
 
+    def _wanted_files(self, need: ModelNeed) -> tuple[str, list[str]]:
+        """The commit the revision names and the files of it vLLM reads (the Hub's file
+        list, the safetensors index read first: see core.weight_files)."""
+        import json
+
+        from huggingface_hub import HfApi, hf_hub_download
+
+        from spark_tui.core.weight_files import INDEX, files_vllm_reads
+
+        token = self.env.get("HF_TOKEN") or None
+        endpoint = self.env.get("HF_ENDPOINT") or None
+        info = HfApi(endpoint=endpoint, token=token).model_info(
+            need.repo_id, revision=need.revision
+        )
+        if not info.sha:
+            raise OSError(f"the Hub gave no commit for {need.repo_id}")
+        names = [s.rfilename for s in info.siblings or [] if s.rfilename]
+        weight_map = None
+        if INDEX in names:
+            index = hf_hub_download(
+                need.repo_id,
+                INDEX,
+                revision=info.sha,
+                cache_dir=self.local_cache,
+                token=token,
+                endpoint=endpoint,
+            )
+            doc = json.loads(Path(index).read_text(encoding="utf-8"))
+            mapping = doc.get("weight_map") if isinstance(doc, dict) else None
+            if isinstance(mapping, dict):
+                weight_map = {str(v) for v in mapping.values()}
+        return info.sha, files_vllm_reads(names, weight_map, need.load_format)
+
     def _snapshot_download(self, need: ModelNeed) -> Path:
         # Imported here: only a download needs it.
-        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import HfHubHTTPError
 
         token = self.env.get("HF_TOKEN") or None
         endpoint = self.env.get("HF_ENDPOINT") or None
         try:
-            # The file list from the model's info, then each file: the Hub's own download
-            # (resumable, verified, into the Hub cache layout).
-            info = HfApi(endpoint=endpoint, token=token).model_info(
-                need.repo_id, revision=need.revision
-            )
-            names = [s.rfilename for s in info.siblings or [] if s.rfilename]
+            # The files vLLM reads, each by the Hub's own download (resumable, verified,
+            # into the Hub cache layout).
+            sha, names = self._wanted_files(need)
             path = ""
             for name in names:
                 path = hf_hub_download(
                     need.repo_id,
                     name,
-                    revision=info.sha,
+                    revision=sha,
                     cache_dir=self.local_cache,
                     token=token,
                     endpoint=endpoint,
@@ -468,7 +509,7 @@ class ModelSync:
                 "for a gated model accept its terms on the Hub and set HF_TOKEN; check the "
                 "model id and `model_revision`",
             ) from None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise SyncFailed(
                 f"downloading {need.repo_id} failed: {exc}",
                 "check this machine's network access to the Hub (HF_ENDPOINT, proxy)",

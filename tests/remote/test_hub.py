@@ -279,3 +279,27 @@ def test_the_demo_hub_runs_as_a_command() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_simulated_hub_lists_a_tree_as_list_repo_tree_reads_it() -> None:
+    """The tree API (what `snapshot_download` and `hf download` list a commit with): files
+    with sizes and LFS facts, folders, one level or all of them."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile, RepoFolder
+
+    from spark_tui.sim.hub.repos import SafetensorsFile
+
+    shards = {"model.safetensors": SafetensorsFile(("w",), 4096)}
+    repo = model_repo("sim-org/tree", {"model_type": "qwen2"}, shards, extra={"a/b/c.txt": b"x"})
+    with SimulatedHub([repo]) as hub:
+        api = HfApi(endpoint=hub.endpoint)
+        top = {e.path: e for e in api.list_repo_tree("sim-org/tree")}
+        every = {e.path: e for e in api.list_repo_tree("sim-org/tree", recursive=True)}
+        under = [e.path for e in api.list_repo_tree("sim-org/tree", path_in_repo="a")]
+    assert set(top) == {"a", "config.json", "model.safetensors"}
+    assert isinstance(top["a"], RepoFolder)
+    weights = top["model.safetensors"]
+    assert isinstance(weights, RepoFile) and weights.size == 4096
+    assert weights.lfs is not None and weights.lfs.size == 4096
+    assert set(every) == {"a", "a/b", "a/b/c.txt", "config.json", "model.safetensors"}
+    assert under == ["a/b"]

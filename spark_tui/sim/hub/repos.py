@@ -115,10 +115,13 @@ def model_repo(
     gated: bool = False,
     granted: frozenset[str] = frozenset(),
     sha: str | None = None,
+    extra: Mapping[str, FileContent] | None = None,
 ) -> SimulatedRepo:
-    """A repo with a config.json, the shards and (for more than one) their index."""
+    """A repo with a config.json, the shards and (for more than one) their index, and any
+    `extra` files (a tokenizer, another framework's weights, the vendor's `original/`)."""
     files: dict[str, FileContent] = {"config.json": json.dumps(config, indent=2).encode()}
     files.update(shards)
+    files.update(extra or {})
     if len(shards) > 1:
         weight_map = {t: name for name, f in shards.items() for t in f.tensors}
         total = sum(f.size for f in shards.values())

@@ -2,6 +2,8 @@
 
 - `GET /api/models/{repo}[/revision/{rev}]`: model info (sha, gated, siblings with sizes
   when `blobs` is asked for), 401 RepoNotFound / 404 RevisionNotFound otherwise.
+- `GET /api/models/{repo}/tree/{rev}[/{folder}][?recursive=true]`: the files (size, oid, lfs)
+  and folders, as `list_repo_tree` and `snapshot_download` read them.
 - `HEAD|GET /{repo}/resolve/{rev}/{file}`: the file, with `X-Repo-Commit`, `ETag` (and for
   shards `X-Linked-Etag` / `X-Linked-Size`), `Content-Length`, `Accept-Ranges`; a `Range`
   gets 206 and `Content-Range`. Gated repos answer 401 GatedRepo without a token and 403
@@ -146,6 +148,10 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self, head: bool) -> None:
             path = unquote(urlsplit(self.path).path)
+            tree = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
+            if tree:
+                self._tree(tree.group(1), tree.group(2), tree.group(3) or "", head)
+                return
             if path.startswith("/api/models/"):
                 self._model_info(path.removeprefix("/api/models/"), head)
                 return
@@ -198,6 +204,52 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
                 "siblings": siblings,
             }
             body = json.dumps(doc).encode()
+            self._send(200, {"Content-Type": "application/json"}, body, head=head)
+
+        def _tree(self, repo_id: str, revision: str, folder: str, head: bool) -> None:
+            """The files and folders under `folder` (all below it with `recursive=true`), as
+            the Hub's tree API lists them (one page: the Hub pages with a `Link` header)."""
+            repo = hub.repos.get(repo_id)
+            if repo is None:
+                self._error(401, "RepoNotFound", "Repository not found", head)
+                return
+            sha = repo.resolve(revision)
+            if sha is None:
+                self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}", head)
+                return
+            recursive = "recursive=true" in (urlsplit(self.path).query or "").lower()
+            prefix = folder.strip("/") + "/" if folder.strip("/") else ""
+            entries: dict[str, dict[str, object]] = {}
+            for name, content in sorted(repo.commits[sha].items()):
+                if not name.startswith(prefix):
+                    continue
+                parts = name[len(prefix) :].split("/")
+                for depth in range(1, len(parts)):
+                    sub = prefix + "/".join(parts[:depth])
+                    if recursive or depth == 1:
+                        oid = etag_of(sub.encode(), sub)
+                        entries.setdefault(
+                            sub, {"type": "directory", "oid": oid, "size": 0, "path": sub}
+                        )
+                if len(parts) > 1 and not recursive:
+                    continue
+                entry: dict[str, object] = {
+                    "type": "file",
+                    "oid": etag_of(content, name),
+                    "size": size_of(content),
+                    "path": name,
+                }
+                if not isinstance(content, bytes):
+                    entry["lfs"] = {
+                        "oid": etag_of(content, name),
+                        "size": content.size,
+                        "pointerSize": 134,
+                    }
+                entries[name] = entry
+            if prefix and not entries:
+                self._error(404, "EntryNotFound", f"{folder} does not exist on {revision}", head)
+                return
+            body = json.dumps([entries[k] for k in sorted(entries)]).encode()
             self._send(200, {"Content-Type": "application/json"}, body, head=head)
 
         def _resolve(self, repo_id: str, revision: str, name: str, head: bool) -> None:

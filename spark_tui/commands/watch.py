@@ -52,11 +52,11 @@ def render(e: object) -> list[str]:
         return [f"unreachable  {e.node} since {e.since_s:g} s, retrying: {e.message}"]
     if isinstance(e, ev.WatchAlert):
         out = [f"FAILED: rank {e.rank} on {e.node} {e.reason}"]
-        out += [f"  | {line}" for line in e.lines]
+        out += [f"  | {ev.alert_line(line)}" for line in e.lines]
         out += [f"  then: {o}" for o in e.others]
         if e.head_lines:
             out.append("  the head says:")
-            out += [f"  | {line}" for line in e.head_lines]
+            out += [f"  | {ev.alert_line(line)}" for line in e.head_lines]
         if e.cleanup:
             out.append(f"clean up: {e.cleanup}")
         return out

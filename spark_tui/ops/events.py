@@ -214,6 +214,18 @@ class WatchAlert:
     cleanup: str | None = None
 
 
+# vLLM logs its whole config on one line (several KB): an alert shows the start of a line.
+ALERT_LINE_CHARS = 300
+
+
+def alert_line(line: str) -> str:
+    """A log line as an alert shows it: stripped, and cut (saying how much) when long."""
+    text = line.strip()
+    if len(text) <= ALERT_LINE_CHARS:
+        return text
+    return f"{text[:ALERT_LINE_CHARS]}… ({len(text) - ALERT_LINE_CHARS} more characters)"
+
+
 WatchEvent = (
     WatchStarted
     | ProbeResult

@@ -29,6 +29,7 @@ from spark_tui.ops.events import (
     WatchAlert,
     WatchEvent,
     WatchStarted,
+    alert_line,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ __all__ = [
     "WatchAlert",
     "WatchEvent",
     "WatchStarted",
+    "alert_line",
 ]
 
 # Question kinds.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import socket
+from pathlib import Path
 
 from engine_harness import Engine, free_port, recipe_argv, serve_argv
 
@@ -97,6 +99,40 @@ def test_api_port_in_use() -> None:
         rc, out = run(serve_argv("openai/gpt-oss-120b", port))
     assert rc == 1
     assert out.rstrip().endswith("OSError: [Errno 98] Address already in use")
+    # Frame for frame what real vLLM 0.32.0 printed here (its install path aside).
+    assert _frames(out) == _frames(REAL_PORT_IN_USE.read_text())
+
+
+REAL_PORT_IN_USE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-port-in-use.txt"
+_FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)$')
+
+
+def _frames(text: str) -> list[tuple[str, int, str, str]]:
+    """(path below site-packages, line, function, code) of each traceback frame; the
+    interpreter's own files by name only (where Python lives differs)."""
+    lines = text.splitlines()
+    start = lines.index("Traceback (most recent call last):")
+    out = []
+    for i, line in enumerate(lines[start:], start):
+        m = _FRAME.match(line)
+        if m is None:
+            continue
+        path = m["path"]
+        for cut in (
+            "site-packages/",
+            "dist-packages/",
+            "/bin/",
+            "lib/python3.11/",
+            "lib/python3.12/",
+        ):
+            if cut in path:
+                path = path.rsplit(cut, 1)[1]
+                break
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        code = nxt.strip() if nxt.startswith("    ") and not _FRAME.match(nxt) else ""
+        out.append((path, int(m["line"]), m["func"], code))
+    assert out, "no frames"
+    return out
 
 
 def test_rendezvous_timeouts_on_both_sides() -> None:

@@ -26,8 +26,12 @@ class Failure(Exception):
         stage: str,
         exit_code: int = 1,
         log_source: str = "core.py:1199",
+        prefixed: bool = True,
     ) -> None:
         super().__init__(exc_line)
+        # Whether the process's output prefix is on its traceback: vLLM decorates stdout and
+        # stderr only once the server is set up, so what fails before prints bare lines.
+        self.prefixed = prefixed
         self.exc_line = exc_line
         self.frames = frames
         self.stage = stage  # "config" (API server), "engine" (engine core / worker), "runtime"
@@ -50,18 +54,18 @@ def traceback_lines(frames: list[Frame], exc_line: str) -> list[str]:
     return out
 
 
-CLI_FRAMES = [
-    ("/usr/local/bin/vllm", 10, "<module>", "sys.exit(main())"),
-    _f("vllm/entrypoints/cli/main.py", 73, "main", "args.dispatch_function(args)"),
-    _f("vllm/entrypoints/cli/serve.py", 60, "cmd", "uvloop.run(run_server(args))"),
-    _f("uvloop/__init__.py", 96, "run", "return __asyncio.run("),
+CLI_FRAMES = [  # as vLLM 0.32.0 prints them (tests/fixtures/vllm-0.32.0-port-in-use.txt)
+    ("/usr/local/bin/vllm", 8, "<module>", "sys.exit(main())"),
+    _f("vllm/entrypoints/cli/main.py", 120, "main", "args.dispatch_function(args)"),
+    _f("vllm/entrypoints/cli/serve.py", 156, "cmd", "uvloop.run(run_server(args))"),
+    _f("uvloop/__init__.py", 92, "run", "return runner.run(wrapper())"),
     (
         "/usr/lib/python3.12/asyncio/runners.py",
         118,
         "run",
         "return self._loop.run_until_complete(task)",
     ),
-    ("uvloop/loop.pyx", 1518, "uvloop.loop.Loop.run_until_complete", ""),
+    ("uvloop/loop.pyx", 1515, "uvloop.loop.Loop.run_until_complete", ""),
     _f("uvloop/__init__.py", 48, "wrapper", "return await main"),
 ]
 
@@ -226,25 +230,29 @@ def gated_repo(model: str) -> Failure:
 
 
 def port_in_use() -> Failure:
-    """The API port is taken (vllm_fail_port_in_use.txt)."""
+    """The API port is taken (as real vLLM 0.32.0 says it: the API server binds its socket
+    before anything else starts)."""
     frames = CLI_FRAMES + [
         _f(
-            "vllm/entrypoints/openai/api_server.py",
-            1921,
+            "vllm/entrypoints/launchers/api_server/entry.py",
+            176,
             "run_server",
-            "listen_address, sock = setup_server(args)",
+            "listen_address, sock = setup_server(args, reuse_port=False)",
         ),
+        _f("vllm/tracing/otel.py", 175, "sync_wrapper", "return func(*args, **kwargs)"),
         _f(
-            "vllm/entrypoints/openai/api_server.py",
-            1880,
+            "vllm/entrypoints/launchers/launcher.py",
+            398,
             "setup_server",
-            "sock = create_server_socket(sock_addr)",
+            "sock = create_server_socket(sock_addr, reuse_port=reuse_port)",
         ),
         _f(
-            "vllm/entrypoints/openai/api_server.py", 1849, "create_server_socket", "sock.bind(addr)"
+            "vllm/entrypoints/launchers/launcher.py", 348, "create_server_socket", "sock.bind(addr)"
         ),
     ]
-    return Failure("OSError: [Errno 98] Address already in use", frames, "config", exit_code=1)
+    return Failure(
+        "OSError: [Errno 98] Address already in use", frames, "config", exit_code=1, prefixed=False
+    )
 
 
 def _store_failure(exc: str) -> Failure:
@@ -464,7 +472,11 @@ def report_engine_failure(
 
 def report_config_failure(failure: Failure, channel: Channel) -> None:
     """Print a failure raised in the API server process (or a headless worker's main)."""
-    channel.raw("\n".join(traceback_lines(failure.frames, failure.exc_line)), stderr=True)
+    text = "\n".join(traceback_lines(failure.frames, failure.exc_line))
+    if failure.prefixed:
+        channel.raw(text, stderr=True)
+    else:
+        channel.log.write(text + "\n", stderr=True)
 
 
 def chat_template_unreadable(template: str, reason: str) -> Failure:

@@ -114,11 +114,11 @@ def alert_text(alert: ev.WatchAlert, remedy: str, wide: bool = True) -> Text:
     text = Text(no_wrap=not wide, overflow="ellipsis")
     text.append(f"rank {alert.rank} on {alert.node} failed: {alert.reason}", style="bold red")
     for line in alert.lines[-keep:]:
-        text.append(f"\n  | {line.strip()[:300]}", style="red")
+        text.append(f"\n  | {ev.alert_line(line)}", style="red")
     if alert.head_lines:
         text.append("\nthe head says:", style="bold")
         for line in alert.head_lines[-max(keep, 2) :]:
-            text.append(f"\n  | {line.strip()[:300]}", style="red")
+            text.append(f"\n  | {ev.alert_line(line)}", style="red")
     for other in alert.others if wide else ():
         text.append(f"\nthen {other}", style="dim")
     if remedy and wide:

@@ -2,7 +2,8 @@
 `python -c "import yaml, pydantic"` (the budget is at most 2x), each in a fresh interpreter.
 
 Prints the medians of several runs and their ratio, and which heavy modules (Textual,
-asyncssh, Docker SDK) the plan run imported; asserts nothing.
+asyncssh, Docker SDK) the plan run imported; asserts nothing. Bytecode is written (as on a
+user's machine) whatever PYTHONDONTWRITEBYTECODE says; the first run of each is not timed.
 Usage: python benchmarks/headless_startup.py [--runs 7] [--recipe glm-5.3-flash]
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -44,9 +46,15 @@ def facts(path: Path) -> None:
     path.write_text(facts_to_json(nodes))
 
 
+# A user's install has its bytecode (pip compiles it; an editable install writes it on the
+# first run): with PYTHONDONTWRITEBYTECODE set, as on some CI machines, every run would
+# compile spark-tui's sources again while the baseline's packages have theirs.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=ENV)
     return time.perf_counter() - start, result
 
 

@@ -144,15 +144,14 @@ def _check_image_flags(
 
 def run(args: argparse.Namespace) -> int:
     """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
-    from spark_tui.commands._interrupts import run_command
-    from spark_tui.commands.terminal import targets
+    from spark_tui.commands.terminal import run_lazily, targets
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.remote.hub import model_facts_for
     from spark_tui.service.evaluate import evaluate
     from spark_tui.service.targets import node_facts
 
     recipe = find_recipe(args.recipe)
-    nodes = node_facts(targets(args), run=run_command)
+    nodes = node_facts(targets(args), run=run_lazily)
     result = evaluate(
         recipe, list(args.sets), nodes, held=held_by_running(nodes), facts_for=model_facts_for
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
 from spark_tui.service import events as ev
 from spark_tui.service.endpoint import head_node, tunnel_command
 from spark_tui.service.evaluate import (
@@ -60,11 +60,14 @@ class Cluster:
     launch_run: Run | None = None
     ready: bool = False
     failed: bool = False
+    # No longer watched (a node stopped answering and the user gave up waiting) but its
+    # ranks were left as they were: they may well run on.
+    unwatched: bool = False
 
     @property
     def running(self) -> bool:
         """Containers of this cluster may be running (a failed launch removed them)."""
-        return not self.failed
+        return not self.failed or self.unwatched
 
     @property
     def model(self) -> str | None:
@@ -453,8 +456,10 @@ class Session:
                 with contextlib.suppress(SparkError):
                     await asyncio.shield(self._stop(plan.cluster_id, None))
             raise
-        except SparkError:
+        except SparkError as exc:
             cluster.failed = True
+            # A watch that lost a node leaves the ranks as they are (they may run on).
+            cluster.unwatched = started and isinstance(exc, UnreachableError)
             raise
         if record and cluster.launch_run is None:
             # Started without waiting for ready: recorded with an open outcome.
@@ -581,8 +586,9 @@ class Session:
                         cluster.base_url = event.base_url
                         cluster.ready = True
                     emit(event)
-            except SparkError:
+            except SparkError as exc:
                 cluster.failed = True
+                cluster.unwatched = isinstance(exc, UnreachableError)
                 raise
 
         return self._pumped(work)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from cockpit_helpers import (
     live_children,
@@ -19,7 +20,7 @@ from spark_tui.ops.events import NodeUnreachable, WatchAlert
 from spark_tui.sim.nodes import random_loopback_base
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.demo_session import DemoSession
-from spark_tui.ui.screens.dialogs import Dialog
+from spark_tui.ui.screens.dialogs import Dialog, QuitDialog
 from spark_tui.ui.widgets.gauges import GaugesPanel
 
 SIZE = (140, 44)
@@ -160,7 +161,7 @@ async def test_after_a_workers_death_the_heads_lines_are_shown_with_the_failed_r
 
 async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watching() -> None:
     outages: asyncio.Queue[NodeUnreachable | None] = asyncio.Queue()
-    backend = ReplaySession(outages=outages)
+    backend = ReplaySession(outages=outages, simulated=False)
     app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
 
     def outage(seconds: float, ask: bool) -> NodeUnreachable:
@@ -210,6 +211,22 @@ async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watchi
         text = results_text(app)
         assert "ranks were left as they are" in text and "→" in text
         assert not backend.stopped  # nothing was stopped for the outage
+        # Not watched any more, but its ranks may run on: the cockpit has not forgotten it.
+        assert app.cluster is not None and app.cluster.running
+        await pilot.press("q")
+        await wait_until(pilot, lambda: isinstance(app.screen, QuitDialog), 5, "quit asks")
+        said: list[str] = []
+        exit_app = app.exit
+
+        def exit_saying(*args: Any, **kw: Any) -> None:
+            said.append(str(kw.get("message")))
+            exit_app(*args, **kw)
+
+        app.exit = exit_saying  # type: ignore[method-assign]
+        await pilot.press("l")  # leave it running
+        await wait_until(pilot, lambda: not app.is_running, 10, "exit")
+    assert not backend.stopped
+    assert said and "left running" in said[0], said
 
 
 async def test_the_watch_waits_while_the_benchmark_runs_then_resumes() -> None:

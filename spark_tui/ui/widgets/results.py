@@ -172,7 +172,11 @@ class ResultsBar(VerticalScroll, can_focus=True):
     def _redraw(self) -> None:
         bodies = self.query("#results-body") if self.is_mounted else None
         if bodies:  # (not while the screen is being torn down)
-            bodies.first(Static).update(self.render_body())
+            body = bodies.first(Static)
+            body.update(self.render_body())
+            # A new height asked for while another screen is on top (the sync view) can be
+            # left pending on Python 3.12+: ask again once this refresh is done.
+            self.call_after_refresh(body.refresh, layout=True)
 
     def on_mount(self) -> None:
         self._redraw()

@@ -208,3 +208,26 @@ def test_reference_log_numbers_are_reproduced() -> None:
     assert mem.format_gib(p.weights) == "63.13"
     assert abs(p.kv_bytes / GIB - 21.47) / 21.47 < 0.10
     assert abs(p.kv_tokens - 2_318_574) / 2_318_574 < 0.15
+
+
+def test_a_dead_peer_is_seen_at_once_without_the_reader_thread() -> None:
+    """A request right after a worker's death must fail as on real vLLM (its collective
+    does): the head looks at the connection itself, before its reader thread noticed."""
+    import socket as socket_mod
+
+    from spark_tui.sim.engine.rendezvous import Link
+
+    mine, theirs = socket_mod.socketpair()
+    mine.settimeout(5)  # as the reader sets it: a look must not wait for it
+    link = Link(mine, 1, "rank1@w", lambda *_: None, lambda *_: None, silence_timeout=60)
+    try:
+        assert not link.gone()
+        theirs.sendall(b'{"type": "ping"}\n')
+        assert not link.gone(), "unread data is a live peer"
+        mine.recv(64)
+        theirs.close()
+        assert link.gone()
+        link.close()  # a goodbye (shutdown) is not a loss
+        assert not link.gone()
+    finally:
+        mine.close()

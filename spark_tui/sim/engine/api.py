@@ -15,6 +15,7 @@ import secrets
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -172,10 +173,13 @@ class ApiState:
         # Real vLLM keeps /health at 200 after its engine core died; requests then get 500.
         self.health_despite_dead = False
         # Set when a worker rank was lost after ready: real vLLM's head keeps answering
-        # /health 200 until a request needs the engine; that request then fails and the
-        # head exits. `on_engine_broken` (called once, from that request) does the rest.
+        # /health 200 until a request needs the engine; that request then fails (its
+        # collective with the dead worker does) and the head exits: `broken_request` tells
+        # the serve loop. `lost_peer` looks at the workers' connections right then, so a
+        # request that comes before the loss was noticed fails too.
         self.engine_broken: str | None = None
-        self.on_engine_broken: Any = None
+        self.broken_request = False
+        self.lost_peer: Callable[[], str | None] | None = None
         self.created = int(time.time())
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
@@ -289,11 +293,9 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         assert st is not None
         message = "EngineCore encountered an issue. See stack trace (above) for the root cause."
-        with st.lock:
-            first, st.on_engine_broken = st.on_engine_broken, None
         st.dead_reason = message
-        if first is not None:
-            first()
+        with st.lock:
+            st.broken_request = True
         self._error(ApiError(500, message, "InternalServerError"))
 
     def _authorised(self) -> bool:
@@ -372,6 +374,11 @@ class Handler(BaseHTTPRequestHandler):
             reason = st.dead_reason or "The server is starting up."
             self._error(ApiError(503, reason, "ServiceUnavailableError"))
             return
+        if st.engine_broken is None and path in _ENGINE_ROUTES and st.lost_peer is not None:
+            lost = st.lost_peer()
+            if lost is not None:
+                with st.lock:
+                    st.engine_broken = st.engine_broken or lost
         if st.engine_broken is not None and path in _ENGINE_ROUTES:
             self._engine_broken()
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import queue
+import select
 import socket
 import threading
 import time
@@ -88,6 +89,23 @@ class Link:
             self.sock.close()
         except OSError:
             pass
+
+    def gone(self) -> bool:
+        """Whether the peer has closed its end (a dead process's socket is closed by the
+        kernel at once), seen without waiting for the reader thread to notice."""
+        if self._closed.is_set():
+            return not self.quiet
+        try:
+            # The socket has a timeout (the reader's), so recv would wait: ask first
+            # whether anything (data, or the end) is there to read.
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return False
+        except (OSError, ValueError):
+            return True
 
     def _lost(self) -> None:
         if self._closed.is_set():
@@ -275,6 +293,13 @@ def _send_raw(conn: socket.socket, msg: Message) -> None:
         conn.sendall((json.dumps(msg) + "\n").encode())
     except OSError:
         pass
+
+
+def lost_peer(head: Head) -> str | None:
+    """The name of the first peer whose connection to `head` is gone, else None."""
+    with head._lock:
+        links = list(head.links.values())
+    return next((link.peer_name for link in links if link.gone()), None)
 
 
 class Member:

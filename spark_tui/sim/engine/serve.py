@@ -26,7 +26,15 @@ from spark_tui.sim.engine.failures import Failure
 from spark_tui.sim.engine.flags import non_default_args
 from spark_tui.sim.engine.logs import Channel, EngineLog, tqdm_bar, tqdm_line
 from spark_tui.sim.engine.metrics import EngineMetrics
-from spark_tui.sim.engine.rendezvous import Head, JoinTimeout, Link, Member, PortInUse, Rejected
+from spark_tui.sim.engine.rendezvous import (
+    Head,
+    JoinTimeout,
+    Link,
+    Member,
+    PortInUse,
+    Rejected,
+    lost_peer,
+)
 from spark_tui.sim.engine.scheduler import Scheduler
 from spark_tui.sim.engine.settings import SimSettings
 from spark_tui.sim.engine.timing import TimingModel
@@ -933,16 +941,21 @@ def _serve_until_done(ctx: Context) -> int:
         die_at = time.monotonic() + ctx.st.die_after_ready_s
     if ctx.scheduler is not None:
         threading.Thread(target=_stats_loop, args=(ctx,), daemon=True).start()
-    broken = threading.Event()
+    if ctx.head is not None and ctx.state is not None and (ctx.args.data_parallel_size or 1) == 1:
+        head = ctx.head
+        ctx.state.lost_peer = lambda: lost_peer(head)
     while True:
         if ctx.stop.is_set():
             return _shutdown(ctx)
         if ctx.abort.is_set() and _keeps_serving(ctx):
             # Real vLLM's head does not notice a lost worker until a request needs it.
-            if ctx.state.engine_broken is None:  # type: ignore[union-attr]
-                ctx.state.engine_broken = ctx.abort_peer or "a worker"  # type: ignore[union-attr]
-                ctx.state.on_engine_broken = broken.set  # type: ignore[union-attr]
-            if not broken.is_set():
+            st = ctx.state
+            assert st is not None
+            with st.lock:
+                if st.engine_broken is None:
+                    st.engine_broken = ctx.abort_peer or "a worker"
+                failed_request = st.broken_request
+            if not failed_request:
                 time.sleep(0.05)
                 continue
             return _peer_failure(ctx)

@@ -268,6 +268,7 @@ class ModelSync:
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
     progress_interval: float = 1.0
     _queue: asyncio.Queue[SyncEvent] = field(default_factory=asyncio.Queue)
+    _wanted: dict[ModelNeed, tuple[str, list[str]]] = field(default_factory=dict)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -446,12 +447,12 @@ class ModelSync:
     def _wanted_files(self, need: ModelNeed) -> tuple[str, list[str]]:
         """The commit the revision names and the files of it vLLM reads (the Hub's file
         list, the safetensors index read first: see core.weight_files)."""
-        import json
-
         from huggingface_hub import HfApi, hf_hub_download
 
         from spark_tui.core.weight_files import INDEX, files_vllm_reads
 
+        if need in self._wanted:  # asked once per sync (the head's download, then here)
+            return self._wanted[need]
         token = self.env.get("HF_TOKEN") or None
         endpoint = self.env.get("HF_ENDPOINT") or None
         info = HfApi(endpoint=endpoint, token=token).model_info(
@@ -460,7 +461,7 @@ class ModelSync:
         if not info.sha:
             raise OSError(f"the Hub gave no commit for {need.repo_id}")
         names = [s.rfilename for s in info.siblings or [] if s.rfilename]
-        weight_map = None
+        weight_map: set[str] | None = None
         if INDEX in names:
             index = hf_hub_download(
                 need.repo_id,
@@ -470,11 +471,9 @@ class ModelSync:
                 token=token,
                 endpoint=endpoint,
             )
-            doc = json.loads(Path(index).read_text(encoding="utf-8"))
-            mapping = doc.get("weight_map") if isinstance(doc, dict) else None
-            if isinstance(mapping, dict):
-                weight_map = {str(v) for v in mapping.values()}
-        return info.sha, files_vllm_reads(names, weight_map, need.load_format)
+            weight_map = set(index_shards(Path(index).read_text(encoding="utf-8"))) or None
+        self._wanted[need] = (info.sha, files_vllm_reads(names, weight_map, need.load_format))
+        return self._wanted[need]
 
     def _snapshot_download(self, need: ModelNeed) -> Path:
         # Imported here: only a download needs it.

@@ -321,7 +321,7 @@ class Session:
             recipe,
             evaluation.argv,
             evaluation.env,
-            self.facts,
+            self.reachable,
             remedy or self.sync_hint,
             where=self.where,
         )

@@ -186,13 +186,7 @@ class CockpitSync:
 
     def gaps(self, recipe: Recipe, evaluation: Evaluation) -> None:
         """A finding per node that lacks the model or the image joins the fit report."""
-        from spark_tui.service.evaluate import add_findings
-        from spark_tui.service.sync import gap_findings
-
-        found = gap_findings(
-            recipe, evaluation.argv, evaluation.env, self.screen.nodes, self.remedy()
-        )
-        add_findings(evaluation, found)
+        self.screen.session.add_gaps(recipe, evaluation, self.remedy())
 
     def action(self, recipe: Recipe | None) -> None:
         screen = self.screen

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
 from spark_tui.sim.lab import Lab, LabConfig, require_lab_host
-from spark_tui.sim.lab.config import DEFAULT_PREFIX, DEFAULT_STATE_DIR, DEFAULT_SUBNET
+from spark_tui.sim.lab.config import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_PREFIX,
+    DEFAULT_STATE_DIR,
+    DEFAULT_SUBNET,
+)
 
 
 def _say(msg: str) -> None:
@@ -43,7 +48,7 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         subnet=getattr(args, "subnet", None) or DEFAULT_SUBNET,
         state_dir=state_dir,
         engine=getattr(args, "engine", None) or "sim",
-        **({"cache_dir": Path(args.cache_dir)} if getattr(args, "cache_dir", None) else {}),
+        cache_dir=Path(args.cache_dir) if getattr(args, "cache_dir", None) else DEFAULT_CACHE_DIR,
     )
     engine = "real vLLM (CPU build)" if cfg.engine == "vllm" else "the simulated engine"
     _say(

@@ -4,13 +4,15 @@ shape of a launch, an attach and every service action."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-async def stream_events(work: Callable[[Callable[[T], None]], Awaitable[None]]) -> AsyncIterator[T]:
+async def stream_events(
+    work: Callable[[Callable[[T], None]], Coroutine[Any, Any, None]],
+) -> AsyncGenerator[T, None]:
     """What `work(emit)` emits, in order, until it returns; its error is raised once every
     event before it has been yielded. Closing the generator (or cancelling its consumer)
     cancels the work and waits for it to end."""

@@ -82,7 +82,8 @@ def _run_help(client: Any, image: str) -> str:
     )
     try:
         result = container.wait(timeout=HELP_TIMEOUT)
-        out = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        logs: bytes = container.logs(stdout=True, stderr=False)
+        out = logs.decode("utf-8", "replace")
         if int(result.get("StatusCode", 1)) != 0:
             err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
             tail = " | ".join(err.strip().splitlines()[-2:])

@@ -137,14 +137,15 @@ class ImageSync:
         for i, conn in enumerate(conns):
             if i == source:
                 continue
-            if states[i].id == ref.id:
+            have = states[i].id
+            if have == ref.id:
                 self.emit(SyncDone(conn.name, self.image, 0, 1, ""))
                 continue
-            if states[i].id:
+            if have:
                 self.emit(
                     Notice(
                         "warning",
-                        f"{conn.name} has another {self.image} ({states[i].id[7:19]}, the "
+                        f"{conn.name} has another {self.image} ({have[7:19]}, the "
                         f"reference is {str(ref.id)[7:19]}): replacing it",
                     )
                 )

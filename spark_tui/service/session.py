@@ -800,7 +800,7 @@ class Session:
     def _attach_events(self, cluster_id: str) -> AsyncIterator[Any]:
         from spark_tui.ops.attach import attach
 
-        return attach(self.pool, cluster_id)  # type: ignore[no-any-return]
+        return attach(self.pool, cluster_id)
 
     def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
         from spark_tui.ops.watch import watch

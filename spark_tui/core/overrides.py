@@ -12,7 +12,7 @@ from typing import Any
 from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import OverrideError
 from spark_tui.core.recipe import Recipe
-from spark_tui.core.render import placeholders, template_value
+from spark_tui.core.render import recipe_placeholders, template_value
 from spark_tui.core.serve_rules import DEPENDENCIES
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -43,7 +43,7 @@ def parse_set(item: str) -> tuple[str, str]:
 def valid_keys(recipe: Recipe) -> list[str]:
     """The keys `--set` accepts for this recipe: its defaults, its placeholders, known settings."""
     keys = set(recipe.defaults) | set(schema.SETTINGS)
-    keys |= {p for p in placeholders(recipe.command) if p not in schema.BUILTIN_PLACEHOLDERS}
+    keys |= {p for p in recipe_placeholders(recipe) if p not in schema.BUILTIN_PLACEHOLDERS}
     return sorted(keys)
 
 

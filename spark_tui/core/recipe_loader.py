@@ -15,7 +15,7 @@ from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import RecipeError
 from spark_tui.core.fact_ranges import check_fact_ranges, check_finite_numbers
 from spark_tui.core.recipe import Recipe
-from spark_tui.core.render import placeholders
+from spark_tui.core.render import placeholders, uses_escapes
 from spark_tui.core.safe_yaml import short_repr
 
 # Top-level keys that map onto `Recipe` fields; every other key is kept in `Recipe.extra`.
@@ -203,7 +203,7 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
         if key in data and data[key] is not None and not isinstance(data[key], list):
             raise _type_error(where, key, "a list", data[key])
 
-    for key in placeholders(command):
+    for key in placeholders(command, uses_escapes(command, version)):
         if key in defaults:
             continue
         if key in schema.BUILTIN_PLACEHOLDERS and (key != "model_revision" or data.get(key)):

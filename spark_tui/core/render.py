@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,13 +15,84 @@ from spark_tui.core.recipe import Recipe, require_vllm
 
 # `{key}` but not the v1 escape `{{key}}` (a literal brace pair around a word).
 PLACEHOLDER_RE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A backslash-newline is a line continuation, as in a shell: it joins two lines.
 _CONTINUATION_RE = re.compile(r"\\\r?\n")
+_FORMATTER = string.Formatter()
+_ESCAPE_REMEDY = (
+    "a command that doubles literal braces is read as Python's str.format reads it (as "
+    "sparkrun does): write every literal brace doubled ({{ and }}) and placeholders as {key}"
+)
+
+# One piece of a template token: literal text, then a placeholder name (or None) and the
+# str.format spec written after it (`!r`, `:>5`; empty for a plain `{key}`).
+Piece = tuple[str, str | None, str]
 
 
-def placeholders(command: str) -> list[str]:
-    """The `{key}` placeholders of a command template, in order of first use."""
-    return list(dict.fromkeys(PLACEHOLDER_RE.findall(command or "")))
+def uses_escapes(command: str, recipe_version: str = "2") -> bool:
+    """Whether a command is read as a str.format template, where `{{`/`}}` are literal braces.
+
+    v1 commands went through str.format; a v2 command that doubles a brace asks for the same.
+    Plain JSON like {"a":{"b":1}} has no `{{` and is left as written.
+    """
+    return recipe_version == "1" or "{{" in (command or "")
+
+
+def template_pieces(text: str, escapes: bool, where: str = "recipe") -> list[Piece]:
+    """The pieces of a template text: as str.format parses it (escapes) or by `{key}` alone."""
+    if not escapes:
+        out: list[Piece] = []
+        pos = 0
+        for m in PLACEHOLDER_RE.finditer(text):
+            out.append((text[pos : m.start()], m.group(1), ""))
+            pos = m.end()
+        if pos < len(text) or not out:
+            out.append((text[pos:], None, ""))
+        return out
+    try:
+        parsed = list(_FORMATTER.parse(text))
+    except ValueError as exc:
+        raise RecipeError(
+            f"{where}: `command:` is not a valid template ({exc})", _ESCAPE_REMEDY
+        ) from None
+    pieces: list[Piece] = []
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            pieces.append((literal, None, ""))
+            continue
+        if not _NAME_RE.fullmatch(name):
+            raise RecipeError(
+                f"{where}: `{{{name}}}` in `command:` is not a placeholder name", _ESCAPE_REMEDY
+            )
+        fmt = (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+        pieces.append((literal, name, fmt))
+    return pieces or [("", None, "")]
+
+
+def placeholders(command: str, escapes: bool | None = None) -> list[str]:
+    """The `{key}` placeholders of a command template, in order of first use.
+
+    `escapes` None decides from the text (a `{{` asks for str.format reading); a malformed
+    template lists the placeholders before the fault (rendering it names the fault).
+    """
+    text = command or ""
+    if escapes is None:
+        escapes = uses_escapes(text)
+    if not escapes:
+        return list(dict.fromkeys(PLACEHOLDER_RE.findall(text)))
+    names: list[str] = []
+    try:
+        for _literal, name, _spec, _conv in _FORMATTER.parse(text):
+            if name is not None and _NAME_RE.fullmatch(name):
+                names.append(name)
+    except ValueError:
+        pass
+    return list(dict.fromkeys(names))
+
+
+def recipe_placeholders(recipe: Recipe) -> list[str]:
+    """The placeholders of a recipe's command, read as its version reads them."""
+    return placeholders(recipe.command, uses_escapes(recipe.command, recipe.recipe_version))
 
 
 def split_command(command: str, recipe_name: str = "recipe") -> list[str]:
@@ -45,12 +117,6 @@ def value_text(value: Any) -> str:
     return str(value)
 
 
-def _uses_escapes(recipe: Recipe) -> bool:
-    # v1 commands went through str.format, so literal braces were doubled; a v2 recipe
-    # may use the same escape. Plain JSON like {"a":{"b":1}} has no `{{` and is left alone.
-    return recipe.recipe_version == "1" or "{{" in (recipe.command or "")
-
-
 def _builtin(recipe: Recipe, key: str) -> Any:
     return {
         "model": recipe.model,
@@ -60,18 +126,27 @@ def _builtin(recipe: Recipe, key: str) -> Any:
     }.get(key)
 
 
-def _substitute(
-    token: str, values: Mapping[str, Any], recipe: Recipe, collapse: bool
-) -> str | None:
+def _formatted(value: Any, fmt: str, recipe: Recipe, key: str) -> str:
+    if not fmt:
+        return value_text(value)
+    try:
+        return ("{0" + fmt + "}").format(value)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise RecipeError(
+            f"{recipe.name}: placeholder {{{key}{fmt}}} cannot format {value!r} ({exc})",
+            f"write the placeholder as {{{key}}}",
+        ) from None
+
+
+def _substitute(pieces: list[Piece], values: Mapping[str, Any], recipe: Recipe) -> str | None:
     """One template token with its placeholders filled; None when a removed value empties it."""
-    pieces: list[str] = []
-    pos = 0
+    out: list[str] = []
     removed = False
-    whole = PLACEHOLDER_RE.fullmatch(token) is not None
-    for m in PLACEHOLDER_RE.finditer(token):
-        literal = token[pos : m.start()]
-        pieces.append(_collapse(literal) if collapse else literal)
-        key = m.group(1)
+    whole = len(pieces) == 1 and pieces[0][0] == "" and pieces[0][1] is not None
+    for literal, key, fmt in pieces:
+        out.append(literal)
+        if key is None:
+            continue
         if key in values:
             value = values[key]
         elif key in schema.BUILTIN_PLACEHOLDERS and _builtin(recipe, key) is not None:
@@ -83,33 +158,30 @@ def _substitute(
             )
         if value is None:
             removed = True
-            pieces.append("")
         else:
-            pieces.append(value_text(value))
-        pos = m.end()
-    tail = token[pos:]
-    pieces.append(_collapse(tail) if collapse else tail)
-    if removed and (whole or re.fullmatch(r"-[^=]+=", "".join(pieces))):
+            out.append(_formatted(value, fmt, recipe, key))
+    if removed and (whole or re.fullmatch(r"-[^=]+=", "".join(out))):
         return None
-    return "".join(pieces)
-
-
-def _collapse(text: str) -> str:
-    return text.replace("{{", "{").replace("}}", "}")
+    return "".join(out)
 
 
 def render_template(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
-    """The command template split and its placeholders substituted, nothing else applied."""
-    collapse = _uses_escapes(recipe)
+    """The command template split and its placeholders substituted, nothing else applied.
+
+    Read as str.format reads it when the recipe uses brace escapes (see uses_escapes).
+    """
+    escapes = uses_escapes(recipe.command, recipe.recipe_version)
     out: list[str] = []
     for token in split_command(recipe.command, recipe.name):
-        if not PLACEHOLDER_RE.search(token):
-            out.append(_collapse(token) if collapse else token)
+        pieces = template_pieces(token, escapes, recipe.name)
+        if all(key is None for _, key, _ in pieces):
+            out.append("".join(literal for literal, _, _ in pieces))
             continue
-        text = _substitute(token, settings, recipe, collapse)
+        text = _substitute(pieces, settings, recipe)
         if text is None:
             # A removed value takes its flag with it: `--tool-call-parser {p}` -> nothing.
-            if PLACEHOLDER_RE.fullmatch(token) and out and _is_flag(out[-1]) and len(out) > 2:
+            whole = len(pieces) == 1 and pieces[0][0] == ""
+            if whole and out and _is_flag(out[-1]) and len(out) > 2:
                 out.pop()
             continue
         out.append(text)
@@ -198,7 +270,7 @@ def render_argv(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
             f"{recipe.name}: the command starts with {first!r}, not `vllm serve`",
             "write the command as `vllm serve {model} --flag value ...`",
         )
-    used = set(placeholders(recipe.command))
+    used = set(recipe_placeholders(recipe))
     for key, value in settings.items():
         setting = schema.get(key)
         if key in used or setting is None or setting.plan_managed:
@@ -224,7 +296,7 @@ def template_value(recipe: Recipe, key: str) -> Any:
     """What the command template itself sets for a known setting that is not a placeholder:
     the hard-coded flag value, True/False for a bare boolean flag or its `--no-` form, or None."""
     setting = schema.get(key)
-    if setting is None or key in placeholders(recipe.command):
+    if setting is None or key in recipe_placeholders(recipe):
         return None
     try:
         argv = split_command(recipe.command, recipe.name)

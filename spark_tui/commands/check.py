@@ -124,7 +124,7 @@ def held_by_running(nodes: list[NodeFacts]) -> dict[str, int]:
 
 
 def _check_image_flags(
-    args: argparse.Namespace, report: FitReport, image: str, argv: list[str], head: str
+    args: argparse.Namespace, report: FitReport, recipe: Recipe, argv: list[str], head: str
 ) -> None:
     """Add the findings of the head image's own `vllm serve` flag table (see ops.image_flags)."""
     from spark_tui.commands.terminal import targets
@@ -134,8 +134,9 @@ def _check_image_flags(
 
     t = targets(args)
     inv = inventory_nodes(t)
+    mods = [step.mod for step in recipe.prelaunch if step.mod]
     found = check_image_flags_sync(
-        inv, head, image, argv, accept_new_host_keys=t.accept_new_host_keys
+        inv, head, recipe.container or "", argv, mods, accept_new_host_keys=t.accept_new_host_keys
     )
     report.findings.extend(found)
     if any(f.severity == "error" for f in found):
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         result.report.findings += gaps
         result.report.verdict = verdict_of(result.report.findings, result.report.missing)
     if not getattr(args, "facts", None) and recipe.container and nodes:
-        _check_image_flags(args, result.report, recipe.container, result.argv, nodes[0].name)
+        _check_image_flags(args, result.report, recipe, result.argv, nodes[0].name)
     if args.json:
         doc = result.report.to_dict()
         doc["facts_sources"] = dict(sorted(sources.items()))

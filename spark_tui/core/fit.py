@@ -16,6 +16,7 @@ from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, la
 from spark_tui.core.model_facts import missing_for_fit
 from spark_tui.core.plan import undeclared_reference_error, undeclared_references
 from spark_tui.core.recipe import Recipe
+from spark_tui.core.render import placeholder_flags, uses_escapes
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.serve_rules import refusals
 from spark_tui.core.wording import plural
@@ -66,6 +67,8 @@ CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 DROP_CACHES = "sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 SEVERITIES = ("error", "warning", "info")
 VERDICTS = ("fits", "fits_with_warnings", "does_not_fit", "unknown")
+# The gpu-mem-util-gb mod's flag (not vLLM's own): the budget in GiB.
+GIB_FLAG = "--gpu-memory-utilization-gb"
 
 
 @dataclass
@@ -460,14 +463,77 @@ NO_CACHE_BLOCKS = (
 )
 
 
-def _raise_util(needed: int, total: int | None) -> str:
-    """A remedy fragment: the gpu_memory_utilization that would hold `needed` bytes."""
+@dataclass(frozen=True)
+class Budget:
+    """How the command sets a rank's memory budget: a fraction of the node's memory
+    (`--gpu-memory-utilization`), or GiB (`--gpu-memory-utilization-gb`, from the
+    gpu-mem-util-gb mod, which wins over the fraction). `key` is what `--set` changes."""
+
+    fraction: float = 0.92
+    gib: float | None = None
+    key: str = "gpu_memory_utilization"
+
+    def bytes_of(self, total: int) -> int:
+        """The budget on a node of `total` bytes (the mod rounds GiB up to a byte)."""
+        if self.gib is not None:
+            return math.ceil(self.gib * GIB)
+        return int(self.fraction * total)
+
+    def share(self, total: int) -> float:
+        """The budget as a share of the node's memory."""
+        return self.bytes_of(total) / total if total else self.fraction
+
+    def said(self, total: int | None) -> str:
+        """The budget as the command gives it (`0.9 x 121.69 GiB`, `108 GiB`)."""
+        if self.gib is not None:
+            return f"--gpu-memory-utilization-gb {self.gib:g}"
+        return f"{self.fraction} x {gib(total or 0)} GiB"
+
+    def set_to(self, budget_bytes: int, total: int | None) -> str:
+        """The `--set` that gives a budget of `budget_bytes` (rounded the safe way)."""
+        if self.gib is not None:
+            return f"--set {self.key}={math.floor(budget_bytes / GIB)}"
+        share = budget_bytes / total if total else self.fraction
+        return f"--set {self.key}={max(math.floor(share * 100) / 100, 0.05):.2f}"
+
+
+def _raise_util(needed: int, total: int | None, budget: Budget | None = None) -> str:
+    """A remedy fragment: the budget setting that would hold `needed` bytes."""
+    budget = budget or Budget()
     if not total:
-        return "raise gpu_memory_utilization, "
+        return f"raise {budget.key}, "
     util = math.ceil(needed / total * 100) / 100
     if util > 0.95:
         return ""  # no sensible utilization holds it: more nodes or a smaller model
-    return f"--set gpu_memory_utilization={util:.2f}, "
+    if budget.gib is not None:
+        return f"--set {budget.key}={math.ceil(needed / GIB)}, "
+    return f"--set {budget.key}={util:.2f}, "
+
+
+def budget_of(recipe: Recipe, args: ServeArgs) -> Budget:
+    """The command's budget, and the recipe key `--set` changes it with."""
+    if args.gpu_memory_utilization_gb is None:
+        return Budget(args.gpu_memory_utilization)
+    escapes = uses_escapes(recipe.command, recipe.recipe_version)
+    fed = placeholder_flags(recipe.command, escapes)
+    key = next(
+        (k for k, flag in fed.items() if flag.replace("_", "-") == GIB_FLAG),
+        "gpu_memory_utilization_gb",
+    )
+    return Budget(args.gpu_memory_utilization, args.gpu_memory_utilization_gb, key)
+
+
+def _gib_budget_message(budget: int, total: int, free: int) -> str:
+    # The gpu-mem-util-gb mod's own words (its request_memory), with this node's numbers.
+    if budget > total:
+        return (
+            f"Requested memory ({gib(budget)} GiB) exceeds total GPU memory ({gib(total)} GiB). "
+            "Reduce gpu_memory_utilization_gb or use a smaller value."
+        )
+    return (
+        f"Requested memory ({gib(budget)} GiB) exceeds available memory ({gib(free)} GiB). "
+        "Reduce gpu_memory_utilization_gb or free up GPU memory."
+    )
 
 
 def _unified_memory(node: NodeFacts) -> bool:
@@ -483,9 +549,11 @@ def _node_findings(
     max_len: int | None,
     positions: int | None = None,
     kv_source: str = "--kv-cache-memory-bytes",
+    plan: Budget | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     from_env = kv_source == CPU_KV_ENV
+    plan = plan or Budget(args.gpu_memory_utilization)
     util = args.gpu_memory_utilization
     total, avail, budget = fit.memory_total_bytes, fit.memory_available_bytes, fit.budget_bytes
     # The CPU backend never holds the utilization against free memory when the variable sizes
@@ -495,39 +563,49 @@ def _node_findings(
         free = avail - cache if _unified_memory(node) else avail
         if avail < budget:
             # What CUDA will see free once the page cache is dropped, less a margin.
-            target = math.floor(avail / total * 100) / 100 - 0.01
+            target = avail - total // 100
+            said = (
+                _gib_budget_message(budget, total, avail)
+                if plan.gib is not None
+                else _free_memory_message(avail, total, util, budget)
+            )
             out.append(
                 Finding(
                     "error",
                     "free_memory",
-                    "vLLM will stop at startup: "
-                    + _free_memory_message(avail, total, util, budget),
+                    "vLLM will stop at startup: " + said,
                     "stop what holds memory on the node (other containers, desktop apps), "
-                    f"or lower the budget: --set gpu_memory_utilization={max(target, 0.05):.2f}",
+                    f"or lower the budget: {plan.set_to(target, total)}",
                 )
             )
         elif cache and free < budget:
+            said = (
+                _gib_budget_message(budget, total, free)
+                if plan.gib is not None
+                else _free_memory_message(free, total, util, budget)
+            )
             out.append(
                 Finding(
                     "error",
                     "page_cache",
                     "vLLM will stop at startup: "
-                    + _free_memory_message(free, total, util, budget)
+                    + said
                     + f" On GB10 the page cache counts as used GPU memory: MemAvailable is "
                     f"{gib(avail)} GiB but {gib(cache)} GiB of it is page cache, which covers "
                     f"the {gib(budget - free)} GiB gap",
                     f"drop the page cache on the named node(s) before launch: {DROP_CACHES}",
                 )
             )
-        if util > HIGH_UTILIZATION and _unified_memory(node):
+        if plan.share(total) > HIGH_UTILIZATION and _unified_memory(node):
+            named = f"{plan.key} {plan.gib:g} GiB" if plan.gib is not None else f"{plan.key} {util}"
             out.append(
                 Finding(
                     "warning",
                     "system_headroom",
-                    f"gpu_memory_utilization {util} leaves {gib(total - budget)} GiB of the "
+                    f"{named} leaves {gib(total - budget)} GiB of the "
                     "unified memory for the OS, Docker and the page cache; GB10 nodes have "
                     "failed at startup with NVRM out-of-memory errors at such settings",
-                    "--set gpu_memory_utilization=0.85 (or lower)",
+                    f"{plan.set_to(int(total * 0.85), total)} (or lower)",
                 )
             )
     weights, kv_budget = fit.weights_bytes, fit.kv_budget_bytes
@@ -538,11 +616,13 @@ def _node_findings(
                     "error",
                     "weights_exceed_budget",
                     f"weights need {gib(weights)} GiB per rank, more than the budget of "
-                    f"{gib(budget)} GiB ({util} x {gib(total or 0)} GiB); vLLM will stop "
+                    f"{gib(budget)} GiB ({plan.said(total)}); vLLM will stop "
                     f"with: {NO_CACHE_BLOCKS}",
                     "spread the model over more nodes (--set tensor_parallel=N with N nodes), "
                     + _raise_util(
-                        weights + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0), total
+                        weights + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0),
+                        total,
+                        plan,
                     )
                     + "or use a smaller (more quantized) checkpoint",
                 )
@@ -581,6 +661,7 @@ def _node_findings(
                 _raise_util(
                     (weights or 0) + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0),
                     total,
+                    plan,
                 )
                 + "or spread the model over more nodes",
             )
@@ -598,7 +679,7 @@ def _node_findings(
             elif args.kv_cache_memory_bytes is not None:
                 options.append(f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G")
             else:
-                more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total)
+                more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total, plan)
                 if more.strip(", "):
                     options.append(more.strip(", "))
             if not args.kv_cache_dtype.startswith("fp8"):
@@ -775,6 +856,7 @@ def check_fit(
         )
     layout = layout_for(facts, args)
     weights = weights_per_rank_bytes(facts, args, env)
+    plan = budget_of(recipe, args)
     per_node: list[tuple[str, Finding]] = []
     fits: list[NodeFit] = []
     for rank, node in enumerate(nodes):
@@ -790,7 +872,7 @@ def check_fit(
             overhead_parts=parts.to_dict(),
         )
         if node.memory_total_bytes is not None:
-            fit.budget_bytes = int(args.gpu_memory_utilization * node.memory_total_bytes)
+            fit.budget_bytes = plan.bytes_of(node.memory_total_bytes)
             fit.headroom_bytes = node.memory_total_bytes - fit.budget_bytes
             if node.memory_available_bytes is not None:
                 fit.available_headroom_bytes = node.memory_available_bytes - fit.budget_bytes
@@ -805,7 +887,7 @@ def check_fit(
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         fits.append(fit)
         kv_source = CPU_KV_ENV if cpu_kv is not None else "--kv-cache-memory-bytes"
-        for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source):
+        for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source, plan):
             per_node.append((node.name, f))
     findings += _group_findings(per_node, len(nodes))
     if missing:

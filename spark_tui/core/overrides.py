@@ -12,7 +12,13 @@ from typing import Any
 from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import OverrideError
 from spark_tui.core.recipe import Recipe
-from spark_tui.core.render import recipe_placeholders, template_value
+from spark_tui.core.render import (
+    placeholder_flags,
+    recipe_placeholders,
+    template_value,
+    uses_escapes,
+    value_setting,
+)
 from spark_tui.core.serve_rules import DEPENDENCIES
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -61,6 +67,7 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
         pairs = [parse_set(item) for item in sets]
     settings: dict[str, Any] = dict(recipe.defaults)
     allowed = set(valid_keys(recipe))
+    fed = placeholder_flags(recipe.command, uses_escapes(recipe.command, recipe.recipe_version))
     for key, raw in pairs:
         if key in schema.BUILTIN_PLACEHOLDERS:
             raise OverrideError(
@@ -74,7 +81,7 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
                 f"--set {key}={raw}: unknown setting {key!r}{hint}",
                 "use one of: " + ", ".join(sorted(allowed)),
             )
-        settings[key] = coerce_value(key, raw, recipe.defaults.get(key))
+        settings[key] = coerce_value(key, raw, recipe.defaults.get(key), fed_flag=fed.get(key))
     explicit = {key: settings[key] for key, _ in pairs}
     _keep_dependencies(recipe, settings, explicit)
     return settings
@@ -118,8 +125,7 @@ def _keep_dependencies(
             settings[dep.setting] = False
 
 
-def _kind_of(key: str, default: Any) -> str:
-    setting = schema.get(key)
+def _kind_of(setting: schema.Setting | None, default: Any) -> str:
     if setting is not None:
         return setting.kind
     if isinstance(default, bool):
@@ -133,8 +139,7 @@ def _kind_of(key: str, default: Any) -> str:
     return "str"
 
 
-def _accepted(key: str, kind: str) -> str:
-    setting = schema.get(key)
+def _accepted(setting: schema.Setting | None, kind: str) -> str:
     if setting is not None:
         return setting.accepted_form()
     return {
@@ -145,11 +150,14 @@ def _accepted(key: str, kind: str) -> str:
     }.get(kind, "a string")
 
 
-def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
-    """Type and range-check one value for `key` (known setting, or a recipe default's type)."""
-    setting = schema.get(key)
-    kind = _kind_of(key, default)
-    accepted = _accepted(key, kind)
+def coerce_value(key: str, raw: Any, default: Any = None, *, fed_flag: str | None = None) -> Any:
+    """Type and range-check one value for `key`: as the flag it feeds in the command
+    (`fed_flag`) takes it, else as the known setting `key`, else as the recipe default's type."""
+    setting = value_setting(key, fed_flag)
+    kind = _kind_of(setting, default)
+    accepted = _accepted(setting, kind)
+    if setting is not None and setting.key != key:
+        accepted += f" (it is the value of {fed_flag})"
 
     def bad(reason: str) -> OverrideError:
         removable = setting is None or setting.removable
@@ -170,7 +178,9 @@ def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
             raise bad(f"{raw!r} is not a boolean")
         return value
     if kind == "int":
-        value = _to_int(raw, human=key in _HUMAN_COUNTS)
+        if setting is not None and _is_word(raw, setting):
+            return str(raw).strip().lower() if isinstance(raw, str) else raw
+        value = _to_int(raw, human=(setting.key if setting else key) in _HUMAN_COUNTS)
         if value is None:
             raise bad(f"{raw!r} is not an integer")
     elif kind == "float":
@@ -209,6 +219,13 @@ def coerce_value(key: str, raw: Any, default: Any = None) -> Any:
     if setting is not None:
         _check_range(value, setting, bad)
     return value
+
+
+def _is_word(raw: Any, setting: schema.Setting) -> bool:
+    """Whether raw is one of the words (or special numbers) the setting's flag takes."""
+    if isinstance(raw, bool):
+        return False
+    return str(raw).strip().lower() in setting.words
 
 
 def _check_range(value: float, setting: schema.Setting, bad: Any) -> None:

@@ -15,7 +15,7 @@ from spark_tui.core import settings_schema as schema
 from spark_tui.core.errors import RecipeError
 from spark_tui.core.fact_ranges import check_fact_ranges, check_finite_numbers
 from spark_tui.core.recipe import Recipe
-from spark_tui.core.render import placeholders, uses_escapes
+from spark_tui.core.render import placeholder_flags, placeholders, uses_escapes, value_setting
 from spark_tui.core.safe_yaml import short_repr
 
 # Top-level keys that map onto `Recipe` fields; every other key is kept in `Recipe.extra`.
@@ -171,10 +171,12 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
         raise _type_error(where, "command", "a string (a `command: |` block)", command)
 
     defaults = {k: _collapse_escapes(v) for k, v in _mapping(where, data, "defaults").items()}
+    escapes = uses_escapes(command, version)
+    fed = placeholder_flags(command, escapes)
     for key, value in defaults.items():
         if value is not None and not isinstance(value, (*_SCALAR, Mapping, list)):
             raise _type_error(where, f"defaults.{key}", "a value", value)
-        _check_known_default(where, key, value)
+        _check_known_default(where, key, value, fed.get(key))
     env_raw = _mapping(where, data, "env")
     env: dict[str, str] = {}
     for key, value in env_raw.items():
@@ -203,7 +205,7 @@ def parse_recipe(text: str, name: str, source: str = "path", path: str | None = 
         if key in data and data[key] is not None and not isinstance(data[key], list):
             raise _type_error(where, key, "a list", data[key])
 
-    for key in placeholders(command, uses_escapes(command, version)):
+    for key in placeholders(command, escapes):
         if key in defaults:
             continue
         if key in schema.BUILTIN_PLACEHOLDERS and (key != "model_revision" or data.get(key)):
@@ -249,10 +251,13 @@ def _check_metadata_facts(where: str, model: str, metadata: Mapping[str, Any]) -
     check_fact_ranges(facts, f"{where}: metadata")
 
 
-def _check_known_default(where: str, key: str, value: Any) -> None:
-    """A default for a known setting must have that setting's type (e.g. an int port)."""
-    setting = schema.get(key)
+def _check_known_default(where: str, key: str, value: Any, fed_flag: str | None) -> None:
+    """A default for a known setting must have that setting's type (e.g. an int port); a
+    default that is the value of another flag in the command, that flag's."""
+    setting = value_setting(key, fed_flag)
     if setting is None or value is None:
+        return
+    if not isinstance(value, bool) and str(value).strip().lower() in setting.words:
         return
     kind = setting.kind
     ok = True
@@ -273,11 +278,12 @@ def _check_known_default(where: str, key: str, value: Any) -> None:
         ok = isinstance(value, Mapping) or (isinstance(value, str) and schema.is_json_object(value))
     elif kind in ("str", "choice"):
         ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+    fed = f" (it is the value of {fed_flag})" if setting.key != key else ""
     if not ok:
-        raise _type_error(where, f"defaults.{key}", setting.accepted_form(), value)
+        raise _type_error(where, f"defaults.{key}", setting.accepted_form() + fed, value)
     if kind in ("int", "float") and not _in_range(value, setting):
         raise RecipeError(
-            f"{where}: `defaults.{key}` is {short_repr(value)}, out of range",
+            f"{where}: `defaults.{key}` is {short_repr(value)}, out of range{fed}",
             f"write `{key}` as {setting.accepted_form()}",
         )
 

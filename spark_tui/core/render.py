@@ -292,6 +292,47 @@ def render_env(recipe: Recipe) -> dict[str, str]:
     return env
 
 
+def placeholder_flags(command: str, escapes: bool) -> dict[str, str]:
+    """The flag each placeholder is the value of (`--flag {key}` or `--flag={key}`); a
+    placeholder inside a larger value (JSON, a path) feeds no flag of its own."""
+    try:
+        tokens = split_command(command)
+        out: dict[str, str] = {}
+        for i, token in enumerate(tokens):
+            flag, eq, value = token.partition("=")
+            if eq and token.startswith("-"):
+                pieces = template_pieces(value, escapes)
+                owner = flag
+            else:
+                pieces = template_pieces(token, escapes)
+                owner = tokens[i - 1] if i > 0 and _is_flag(tokens[i - 1]) else ""
+            whole = len(pieces) == 1 and pieces[0][0] == "" and pieces[0][1] is not None
+            if owner and whole and pieces[0][1] not in out:
+                out[str(pieces[0][1])] = owner
+        return out
+    except RecipeError:
+        return {}  # rendering names the fault
+
+
+def value_setting(key: str, fed_flag: str | None) -> schema.Setting | None:
+    """The setting whose type and range a value of `key` must meet: the one of the flag it
+    feeds in the command (`gpu_memory_utilization: 108` feeding the mod's
+    `--gpu-memory-utilization-gb` is GiB, not a fraction); the key's own when it feeds none.
+    A flag this tool does not know leaves the value to the flag's own program."""
+    own = schema.get(key)
+    if fed_flag is None:
+        return own
+    if own is not None and fed_flag in schema.flag_spellings(own):
+        return own
+    return schema.for_flag(fed_flag)
+
+
+def recipe_value_setting(recipe: Recipe, key: str) -> schema.Setting | None:
+    """value_setting for a key of this recipe."""
+    escapes = uses_escapes(recipe.command, recipe.recipe_version)
+    return value_setting(key, placeholder_flags(recipe.command, escapes).get(key))
+
+
 def template_value(recipe: Recipe, key: str) -> Any:
     """What the command template itself sets for a known setting that is not a placeholder:
     the hard-coded flag value, True/False for a bare boolean flag or its `--no-` form, or None."""

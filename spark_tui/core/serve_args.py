@@ -116,7 +116,11 @@ class ServeArgs:
     data_parallel_size: int = 1
     decode_context_parallel_size: int = 1
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    # The gpu-mem-util-gb mod's flag: the budget in GiB, which wins over the fraction.
+    gpu_memory_utilization_gb: float | None = None
     max_model_len: int | None = None
+    # `--max-model-len auto` (or -1): vLLM picks the model's maximum, or the longest that fits.
+    max_model_len_auto: bool = False
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
     max_num_seqs: int | None = None
@@ -333,9 +337,11 @@ def _apply(out: ServeArgs, name: str, value: str | None) -> None:
         out.max_num_batched_tokens = _int(name, value, human=True)
     elif name == "max-model-len":
         if value is not None and value.strip().lower() in ("auto", "-1"):
-            out.max_model_len = None  # vLLM: fit the model's maximum
+            out.max_model_len = None  # vLLM: the model's maximum, or the longest that fits
+            out.max_model_len_auto = True
         else:
             out.max_model_len = _int(name, value, human=True)
+            out.max_model_len_auto = False
     elif name == "kv-cache-memory-bytes":
         out.kv_cache_memory_bytes = _int(name, value, human=True)
     elif name == "gpu-memory-utilization":
@@ -346,6 +352,14 @@ def _apply(out: ServeArgs, name: str, value: str | None) -> None:
         if not 0 < util <= 1:
             raise _bad(name, value, "a number in (0, 1]")
         out.gpu_memory_utilization = util
+    elif name == "gpu-memory-utilization-gb":
+        try:
+            gib = float(value or "")
+        except ValueError as exc:
+            raise _bad(name, value, "a number of GiB > 0") from exc
+        if not 0 < gib <= MAX_INT:
+            raise _bad(name, value, "a number of GiB > 0")
+        out.gpu_memory_utilization_gb = gib
     elif name == "speculative-config":
         out.speculative_config = _json(name, value)
     elif name == "served-model-name":

@@ -46,6 +46,13 @@ class FlagProblem:
     suggestion: str | None = None
 
 
+# Flags a mod adds to the image's vLLM when it runs before `vllm serve` (the image's own
+# help text does not list them): eugr's gpu-mem-util-gb patches in the budget in GiB.
+MOD_FLAGS: dict[str, tuple[FlagSpec, ...]] = {
+    "gpu-mem-util-gb": (FlagSpec(("--gpu-memory-utilization-gb",), takes_value=True),),
+}
+
+
 @dataclass
 class FlagTable:
     """Every option of one `vllm serve`, by each of its spellings."""
@@ -55,6 +62,17 @@ class FlagTable:
 
     def __len__(self) -> int:
         return len({id(s) for s in self.flags.values()})
+
+    def with_mods(self, mods: Sequence[str]) -> FlagTable:
+        """The table as the serve command meets it once these mods (folder names) ran."""
+        added = [spec for mod in mods for spec in MOD_FLAGS.get(mod, ())]
+        if not added:
+            return self
+        flags = dict(self.flags)
+        for spec in added:
+            for name in spec.names:
+                flags.setdefault(name, spec)
+        return FlagTable(flags, self.version)
 
     def lookup(self, name: str) -> FlagSpec | None:
         """The option spelled `name` (underscores read as dashes, as vLLM does)."""

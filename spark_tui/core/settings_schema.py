@@ -45,6 +45,8 @@ class Setting:
     multi_value: bool = False
     # Overrides the generated description of accepted values.
     accepted: str = ""
+    # Values vLLM's flag takes besides the kind's (`--max-model-len auto`, or its -1).
+    words: tuple[str, ...] = ()
 
     @property
     def negative_flag(self) -> str:
@@ -150,6 +152,16 @@ _SETTINGS: tuple[Setting, ...] = (
         maximum=1.0,
         exclusive_minimum=True,
     ),
+    # Not vLLM's own flag: eugr's gpu-mem-util-gb mod patches vLLM to take the budget in GiB
+    # (it then wins over the fraction). Recipes feed it from their gpu_memory_utilization.
+    _s(
+        "gpu_memory_utilization_gb",
+        "float",
+        "GiB vLLM budgets per node (flag of the gpu-mem-util-gb mod)",
+        minimum=0.0,
+        maximum=MAX_GIB,
+        exclusive_minimum=True,
+    ),
     _s("kv_cache_memory_bytes", "size", "explicit KV-cache budget per GPU (wins over utilization)"),
     _s(
         "kv_cache_dtype",
@@ -163,7 +175,9 @@ _SETTINGS: tuple[Setting, ...] = (
         "context limit per request (tokens)",
         minimum=1,
         maximum=MAX_TOKENS,
-        accepted="an integer from 1 to 4294967296 (also 128k = 128000, 128K = 131072)",
+        accepted="an integer from 1 to 4294967296 (also 128k = 128000, 128K = 131072), or auto "
+        "(the longest that fits, as vLLM chooses it)",
+        words=("auto", "-1"),
     ),
     _s("max_num_seqs", "int", "sequences per scheduler iteration", minimum=1, maximum=2**20),
     _s(
@@ -305,6 +319,21 @@ def flag_spellings(setting: Setting) -> tuple[str, ...]:
     """Every spelling of the setting's flag a command may contain (not the `--no-` form)."""
     names = [setting.flag, "--" + setting.key, *setting.aliases]
     return tuple(dict.fromkeys(names))
+
+
+def for_flag(flag: str) -> Setting | None:
+    """The known setting a flag spelling belongs to (`-tp`, `--max_model_len=...`), or None."""
+    name = flag.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    for setting in _SETTINGS:
+        spellings = {
+            s if not s.startswith("--") else "--" + s[2:].replace("_", "-")
+            for s in flag_spellings(setting)
+        }
+        if name in spellings:
+            return setting
+    return None
 
 
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT])?(i?[bB])?")

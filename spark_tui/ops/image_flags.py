@@ -145,11 +145,12 @@ async def check_image_flags(
     argvs: Sequence[Sequence[str]] | Sequence[str],
     *,
     pull: Callable[[str], None] | None = None,
+    mods: Sequence[str] = (),
 ) -> list[Finding]:
     """The findings of the flag check on the head's image for one argv or several (each
     rank's; a problem is reported once). An info finding when the check could not be made:
     the fit verdict stands on its own then. `pull`: pull a missing image (see
-    image_flag_table)."""
+    image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
     import docker as docker_sdk
 
     from spark_tui.remote.docker_remote import RemoteDocker
@@ -174,7 +175,7 @@ async def check_image_flags(
                 "run `docker run --rm --entrypoint vllm IMAGE serve --help=all` on the head",
             )
         ]
-    return argvs_findings(table, argvs, image)
+    return argvs_findings(table.with_mods(mods), argvs, image)
 
 
 def argvs_findings(
@@ -209,7 +210,7 @@ async def plan_flag_findings(
     if not argvs:
         return []
     return await check_image_flags(
-        pool, plan.head.node, plan.head.container.image, argvs, pull=pull
+        pool, plan.head.node, plan.head.container.image, argvs, pull=pull, mods=plan.head.mods
     )
 
 
@@ -231,7 +232,12 @@ def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFa
 
 
 def check_image_flags_sync(
-    inventory: Any, head: str, image: str, argv: Sequence[str], **pool_options: Any
+    inventory: Any,
+    head: str,
+    image: str,
+    argv: Sequence[str],
+    mods: Sequence[str] = (),
+    **pool_options: Any,
 ) -> list[Finding]:
     """check_image_flags for the headless CLI: its own short-lived connection to the head."""
     from spark_tui.remote.ssh import ConnectionPool
@@ -244,7 +250,7 @@ def check_image_flags_sync(
             if head in failures:
                 exc = failures[head]
                 return [Finding("info", NOT_CHECKED, exc.message, exc.remedy)]
-            return await check_image_flags(pool, nodes[0].name, image, argv)
+            return await check_image_flags(pool, nodes[0].name, image, argv, mods=mods)
         finally:
             await pool.close()
 

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui.core.errors import RecipeError
-from spark_tui.core.facts import NodeFacts, parse_facts
+from spark_tui.core.errors import OverrideError, RecipeError
+from spark_tui.core.facts import GIB, NodeFacts, parse_facts
+from spark_tui.core.fit import FitReport, check_fit
+from spark_tui.core.model_facts import resolve_model_facts
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.plan import build_plan
+from spark_tui.core.recipe import Recipe
 from spark_tui.core.recipe_loader import load_recipe_file
-from spark_tui.core.render import render_argv
+from spark_tui.core.render import render_argv, render_env
+from spark_tui.core.serve_flags import parse_help
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
 NODES: list[NodeFacts] = parse_facts(FACTS.read_text(encoding="utf-8"), source=str(FACTS))
@@ -64,3 +68,82 @@ def test_a_lone_brace_in_an_escaped_template_is_a_recipe_error(tmp_path: Path) -
     with pytest.raises(RecipeError) as exc:
         render_argv(recipe, apply_overrides(recipe, []))
     assert "{{" in exc.value.remedy
+
+
+# eugr's recipes that load the gpu-mem-util-gb mod feed their gpu_memory_utilization (GiB
+# there) to the flag the mod adds to vLLM.
+GIB_RECIPE = """\
+recipe_version: "1"
+model: Org/Dense-70B
+container: vllm-node
+mods:
+  - mods/gpu-mem-util-gb
+metadata:
+  weight_bytes: 40 GiB
+  num_hidden_layers: 80
+  num_attention_heads: 64
+  num_key_value_heads: 8
+  head_dim: 128
+  attention: full
+  max_position_embeddings: 131072
+  dtype: bfloat16
+defaults:
+  port: 8000
+  gpu_memory_utilization: 108
+  max_model_len: 32768
+command: |
+  vllm serve {model} --port {port} \\
+    --max-model-len {max_model_len} \\
+    --gpu-memory-utilization-gb {gpu_memory_utilization}
+"""
+
+
+def gib_recipe(tmp_path: Path) -> Path:
+    mod = tmp_path / "mods" / "gpu-mem-util-gb"
+    mod.mkdir(parents=True)
+    (mod / "run.sh").write_text("#!/bin/sh\necho patched\n")
+    return write(tmp_path, "dense-70b-gb", GIB_RECIPE)
+
+
+def check(recipe: Recipe, sets: list[str]) -> FitReport:
+    settings = apply_overrides(recipe, sets)
+    argv = render_argv(recipe, settings)
+    facts = resolve_model_facts(recipe, NODES)
+    return check_fit(recipe, argv, render_env(recipe), NODES[:1], facts, hf_token_set=True)
+
+
+def test_a_budget_in_gib_feeds_the_mods_flag_and_the_fit_reads_gib(tmp_path: Path) -> None:
+    recipe = load_recipe_file(gib_recipe(tmp_path))  # not refused as "out of range (0, 1]"
+    argv = render_argv(recipe, apply_overrides(recipe, []))
+    assert argv[-2:] == ["--gpu-memory-utilization-gb", "108"]
+    assert "--gpu-memory-utilization" not in argv
+    report = check(recipe, [])
+    assert report.nodes[0].budget_bytes == 108 * GIB
+    assert report.ok, [f.message for f in report.findings]
+    # The range is the flag's: any GiB > 0 goes, a fraction's bound does not apply ...
+    assert check(recipe, ["gpu_memory_utilization=100"]).nodes[0].budget_bytes == 100 * GIB
+    with pytest.raises(OverrideError) as exc:
+        apply_overrides(recipe, ["gpu_memory_utilization=0"])
+    assert "--gpu-memory-utilization-gb" in exc.value.message
+    # ... and a budget past the node's free memory is named in the mod's words, with a
+    # remedy in GiB on the recipe's own key.
+    over = check(recipe, ["gpu_memory_utilization=118"])
+    found = next(f for f in over.findings if f.code in ("free_memory", "page_cache"))
+    assert "Requested memory (118.00 GiB) exceeds available memory" in found.message
+    assert "--set gpu_memory_utilization=1" in found.remedy and "0." not in found.remedy
+
+
+def test_a_fraction_default_is_still_held_to_its_range(tmp_path: Path) -> None:
+    text = GIB_RECIPE.replace("--gpu-memory-utilization-gb", "--gpu-memory-utilization")
+    with pytest.raises(RecipeError) as exc:
+        load_recipe_file(write(tmp_path, "fraction", text))
+    assert "out of range" in exc.value.message
+
+
+def test_the_mods_flag_is_unknown_to_the_image_until_the_mod_runs() -> None:
+    help_text = (FACTS.parent / "vllm-0.32.0-serve-help-all.txt").read_text(encoding="utf-8")
+    table = parse_help(help_text)
+    argv = ["vllm", "serve", "m", "--gpu-memory-utilization-gb", "108"]
+    assert [p.flag for p in table.check(argv)] == ["--gpu-memory-utilization-gb"]
+    assert table.with_mods(["gpu-mem-util-gb"]).check(argv) == []
+    assert table.with_mods(["other-mod"]).check(argv) != []

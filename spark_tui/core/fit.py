@@ -712,6 +712,35 @@ def _node_findings(
     return out
 
 
+def _auto_max_model_len(
+    fits: list[NodeFit], layout: KVLayout, positions: int
+) -> tuple[int, Finding | None]:
+    """The length `--max-model-len auto` gives, as vLLM fits it: the model's maximum when one
+    request of it fits every rank's KV cache, else the longest that fits the smallest."""
+    budgets = [(f.kv_budget_bytes, f.name) for f in fits]
+    if not budgets or any(b is None or b <= 0 for b, _ in budgets):
+        return positions, None  # unknown or no KV memory: the other findings say so
+    smallest, name = min((b, n) for b, n in budgets if b is not None)
+    fitted = layout.max_len_for(smallest, positions)
+    if fitted >= positions:
+        return positions, Finding(
+            "info",
+            "max_model_len_auto",
+            f"max_model_len auto: the model's maximum of {positions} tokens fits, so vLLM uses it",
+            "nothing to do",
+        )
+    if fitted < 1:
+        return positions, None  # not even one token: kv_max_seq_len says what vLLM says
+    return fitted, Finding(
+        "info",
+        "max_model_len_auto",
+        f"max_model_len auto: the model's maximum of {positions} tokens does not fit the "
+        f"{gib(smallest)} GiB KV cache of {name}, so vLLM reduces it to {fitted} tokens",
+        "nothing to do; for longer requests free memory for the KV cache "
+        "(or --set max_model_len=N to fix the length)",
+    )
+
+
 def _group_findings(per_node: list[tuple[str, Finding]], n_nodes: int) -> list[Finding]:
     """One finding per distinct problem, naming the nodes it applies to."""
     grouped: dict[tuple[str, str, str, str], list[str]] = {}
@@ -880,12 +909,17 @@ def check_fit(
             fit.kv_budget_bytes = args.kv_cache_memory_bytes  # wins over the utilization
         elif fit.budget_bytes is not None and weights is not None:
             fit.kv_budget_bytes = fit.budget_bytes - weights - overhead
+        fits.append(fit)
+    if args.max_model_len_auto and layout is not None and max_len:
+        max_len, auto_finding = _auto_max_model_len(fits, layout, max_len)
+        if auto_finding is not None:
+            findings.append(auto_finding)
+    for fit, node in zip(fits, nodes, strict=True):
         if layout is not None and max_len:
             fit.kv_per_request_bytes = layout.request_bytes(max_len)
             if fit.kv_budget_bytes is not None and fit.kv_budget_bytes > 0:
                 fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
-        fits.append(fit)
         kv_source = CPU_KV_ENV if cpu_kv is not None else "--kv-cache-memory-bytes"
         for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source, plan):
             per_node.append((node.name, f))

@@ -11,12 +11,14 @@ import pytest
 from spark_tui.core.errors import OverrideError, RecipeError
 from spark_tui.core.facts import GIB, NodeFacts, parse_facts
 from spark_tui.core.fit import FitReport, check_fit
+from spark_tui.core.kv_cache import layout_for
 from spark_tui.core.model_facts import resolve_model_facts
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.plan import build_plan
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.recipe_loader import load_recipe_file
 from spark_tui.core.render import render_argv, render_env
+from spark_tui.core.serve_args import parse_serve_args
 from spark_tui.core.serve_flags import parse_help
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
@@ -147,3 +149,36 @@ def test_the_mods_flag_is_unknown_to_the_image_until_the_mod_runs() -> None:
     assert [p.flag for p in table.check(argv)] == ["--gpu-memory-utilization-gb"]
     assert table.with_mods(["gpu-mem-util-gb"]).check(argv) == []
     assert table.with_mods(["other-mod"]).check(argv) != []
+
+
+def test_max_model_len_auto_is_fitted_as_vllm_fits_it(tmp_path: Path) -> None:
+    text = (
+        GIB_RECIPE.replace("max_position_embeddings: 131072", "max_position_embeddings: 1048576")
+        .replace("max_model_len: 32768", "max_model_len: auto")
+        .replace("gpu_memory_utilization: 108", "gpu_memory_utilization: 80")
+    )
+    gib_recipe(tmp_path)  # the mod next to the recipe
+    recipe = load_recipe_file(write(tmp_path, "auto", text))  # not refused as "not an integer"
+    argv = render_argv(recipe, apply_overrides(recipe, []))
+    assert argv[argv.index("--max-model-len") + 1] == "auto"
+    report = check(recipe, [])
+    node = report.nodes[0]
+    assert report.ok and node.kv_budget_bytes is not None
+    # The model's 1M tokens do not fit the KV cache: vLLM's auto takes the longest that does.
+    layout = layout_for(resolve_model_facts(recipe, NODES), parse_serve_args(argv))
+    assert layout is not None and report.max_model_len is not None
+    assert report.max_model_len < 1048576
+    assert layout.request_bytes(report.max_model_len) <= node.kv_budget_bytes
+    assert layout.request_bytes(report.max_model_len + 1) > node.kv_budget_bytes
+    note = next(f for f in report.findings if f.code == "max_model_len_auto")
+    assert f"reduces it to {report.max_model_len} tokens" in note.message
+    assert not any(f.code == "kv_max_seq_len" for f in report.findings)
+    # More budget, longer; the word (and vLLM's -1) is accepted with --set too.
+    more = check(recipe, ["max_model_len=Auto", "gpu_memory_utilization=100"])
+    assert more.max_model_len is not None and more.max_model_len > report.max_model_len
+    assert check(recipe, ["max_model_len=-1"]).max_model_len == report.max_model_len
+    # A model whose maximum fits keeps it.
+    fits = load_recipe_file(write(tmp_path, "fits", GIB_RECIPE))
+    whole = check(fits, ["max_model_len=auto"])
+    assert whole.max_model_len == 131072 and whole.ok
+    assert any(f.code == "max_model_len_auto" and "fits" in f.message for f in whole.findings)

@@ -346,7 +346,7 @@ def template_value(recipe: Recipe, key: str) -> Any:
     found = _occurrences(argv, setting)
     if not found:
         return None
-    start, end, spelling = found[0]
+    start, end, spelling = found[-1]  # the last one counts, as in vLLM's argparse
     if setting.kind == "bool":
         return spelling != setting.negative_flag
     token = argv[start]
@@ -355,14 +355,30 @@ def template_value(recipe: Recipe, key: str) -> Any:
     return argv[start + 1] if end > start + 1 else None
 
 
-def flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The value given to `flag` in argv (`--flag v` or `--flag=v`), or None."""
+def flag_value(argv: Sequence[str], flag: str, *aliases: str) -> str | None:
+    """The value given to `flag` (or one of its `aliases`) in argv (`--flag v` or
+    `--flag=v`), or None. The last one counts, as in vLLM's argparse."""
+    names = (flag, *aliases)
+    found = None
     for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith(flag + "="):
-            return token.split("=", 1)[1]
-    return None
+        if token in names and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif token.split("=", 1)[0] in names and "=" in token:
+            found = token.split("=", 1)[1]
+    return found
+
+
+def switch_value(argv: Sequence[str], setting: schema.Setting) -> bool | None:
+    """What argv sets a boolean setting to: True for its flag, False for the `--no-` form,
+    the last one counting as in vLLM's argparse; None when neither is there."""
+    spellings = schema.flag_spellings(setting)
+    found = None
+    for token in argv:
+        if token in spellings:
+            found = True
+        elif token == setting.negative_flag:
+            found = False
+    return found
 
 
 def has_flag(argv: Sequence[str], flag: str) -> bool:

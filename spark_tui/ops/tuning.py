@@ -6,48 +6,45 @@ The tuning loop itself (one change, relaunch, check, smoke, benchmark, compare) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from spark_tui.core.render import has_flag
+from spark_tui.core import settings_schema
+from spark_tui.core.render import flag_value, has_flag, switch_value, value_text
 
 
-def _flag_for(setting: str) -> str:
-    from spark_tui.core import settings_schema
+def _setting(name: str, value: Any) -> settings_schema.Setting:
+    known = settings_schema.get(name)
+    if known is not None:
+        return known
+    kind = "bool" if isinstance(value, bool) else "str"
+    return settings_schema.Setting(key=name, kind=kind, flag="--" + name.replace("_", "-"))
 
-    known = settings_schema.get(setting)
-    return known.flag if known else "--" + setting.replace("_", "-")
 
+def carries(argv: Sequence[str], setting: settings_schema.Setting, value: Any) -> bool:
+    """Whether vLLM, parsing argv, ends up with `setting` = `value`.
 
-def _value_text(value: Any) -> str:
+    None (a removed setting) is the flag's absence; a boolean is the last of its flag or
+    `--no-` form, else vLLM's default (off when unknown); any other value is the last value
+    given, as vLLM's argparse reads it.
+    """
+    spellings = settings_schema.flag_spellings(setting)
+    if value is None:
+        return not any(has_flag(argv, name) for name in spellings)
     if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+        given = switch_value(argv, setting)
+        if given is None:
+            given = bool(setting.vllm_default)
+        return given is value
+    return flag_value(argv, *spellings) == value_text(value)
 
 
 def ranks_carry(plan: Mapping[str, Any], setting: str, value: Any) -> list[int]:
-    """The ranks whose serve argv does NOT carry `setting` = `value` (empty when all do).
-
-    Booleans are checked as flag presence, None (a removed setting) as the flag's absence,
-    other values as the flag's argument.
-    """
-    flag = _flag_for(setting)
+    """The ranks whose serve argv does NOT carry `setting` = `value` (empty when all do)."""
+    known = _setting(setting, value)
     wrong = []
     for rank in plan.get("ranks") or []:
         argv = [str(a) for a in rank.get("argv") or []]
-        if value is None:
-            ok = not has_flag(argv, flag)
-        elif isinstance(value, bool):
-            present = flag in argv
-            ok = present == value or ("--no-" + flag[2:] in argv) == (not value)
-        else:
-            got = None
-            for i, tok in enumerate(argv):
-                if tok == flag and i + 1 < len(argv):
-                    got = argv[i + 1]
-                elif tok.startswith(flag + "="):
-                    got = tok.split("=", 1)[1]
-            ok = got == _value_text(value)
-        if not ok:
+        if not carries(argv, known, value):
             wrong.append(int(rank.get("rank", 0)))
     return wrong

@@ -1,11 +1,12 @@
 """Rules about launching that the CLI and the cockpit share: what to do when a rank fails
-for a reason the plan can explain."""
+for a reason the plan or the command line can explain."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
+from spark_tui.core import logclass
 from spark_tui.core.plan import MASTER_ADDR, MASTER_PORT, RankSpec, flag_value
 
 # torch's TCPStore client ("The client socket has timed out after 600000ms while trying to
@@ -22,12 +23,39 @@ def rendezvous_timeout(lines: Sequence[str]) -> bool:
     return any(_RENDEZVOUS_TIMEOUT.search(line) for line in lines)
 
 
+_CHECK_FIRST = "`spark-tui check RECIPE --inventory FILE` checks every flag against the image"
+
+
+def usage_error_remedy(lines: Sequence[str]) -> str | None:
+    """The remedy for vLLM refusing its command line (argparse's usage error, exit 2), or
+    None when the lines hold no such error."""
+    for line in lines:
+        cause = logclass.classify(line).detail
+        if cause == "unknown_flag":
+            refused = line.split("unrecognized arguments:", 1)[1].strip()
+            return (
+                f"this image's vLLM does not know `{refused}`: remove it from the recipe's "
+                f"command (or the --set that added it), or use an image whose vLLM has it; "
+                f"{_CHECK_FIRST} before a launch"
+            )
+        if cause == "usage_error":
+            return (
+                "vLLM refused its command line (the line above says which argument): fix it "
+                f"in the recipe's command or the --set that gave it; {_CHECK_FIRST}"
+            )
+    return None
+
+
 def rank_failure_remedy(
     lines: Sequence[str], ranks: Sequence[RankSpec], *, never_met: bool = False
 ) -> str | None:
-    """A remedy that names this cluster's port, addresses and firewall for failures the
-    plan explains (a rendezvous that could not be reached, or `never_met`: workers that
-    never got past it before the ready timeout); None for the others."""
+    """A remedy for failures the command line or the plan explains: vLLM refusing a flag,
+    or (naming this cluster's port, addresses and firewall) a rendezvous that could not be
+    reached, or `never_met`: workers that never got past it before the ready timeout; None
+    for the others."""
+    refused = usage_error_remedy(lines)
+    if refused is not None:
+        return refused
     if not ranks or not (never_met or rendezvous_timeout(lines)):
         return None
     head = ranks[0]

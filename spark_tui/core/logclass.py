@@ -25,7 +25,8 @@ class LineClass:
     `kind` is one of KINDS. `progress` is 0..1 for progress lines. `detail` is short: for
     errors a cause code (see _KNOWN_CAUSES: free_memory, kv_cache_too_small, no_kv_memory,
     port_in_use, tp_heads, cuda_oom, nccl, nccl_timeout, gated_repo, worker_died,
-    driver_oom, engine_start) or "error" / "exception" / "traceback"; for progress the bar's
+    driver_oom, engine_start, unknown_flag, usage_error) or "error" / "exception" /
+    "traceback"; for progress the bar's
     label and count; for phases the message. `scope` refines the kind: for `ready` "api"
     (the head's API server is up) or "worker" (a headless worker finished its startup);
     for `progress` "weights", "cuda_graphs" or "other"; for `phase` the milestone's name;
@@ -93,6 +94,10 @@ _KNOWN_CAUSES: tuple[tuple[str, str], ...] = (
     ("worker_died", r"died unexpectedly|worker died or was killed|EngineDeadError"),
     ("driver_oom", r"NV_ERR_NO_MEMORY"),
     ("engine_start", r"EngineCore failed to start|Engine core initialization failed"),
+    # argparse refusing the command line (exit 2, no level prefix): an unknown flag, or any
+    # other usage error ("vllm: error: argument --dtype: invalid choice: ...").
+    ("unknown_flag", r"^vllm\b[\w -]*: error: unrecognized arguments: "),
+    ("usage_error", r"^vllm\b[\w -]*: error: "),
     # Ray's own: a node that cannot reach the head's GCS, a Ray port taken, a Ray node lost.
     (
         "ray_gcs_unreachable",

@@ -51,6 +51,9 @@ def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
     """The JSON object `recipes --json` prints for one recipe."""
     return {
         "name": recipe.name,
+        # What lookups take: `3x-spark-cluster/NAME` for a registry recipe in a sub-folder.
+        "ref": recipe.listed_name,
+        "sparkrun_name": recipe.sparkrun_name,
         "model": recipe.model,
         "runtime": recipe.runtime,
         "min_nodes": recipe.min_nodes,
@@ -97,7 +100,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
             facts = "mod missing: " + ", ".join(row["mods_missing"])
         source = row["origin"] + (" (shadowed)" if row["shadowed"] else "")
         nodes = row["_nodes"]
-        lines.append((row["name"], row["model"], row["runtime"], nodes, source, facts))
+        lines.append((row["ref"], row["model"], row["runtime"], nodes, source, facts))
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
     out = []
     for line in lines:
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     hidden = shadowed(recipes)
     rows = []
     for recipe in recipes:
-        row = recipe_row(recipe, (recipe.name, recipe.origin) in hidden)
+        row = recipe_row(recipe, (recipe.listed_name, recipe.origin) in hidden)
         row["_nodes"] = _nodes(recipe)
         rows.append(row)
     if getattr(args, "json", False):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,11 +79,22 @@ class Recipe:
     mods: list[str] = field(default_factory=list)
     prelaunch: list[PrelaunchStep] = field(default_factory=list)
     missing: list[MissingFile] = field(default_factory=list)
+    # A registry recipe in a sub-folder: its path under the registry's recipes folder,
+    # without the suffix (`3x-spark-cluster/NAME`), the name that reaches it there.
+    ref: str | None = None
+    # What `sparkrun run` takes for this recipe (`@experimental/NAME` for a registry sparkrun
+    # hides from plain names); None when sparkrun does not know the recipe's source.
+    sparkrun_name: str | None = None
 
     @property
     def origin(self) -> str:
         """Where the recipe comes from, as listings show it (`sparkrun:eugr`, `user`)."""
         return f"{self.source}:{self.registry}" if self.registry else self.source
+
+    @property
+    def listed_name(self) -> str:
+        """The name listings show and lookups take: the sub-folder path, else the name."""
+        return self.ref or self.name
 
 
 def require_vllm(recipe: Recipe) -> None:
@@ -93,5 +105,10 @@ def require_vllm(recipe: Recipe) -> None:
         f"{recipe.name}: its runtime is {recipe.runtime!r}, not vLLM; spark-tui runs vLLM "
         "services only",
         "pick a vLLM recipe (runtime: vllm, vllm-distributed or vllm-ray), or run this one "
-        f"with the launcher made for its runtime (e.g. `sparkrun run {recipe.name}`)",
+        f"with the launcher made for its runtime (e.g. `sparkrun run {_sparkrun_arg(recipe)}`)",
     )
+
+
+def _sparkrun_arg(recipe: Recipe) -> str:
+    # sparkrun finds its own registries' recipes by name; any other by its file path.
+    return shlex.quote(recipe.sparkrun_name or recipe.path or recipe.name)

@@ -54,6 +54,9 @@ SPARKRUN_DEFAULT_LAYOUT: dict[str, tuple[str, str]] = {
     "community": ("recipes", ""),
     "atlas": ("recipes", ""),
 }
+# The registries sparkrun ships hidden: their recipes are found by plain name only in
+# spark-tui; sparkrun wants `@REGISTRY/NAME` for them.
+SPARKRUN_HIDDEN = frozenset({"sparkrun-testing", "experimental", "community", "atlas"})
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -72,6 +75,8 @@ class Registry:
     mods_subpath: str = "mods"
     url: str = ""
     ref: str | None = None
+    # sparkrun's `visible: false`: its recipes are left out of sparkrun's plain-name lookups.
+    visible: bool = True
 
     @property
     def recipes_dir(self) -> Path:
@@ -231,7 +236,7 @@ def sparkrun_registries(
     config_dir = config_dir or sparkrun_config_dir()
     clone_dir = clone_dir or sparkrun_registry_dir()
     listing = config_dir / "registries.yaml"
-    entries: list[tuple[str, str, str, str]] = []  # name, subpath, mods_subpath, url
+    entries: list[tuple[str, str, str, str, bool]] = []  # name, subpath, mods, url, visible
     data = None
     if listing.is_file():
         try:
@@ -249,7 +254,13 @@ def sparkrun_registries(
             default_sub, default_mods = SPARKRUN_DEFAULT_LAYOUT.get(name, ("recipes", ""))
             mods = item.get("mods_subpath") or ("mods" if name == EUGR_REGISTRY else "")
             entries.append(
-                (name, str(item.get("subpath", default_sub)), str(mods), str(item.get("url", "")))
+                (
+                    name,
+                    str(item.get("subpath", default_sub)),
+                    str(mods),
+                    str(item.get("url", "")),
+                    item.get("visible", True) is not False,
+                )
             )
     elif clone_dir.is_dir():
         known = list(SPARKRUN_DEFAULT_LAYOUT)
@@ -259,9 +270,9 @@ def sparkrun_registries(
         )
         for name in found:
             sub, mods = SPARKRUN_DEFAULT_LAYOUT.get(name, ("recipes", "mods"))
-            entries.append((name, sub, mods, ""))
+            entries.append((name, sub, mods, "", name not in SPARKRUN_HIDDEN))
     out = []
-    for name, sub, mods, url in entries:
+    for name, sub, mods, url, visible in entries:
         if not _SAFE_NAME.fullmatch(name) or not (clone_dir / name).is_dir():
             continue
         where = f"{listing}: {name}"
@@ -269,7 +280,7 @@ def sparkrun_registries(
             sub, mods = _safe_subpath(sub, where, "subpath"), _safe_subpath(mods, where, "mods")
         except InputError:
             continue  # sparkrun refuses such an entry too
-        out.append(Registry(name, "sparkrun", clone_dir / name, sub, mods, url))
+        out.append(Registry(name, "sparkrun", clone_dir / name, sub, mods, url, visible=visible))
     return out
 
 
@@ -327,10 +338,21 @@ def _places(sources: Sources) -> list[tuple[Path, str, Registry | None]]:
     return places
 
 
+def _ref(path: Path, reg: Registry) -> str | None:
+    """`sub/NAME` for a recipe in a sub-folder of a registry's recipes folder, else None."""
+    rel = path.relative_to(reg.recipes_dir).with_suffix("")
+    return rel.as_posix() if len(rel.parts) > 1 else None
+
+
 def _load(path: Path, source: str, reg: Registry | None, sources: Sources) -> Recipe:
     recipe = load_recipe_file(path, source=source)
     if reg is not None:
-        recipe = replace(recipe, registry=reg.name)
+        ref = _ref(path, reg)
+        listed = ref or recipe.name
+        sparkrun_name = None
+        if reg.kind == "sparkrun":
+            sparkrun_name = listed if reg.visible else f"@{reg.name}/{listed}"
+        recipe = replace(recipe, registry=reg.name, ref=ref, sparkrun_name=sparkrun_name)
     return attach_prelaunch(recipe, sources)
 
 
@@ -355,14 +377,15 @@ def list_recipes(sources: Sources, errors: list[RecipeError] | None = None) -> l
 
 
 def shadowed(recipes: list[Recipe]) -> set[tuple[str, str]]:
-    """(name, origin) of every recipe hidden by an earlier one of the same name (the
-    list in `list_recipes` order)."""
+    """(listed name, origin) of every recipe its listed name does not reach: an earlier one
+    of the same listed name wins (the list in `list_recipes` order). A registry recipe in a
+    sub-folder is listed as `sub/NAME`, which reaches it, so it is not hidden by NAME."""
     seen: set[str] = set()
     hidden: set[tuple[str, str]] = set()
     for r in recipes:
-        if r.name in seen:
-            hidden.add((r.name, r.origin))
-        seen.add(r.name)
+        if r.listed_name in seen:
+            hidden.add((r.listed_name, r.origin))
+        seen.add(r.listed_name)
     return hidden
 
 
@@ -382,20 +405,33 @@ def find_recipe(name_or_path: str, sources: Sources) -> Recipe:
                 f"use one of: {known}; registries are listed in {config_path()} "
                 f"(spark-tui) and {sparkrun_config_dir() / 'registries.yaml'} (sparkrun)",
             )
-    elif "/" in name or "\\" in name:
+    stem = Path(name).stem if Path(name).suffix in RECIPE_SUFFIXES else name
+    sub = PurePosixPath(name).with_suffix("") if "/" in name else None
+    if sub is not None and (sub.is_absolute() or ".." in sub.parts or len(sub.parts) < 2):
+        sub = None  # a file path that is not there
+    elif sub is not None and name.startswith("."):
+        sub = None
+    if "\\" in name or ("/" in name and sub is None):
         raise RecipeError(
             f"recipe file {name_or_path!r} does not exist",
             "check the path, or give a recipe name (spark-tui recipes lists them)",
         )
-    stem = Path(name).stem if Path(name).suffix in RECIPE_SUFFIXES else name
     names: set[str] = set()
     for folder, source, reg in _places(sources):
         if scope is not None and reg is not sources.registry(scope):
             continue  # (spark-tui's registry of that name before sparkrun's)
         for path in _files(folder, recursive=reg is not None):
-            if path.stem == stem:
+            listed = (_ref(path, reg) if reg is not None else None) or path.stem
+            # `sub/NAME` (sparkrun's path-qualified name) is a path under a registry's recipes.
+            if (sub is not None and listed == str(sub)) or (sub is None and path.stem == stem):
                 return _load(path, source, reg, sources)
-            names.add(path.stem)
+            names.add(listed)
+    if sub is not None and scope is None:
+        raise RecipeError(
+            f"recipe {name_or_path!r} is neither a file nor a recipe of a registry",
+            "check the path, or give a recipe name or `@REGISTRY/SUB-FOLDER/NAME` "
+            "(spark-tui recipes lists them)",
+        )
     close = difflib.get_close_matches(stem, sorted(names), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     listing = ", ".join(sorted(names)[:30]) or "(none found)"

@@ -93,7 +93,7 @@ def load_recipes(warn: Callable[[str], None]) -> list[Recipe]:
     for exc in errors:
         warn(f"{exc.message} → {exc.remedy}")
     hidden = shadowed(recipes)
-    return [r for r in recipes if (r.name, r.origin) not in hidden]
+    return [r for r in recipes if (r.listed_name, r.origin) not in hidden]
 
 
 def parse_sets(sets: Sequence[str]) -> dict[str, str]:

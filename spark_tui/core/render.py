@@ -275,8 +275,19 @@ def render_argv(recipe: Recipe, settings: Mapping[str, Any]) -> list[str]:
         setting = schema.get(key)
         if key in used or setting is None or setting.plan_managed:
             continue
+        if _default_size_left_out(argv, setting, value):
+            continue
         argv = apply_flag(argv, setting, value)
     return argv
+
+
+def _default_size_left_out(argv: Sequence[str], setting: schema.Setting, value: Any) -> bool:
+    """A size at vLLM's own default (`tensor_parallel: 1`) that the command does not write:
+    adding `--tensor-parallel-size 1` would change nothing but the serve flags (sparkrun
+    adds none either). A value the template writes is still replaced."""
+    if setting.kind != "int" or setting.vllm_default is None or isinstance(value, bool):
+        return False
+    return value == setting.vllm_default and not _occurrences(argv, setting)
 
 
 def render_env(recipe: Recipe) -> dict[str, str]:

@@ -32,9 +32,10 @@ class Setting:
     exclusive_minimum: bool = False
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
-    # For bools: vLLM's own default. A false setting whose vLLM default is true must be
-    # rendered as the `--no-` form (removing the flag would leave the feature on).
-    vllm_default: bool | None = None
+    # vLLM's own default. A false setting whose vLLM default is true must be rendered as
+    # the `--no-` form (removing the flag would leave the feature on); a parallel size at
+    # vLLM's default is not added to a command that leaves it out (as sparkrun renders it).
+    vllm_default: bool | int | None = None
     # For bools: whether vLLM has a `--no-<flag>` form (argparse BooleanOptionalAction).
     negatable: bool = True
     # Parallel sizes and ports cannot be removed: fit and plan need a number.
@@ -100,6 +101,7 @@ _SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=MAX_PARALLEL,
         removable=False,
+        vllm_default=1,
         aliases=("-tp",),
     ),
     _s(
@@ -110,6 +112,7 @@ _SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=MAX_PARALLEL,
         removable=False,
+        vllm_default=1,
         aliases=("-pp",),
     ),
     _s(
@@ -120,12 +123,14 @@ _SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=MAX_PARALLEL,
         removable=False,
+        vllm_default=1,
         aliases=("-dp",),
     ),
     _s(
         "decode_context_parallel_size",
         "int",
         "decode context-parallel size",
+        vllm_default=1,
         minimum=1,
         maximum=MAX_PARALLEL,
         aliases=("-dcp",),

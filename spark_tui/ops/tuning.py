@@ -36,7 +36,10 @@ def carries(argv: Sequence[str], setting: settings_schema.Setting, value: Any) -
         if given is None:
             given = bool(setting.vllm_default)
         return given is value
-    return flag_value(argv, *spellings) == value_text(value)
+    given_text = flag_value(argv, *spellings)
+    if given_text is None and type(setting.vllm_default) is int:
+        return bool(value == setting.vllm_default)  # a size the command leaves at vLLM's default
+    return given_text == value_text(value)
 
 
 def ranks_carry(plan: Mapping[str, Any], setting: str, value: Any) -> list[int]:

@@ -182,3 +182,32 @@ def test_max_model_len_auto_is_fitted_as_vllm_fits_it(tmp_path: Path) -> None:
     whole = check(fits, ["max_model_len=auto"])
     assert whole.max_model_len == 131072 and whole.ok
     assert any(f.code == "max_model_len_auto" and "fits" in f.message for f in whole.findings)
+
+
+# A registry recipe whose command leaves the parallel sizes out, its defaults at vLLM's.
+SOLO = """\
+recipe_version: "2"
+model: Org/Dense-70B
+container: img:1
+defaults:
+  port: 8000
+  tensor_parallel: 1
+  pipeline_parallel: 1
+  data_parallel: 1
+command: |
+  vllm serve {model} --port {port}
+"""
+
+
+def test_parallel_sizes_at_vllms_default_are_not_added(tmp_path: Path) -> None:
+    recipe = load_recipe_file(write(tmp_path, "solo", SOLO))
+    plan = build_plan(recipe, apply_overrides(recipe, []), NODES[:1])
+    # The serve flags sparkrun renders for it: the template's, nothing added.
+    assert plan.ranks[0].argv == ["vllm", "serve", "Org/Dense-70B", "--port", "8000"]
+    assert (plan.tensor_parallel, plan.data_parallel) == (1, 1)
+    # A size that is not vLLM's default is added; one the template writes is replaced.
+    two = build_plan(recipe, apply_overrides(recipe, ["tensor_parallel=2"]), NODES)
+    assert two.ranks[0].argv[3:7] == ["--port", "8000", "--tensor-parallel-size", "2"]
+    written = load_recipe_file(write(tmp_path, "written", SOLO.replace("{port}", "{port} -tp 2")))
+    argv = render_argv(written, apply_overrides(written, ["tensor_parallel=1"]))
+    assert argv[-2:] == ["-tp", "1"]

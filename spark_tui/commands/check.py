@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.core.facts import GIB, NodeFacts
+from spark_tui.core.facts import GIB
 from spark_tui.core.fit import Finding, FitReport, NodeFit
-from spark_tui.core.recipe import Recipe
+
+if TYPE_CHECKING:
+    from spark_tui.core.plan import LaunchPlan
+    from spark_tui.service.evaluate import Evaluation
 
 _VERDICT_TEXT = {
     "fits": "fits",
@@ -110,68 +114,64 @@ def render_report(
     return "\n".join(lines)
 
 
-def held_by_running(nodes: list[NodeFacts]) -> dict[str, int]:
-    """Memory our running containers hold per node: a launch replaces them, so the check
-    counts it as available (vLLM's default budget, at most what is in use)."""
-    from spark_tui.core.plan import LABEL_PREFIX
-    from spark_tui.service.evaluate import DEFAULT_GPU_MEMORY_UTILIZATION, held_by_ours
-
-    return {
-        n.name: held_by_ours(n, DEFAULT_GPU_MEMORY_UTILIZATION)
-        for n in nodes
-        if any(c.state == "running" and LABEL_PREFIX + "cluster" in c.labels for c in n.containers)
-    }
+def where_flags(args: argparse.Namespace) -> str:
+    """The CLI flags naming these nodes, for the remedies (`models sync ... --hosts ...`)."""
+    if getattr(args, "inventory", None):
+        return f"--inventory {shlex.quote(str(args.inventory))}"
+    if getattr(args, "hosts", None):
+        return f"--hosts {shlex.quote(str(args.hosts))}"
+    return "--inventory FILE"
 
 
-def _check_image_flags(
-    args: argparse.Namespace, report: FitReport, recipe: Recipe, argv: list[str], head: str
-) -> None:
-    """Add the findings of the head image's own `vllm serve` flag table (see ops.image_flags)."""
+def _flag_check(args: argparse.Namespace) -> Callable[[LaunchPlan], list[Finding]] | None:
+    """The image's flag check of every rank's argv, over a short-lived connection to the
+    head (none from a facts file: no node to ask)."""
+    if getattr(args, "facts", None):
+        return None
     from spark_tui.commands.terminal import targets
-    from spark_tui.core.fit import verdict_of
-    from spark_tui.ops.image_flags import check_image_flags_sync
+    from spark_tui.service.image_flags import plan_flags_now
     from spark_tui.service.targets import inventory_nodes
 
     t = targets(args)
-    inv = inventory_nodes(t)
-    mods = [step.mod for step in recipe.prelaunch if step.mod]
-    found = check_image_flags_sync(
-        inv, head, recipe.container or "", argv, mods, accept_new_host_keys=t.accept_new_host_keys
+    return lambda plan: plan_flags_now(
+        inventory_nodes(t), plan, accept_new_host_keys=t.accept_new_host_keys
     )
-    report.findings.extend(found)
-    if any(f.severity == "error" for f in found):
-        report.verdict = verdict_of(report.findings, report.missing)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
+def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
+    """The verdict the cockpit and `launch` give for the recipe, --set and nodes of `args`:
+    model facts from the nodes' caches and the Hub, our running clusters' memory counted
+    free, each node's gaps, the image's flag check. Not `complete`: neither the Hub nor
+    the image is asked (for a plan, which does not depend on them)."""
     from spark_tui.commands.terminal import run_lazily, targets
     from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.remote.hub import model_facts_for
-    from spark_tui.service.evaluate import evaluate
+    from spark_tui.service.evaluate import assess, held_memory
+    from spark_tui.service.model_facts import hub_facts_for, local_facts_for
     from spark_tui.service.targets import node_facts
 
     recipe = find_recipe(args.recipe)
     nodes = node_facts(targets(args), run=run_lazily)
-    result = evaluate(
-        recipe, list(args.sets), nodes, held=held_by_running(nodes), facts_for=model_facts_for
+    return assess(
+        recipe,
+        list(args.sets),
+        nodes,
+        held=held_memory(nodes),
+        facts_for=hub_facts_for if complete else local_facts_for,
+        where=where_flags(args),
+        flags=_flag_check(args) if complete else None,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the recipe, apply --set, find the nodes, check the fit, print the report."""
+    result = assessed(args)
     # A plan that cannot be built is the answer only when the fit check has none of its own
     # (e.g. too few nodes for a layout whose heads do not divide: the fit says both).
     if result.problem is not None and (result.report is None or result.report.ok):
         raise result.problem
     assert result.report is not None and result.model_facts is not None
+    recipe = result.recipe
     sources = result.model_facts.sources
-    gaps = _presence(args, recipe, result.argv, result.env, nodes)
-    if gaps:
-        from spark_tui.core.fit import verdict_of
-
-        # A gap is a warning (vLLM fetches the model there) or, offline, an error: the
-        # verdict and the exit status follow it, as they follow the fit's own findings.
-        result.report.findings += gaps
-        result.report.verdict = verdict_of(result.report.findings, result.report.missing)
-    if not getattr(args, "facts", None) and recipe.container and nodes:
-        _check_image_flags(args, result.report, recipe, result.argv, nodes[0].name)
     if args.json:
         doc = result.report.to_dict()
         doc["facts_sources"] = dict(sorted(sources.items()))
@@ -182,26 +182,6 @@ def run(args: argparse.Namespace) -> int:
             held = ", ".join(f"{k} {v / GIB:.1f} GiB" for k, v in result.credited.items())
             print(f"(counted as available: memory our running cluster holds: {held})")
     return exit_code(result.report)
-
-
-def _presence(
-    args: argparse.Namespace,
-    recipe: Recipe,
-    argv: list[str],
-    env: Mapping[str, str],
-    nodes: list[NodeFacts],
-) -> list[Finding]:
-    """The model (and draft) and the image on every node: one finding per gap, naming the
-    sync command for these nodes (the same findings the cockpit's fit panel shows)."""
-    from spark_tui.service.sync import gap_findings
-
-    if getattr(args, "inventory", None):
-        where = f"--inventory {shlex.quote(str(args.inventory))}"
-    elif getattr(args, "hosts", None):
-        where = f"--hosts {shlex.quote(str(args.hosts))}"
-    else:
-        where = "--inventory FILE"
-    return gap_findings(recipe, argv, env, nodes, where=where)
 
 
 def _sources_lines(sources: dict[str, str]) -> list[str]:

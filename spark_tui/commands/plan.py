@@ -64,16 +64,10 @@ def summary(plan: LaunchPlan) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan: a summary, the per-node shell commands, or JSON."""
-    from spark_tui.commands.check import held_by_running
-    from spark_tui.commands.terminal import run_lazily, targets
-    from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.service.evaluate import evaluate
-    from spark_tui.service.targets import node_facts
+    from spark_tui.commands.check import assessed
 
-    recipe = find_recipe(args.recipe)
-
-    nodes = node_facts(targets(args), run=run_lazily)
-    result = evaluate(recipe, list(args.sets), nodes, held=held_by_running(nodes))
+    # The plan a launch of the same recipe on the same nodes would run.
+    result = assessed(args, complete=False)
     if result.problem is not None:
         raise result.problem
     plan = result.plan

@@ -45,6 +45,9 @@ class ContainerInfo:
     state: str = "unknown"
     image: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    # Its command as Docker lists it (entrypoint and arguments): what a running rank of
+    # ours budgets (--gpu-memory-utilization) is read from it.
+    command: str | None = None
 
 
 @dataclass

@@ -235,7 +235,7 @@ def check_image_flags_sync(
     inventory: Any,
     head: str,
     image: str,
-    argv: Sequence[str],
+    argv: Sequence[Sequence[str]] | Sequence[str],
     mods: Sequence[str] = (),
     **pool_options: Any,
 ) -> list[Finding]:

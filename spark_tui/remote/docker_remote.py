@@ -120,6 +120,7 @@ def _container_info(raw: Mapping[str, Any]) -> ContainerInfo:
         state=str(raw.get("State") or "unknown"),
         image=raw.get("Image"),
         labels=dict(raw.get("Labels") or {}),
+        command=str(raw["Command"]) if raw.get("Command") else None,
     )
 
 

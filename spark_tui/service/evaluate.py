@@ -123,6 +123,46 @@ def held_by_ours(node: NodeFacts, utilization: float) -> int:
     return min(used, int(total * utilization))
 
 
+def container_utilization(command: str | None) -> float:
+    """The memory share a container of ours budgets, read from its command as Docker lists
+    it (vLLM's default when it does not say, e.g. a Ray head's `ray start`)."""
+    import re
+
+    found = re.search(r"--gpu-memory-utilization[= ]+'?([0-9.]+)", command or "")
+    try:
+        return float(found.group(1)) if found else DEFAULT_GPU_MEMORY_UTILIZATION
+    except ValueError:
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def held_memory(
+    nodes: Sequence[NodeFacts],
+    known: Mapping[str, tuple[Sequence[str], float]] | None = None,
+) -> dict[str, int]:
+    """Memory our running clusters hold per node, which a launch replacing them gets back.
+
+    Each cluster counts once per node, with its own budget: the clusters the probe saw
+    running (their containers' commands say the budget) and `known` ones (cluster id ->
+    its nodes and budget, e.g. the one a session launched after the last probe); at most
+    what is in use."""
+    from spark_tui.core.plan import LABEL_PREFIX
+
+    label = LABEL_PREFIX + "cluster"
+    out = {}
+    for node in nodes:
+        shares: dict[str, float] = {}
+        for c in node.containers:
+            if c.state == "running" and label in c.labels:
+                share = container_utilization(c.command)
+                shares[c.labels[label]] = max(shares.get(c.labels[label], 0.0), share)
+        for cluster_id, (on, share) in (known or {}).items():
+            if node.name in on:
+                shares[cluster_id] = share
+        if shares:
+            out[node.name] = held_by_ours(node, min(1.0, sum(shares.values())))
+    return out
+
+
 def credit_memory(nodes: Sequence[NodeFacts], held: Mapping[str, int]) -> list[NodeFacts]:
     """The nodes as a launch that replaces our running cluster will find them."""
     out = []
@@ -191,6 +231,32 @@ def evaluate(
         out.plan = build_plan(recipe, out.settings, seen, cluster_id)
     except SparkError as exc:
         out.problem = exc
+    return out
+
+
+def assess(
+    recipe: Recipe,
+    overrides: Mapping[str, Any] | Sequence[str],
+    nodes: Sequence[NodeFacts],
+    *,
+    held: Mapping[str, int],
+    facts_for: FactsFor,
+    where: str = "--inventory FILE",
+    remedy: str | None = None,
+    flags: Callable[[LaunchPlan], Sequence[Finding] | None] | None = None,
+) -> Evaluation:
+    """The verdict `check`, `plan`, the cockpit and `launch` all give: `evaluate`, then a
+    finding per node that lacks the model, the draft model or the image (their remedies
+    name the sync for the nodes `where` names, or `remedy`), then the image's flag check of
+    every rank's argv (`flags(plan)`: its findings, None when not made yet)."""
+    from spark_tui.service.sync import gap_findings
+
+    out = evaluate(recipe, overrides, nodes, held=held, facts_for=facts_for)
+    if out.report is None:
+        return out
+    add_findings(out, gap_findings(recipe, out.argv, out.env, nodes, remedy, where=where))
+    if flags is not None and out.plan is not None:
+        add_findings(out, flags(out.plan) or [])
     return out
 
 

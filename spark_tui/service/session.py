@@ -26,10 +26,11 @@ from spark_tui.service.endpoint import head_node, tunnel_command
 from spark_tui.service.evaluate import (
     Evaluation,
     add_findings,
-    evaluate,
     gpu_memory_utilization,
-    held_by_ours,
+    held_memory,
 )
+from spark_tui.service.model_facts import HubAnswers
+from spark_tui.service.prepared import Prepared
 from spark_tui.service.pump import Ask, Emit, pump
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ class Session:
         # leaves its ranks too.
         self.keep_on_cancel = False
         self._ask: Ask | None = None
+        self._prepared: Prepared | None = None
 
     # -- what the session holds ----------------------------------------------------------
 
@@ -197,17 +199,46 @@ class Session:
         return [n for n in self.facts if n.name not in self.errors]
 
     def held_memory(self) -> dict[str, int]:
-        """Memory our running cluster holds per node (a launch replacing it gets it back)."""
+        """Memory our running clusters hold per node (a launch replacing them gets it back),
+        each counted once (see service.evaluate.held_memory)."""
         cluster = self.cluster
-        if cluster is None or not cluster.running:
-            return {}
-        nodes = {node for _rank, node in cluster.ranks}
-        util = cluster.utilization
-        return {n.name: held_by_ours(n, util) for n in self.reachable if n.name in nodes}
+        known = {}
+        if cluster is not None and cluster.running:
+            known[cluster.cluster_id] = ([n for _rank, n in cluster.ranks], cluster.utilization)
+        return held_memory(self.reachable, known)
+
+    @property
+    def prepared(self) -> Prepared:
+        """The Hub's answers and the image flag checks this session fetched."""
+        if self._prepared is None:
+            self._prepared = Prepared(HubAnswers(self.sync_env))
+        return self._prepared
 
     def evaluate(self, recipe: Recipe, overrides: Mapping[str, Any]) -> Evaluation:
-        """The recipe pipeline on the reachable nodes, counting our cluster's memory as free."""
-        return evaluate(recipe, overrides, self.reachable, held=self.held_memory())
+        """The verdict on the reachable nodes (see service.evaluate.assess), from the facts
+        fetched so far: it never waits (`prepare` fetches what is missing)."""
+        return self.prepared.assess(
+            recipe,
+            overrides,
+            self.reachable,
+            held=self.held_memory(),
+            where=self.where,
+            remedy=self.sync_hint,
+        )
+
+    async def prepare(
+        self, recipe: Recipe, overrides: Mapping[str, Any], *, retry: bool = False
+    ) -> bool:
+        """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
+        worker thread) and the image's flag check of every rank. True when anything new
+        came in; `retry`: ask again where the last answer was a failure."""
+
+        async def flags(plan: LaunchPlan) -> list[Finding]:
+            return await self._image_flags(plan, lambda _event: None, pull=False)
+
+        return await self.prepared.fetch(
+            lambda: self.evaluate(recipe, overrides), self.reachable, flags, retry=retry
+        )
 
     def endpoint(self, cluster_id: str, head: str, api_port: int) -> ev.Endpoint:
         """The API on `head` and the tunnel command for it from the inventory."""
@@ -312,21 +343,6 @@ class Session:
 
         return self._pumped(work)
 
-    def add_gaps(self, recipe: Recipe, evaluation: Evaluation, remedy: str | None = None) -> None:
-        """A finding per node that lacks the model, the draft model or the image joins the
-        evaluation's report (its verdict follows)."""
-        from spark_tui.service.sync import gap_findings
-
-        found = gap_findings(
-            recipe,
-            evaluation.argv,
-            evaluation.env,
-            self.reachable,
-            remedy or self.sync_hint,
-            where=self.where,
-        )
-        add_findings(evaluation, found)
-
     async def _launch_work(
         self,
         emit: Emit,
@@ -346,16 +362,13 @@ class Session:
         from spark_tui.ops.launch import LaunchFailed
 
         await self._open(strict=True)
-        await self._replace_running(emit, ask, replace)
         await self._discover(emit, ask)
+        # The verdict `check` and the fit panel give (model facts from the Hub when no node
+        # has them, our running cluster's memory counted free, gaps, the image's flag check
+        # of every rank), before the running cluster is replaced: a launch refused leaves it
+        # alone. An image not on the head yet is checked after the fit question.
+        await self.prepare(recipe, overrides, retry=True)
         evaluation = self.evaluate(recipe, overrides)
-        if evaluation.problem is None and evaluation.plan is not None:
-            # Each node that lacks the model (an error offline: vLLM would stop there) or
-            # the image is said before anything starts, as `check` says it.
-            self.add_gaps(recipe, evaluation)
-            # The image's own vLLM reads the command before anything starts (as `check`
-            # does); an image not on the head yet is checked after the fit question.
-            add_findings(evaluation, await self._image_flags(evaluation.plan, emit, pull=False))
         emit(ev.Evaluated(evaluation))
         if evaluation.problem is not None:
             raise evaluation.problem
@@ -366,6 +379,8 @@ class Session:
         self._refuse_flags(recipe, evaluation)
         if evaluation.needs_insisting() and not insist:
             await self._insist(ask, recipe, evaluation)
+        if await self._replace_running(emit, ask, replace):
+            await self._discover(emit, ask)  # the nodes as the launch finds them
         plan = evaluation.plan
         report = evaluation.report
         if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
@@ -466,11 +481,12 @@ class Session:
             cluster.launch_run = self._record_launch(emit, cluster, digests, None)
         return cluster
 
-    async def _replace_running(self, emit: Emit, ask: Ask, replace: bool | None) -> None:
-        """A cluster of ours already on the nodes holds the memory a launch needs."""
+    async def _replace_running(self, emit: Emit, ask: Ask, replace: bool | None) -> bool:
+        """A cluster of ours already on the nodes holds the memory a launch needs: stopped
+        (asked unless `replace`). True when one was."""
         running = [c for c in await self._status() if c.ranks]
         if not running:
-            return
+            return False
         names = ", ".join(f"{c.cluster_id} ({c.recipe})" for c in running)
         if not replace:
             yes = replace is None and await ask(
@@ -494,6 +510,7 @@ class Session:
         report = await self._stop(None, emit)
         emit(ev.Stopped(None, list(report.removed), list(report.left)))
         self.cluster = None
+        return True
 
     @staticmethod
     def _refuse_flags(recipe: Recipe, evaluation: Evaluation) -> None:

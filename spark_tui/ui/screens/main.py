@@ -147,6 +147,8 @@ class MainScreen(Screen[None]):
         from spark_tui.service.evaluate import load_recipes
 
         self.recipes = load_recipes(self._warn)
+        # The gaps the fit panel and a launch find name the cockpit's sync, not the CLI's.
+        self.session.sync_hint = self.syncer.remedy()
         self._refresh_recipes(keep=self.initial_recipe)
         self.query_one("#recipe-list", OptionList).focus()
         self.discover()
@@ -303,6 +305,25 @@ class MainScreen(Screen[None]):
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         if not self.cluster and not self.busy:
             self._build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
+        self.prepare_verdicts(retry=True)
+
+    @_app_work(group="prepare")
+    async def prepare_verdicts(self, retry: bool = False) -> None:
+        """Fetch what the verdicts lack (Hub facts of models no node has, the images' flag
+        checks), the selected recipe first, off the UI's thread; redraw when they arrive."""
+        selected = self.selected
+        recipes = sorted(self.recipes, key=lambda r: r is not selected)
+        for recipe in recipes:
+            if self.busy or not self.nodes:
+                return  # a launch or a benchmark first: the next probe asks again
+            try:
+                new = await self.session.prepare(
+                    recipe, self.sets.get(recipe.name, {}), retry=retry
+                )
+            except SparkError:
+                continue  # the verdict keeps saying what is missing
+            if new:
+                self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
 
     # ---------------------------------------------------------------- recipes
     def _refresh_recipes(self, keep: str | None = None) -> None:
@@ -342,7 +363,6 @@ class MainScreen(Screen[None]):
             problem = (
                 f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
             )
-            self.syncer.gaps(recipe, result)
             fit.show(result.report.to_dict() if result.report else {}, problem)
 
     # -------------------------------------------------------------- log panes
@@ -412,8 +432,6 @@ class MainScreen(Screen[None]):
             self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
         self.busy = "launching"
         self._status(f"launching {recipe.name}…")
-        # The gaps the launch finds name the cockpit's sync, not the CLI's.
-        self.session.sync_hint = self.syncer.remedy()
         await self._follow(self.session.launch(recipe, sets))
 
     async def _follow(self, events: AsyncIterator[Any]) -> None:
@@ -698,6 +716,7 @@ class MainScreen(Screen[None]):
             # Nothing to compare against yet: remember the setting for the next launch.
             self.sets[recipe.name] = {**self.sets.get(recipe.name, {}), key: value}
             self._refresh_recipes(keep=recipe.name)
+            self.prepare_verdicts()
             self._status(
                 f"{key}={value} set for {recipe.name}; press {self._key_of('launch', 'l')} "
                 "to launch"

@@ -110,6 +110,12 @@ class FitPanel(VerticalScroll, can_focus=True):
     def on_mount(self) -> None:
         self.border_title = "Fit"
 
+    @property
+    def report(self) -> dict[str, Any] | None:
+        """The fit report shown (None: none yet)."""
+        shown = getattr(self, "_shown", None)
+        return shown[0] if shown else None
+
     def show(self, report: dict[str, Any] | None, problem: str | None = None) -> None:
         self._shown = (report, problem)
         wide = self.size.width >= 44 or self.size.width == 0

@@ -26,7 +26,6 @@ from spark_tui.service.sync import IMAGE, SyncRow, SyncTally
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
-    from spark_tui.service.evaluate import Evaluation
     from spark_tui.ui.screens.main import MainScreen
 
 REDRAW_SECONDS = 0.25
@@ -169,7 +168,7 @@ class SyncScreen(ModalScreen[None]):
 class CockpitSync:
     """The cockpit's sync action on the selected recipe: the service's model sync, then its
     image sync, both into one tally that the view draws; the nodes are probed again at the
-    end, so the fit panel shows what is left (`gaps`)."""
+    end, so the fit panel shows what is left."""
 
     def __init__(self, screen: MainScreen) -> None:
         self.screen = screen
@@ -183,10 +182,6 @@ class CockpitSync:
 
     def remedy(self) -> str:
         return f"press {self.key} to sync (downloads once, copies node to node)"
-
-    def gaps(self, recipe: Recipe, evaluation: Evaluation) -> None:
-        """A finding per node that lacks the model or the image joins the fit report."""
-        self.screen.session.add_gaps(recipe, evaluation, self.remedy())
 
     def action(self, recipe: Recipe | None) -> None:
         screen = self.screen

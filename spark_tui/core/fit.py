@@ -13,7 +13,7 @@ from spark_tui.core.errors import FactsError
 from spark_tui.core.fact_ranges import check_fact_ranges
 from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
 from spark_tui.core.kv_cache import DEFAULT_MAX_NUM_BATCHED_TOKENS, KVLayout, layout_for
-from spark_tui.core.model_facts import missing_for_fit
+from spark_tui.core.model_facts import ignored_metadata, missing_for_fit
 from spark_tui.core.plan import undeclared_reference_error, undeclared_references
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.render import placeholder_flags, uses_escapes
@@ -860,6 +860,17 @@ def check_fit(
                 'will fail with 401 "Cannot access gated repo"',
                 "accept the licence on huggingface.co, then `export HF_TOKEN=...` before the "
                 "launch (it is passed to the containers by reference, never printed)",
+            )
+        )
+    ignored = ignored_metadata(recipe.metadata)
+    if ignored:
+        findings.append(
+            Finding(
+                "info",
+                "metadata_ignored",
+                "recipe metadata the fit check does not read: "
+                + "; ".join(f"{key} ({why})" for key, why in ignored.items()),
+                "nothing to do: the check takes these from the command and the model's facts",
             )
         )
     missing = missing_for_fit(facts, args)

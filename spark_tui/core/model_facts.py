@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -32,6 +33,34 @@ DTYPE_BYTES: dict[str, float] = {
     "nvfp4": 0.5,
     "mxfp4": 0.5,
     "int4": 0.5,
+    # Weight formats sparkrun's model_dtype names.
+    "awq": 0.5,
+    "awq4": 0.5,
+    "awq8": 1,
+    "w4a16_awq": 0.5,
+    "gptq": 0.5,
+}
+# Dtypes a model computes in (config.json's torch_dtype); any other weight dtype is a
+# quantization of the checkpoint.
+FLOAT_DTYPES = frozenset(
+    {"float32", "fp32", "float", "bfloat16", "bf16", "float16", "fp16", "half"}
+)
+
+# sparkrun's metadata names for model facts, and the ModelFacts field each fills (sparkrun
+# writes model_vram in GiB; model_dtype is the weights' dtype: a float dtype or a
+# quantization). head_dim and quantization have the same name in both.
+SPARKRUN_FACT_KEYS = {
+    "model_params": "params",
+    "num_layers": "num_hidden_layers",
+    "num_kv_heads": "num_key_value_heads",
+    "model_vram": "weight_bytes",
+    "model_dtype": "dtype or quantization",
+}
+# sparkrun's model keys the fit check does not read, and why.
+SPARKRUN_IGNORED_KEYS = {
+    "kv_dtype": "the KV cache dtype is --kv-cache-dtype, else the model's dtype, as vLLM takes it",
+    "kv_vram_per_token": "the KV cache is sized from the layers, KV heads and head size",
+    "quant_bits": "the quantization method gives the bytes per weight",
 }
 
 ATTENTION_KINDS = ("full", "sliding_window", "mla", "hybrid")
@@ -151,6 +180,76 @@ def _with_derived_weights(facts: ModelFacts) -> ModelFacts:
     return replace(facts, weight_bytes=int(facts.params * per), sources=sources)
 
 
+def _sparkrun_label(key: str) -> str:
+    return f"recipe metadata (sparkrun's {key})"
+
+
+def _param_count(value: Any, where: str) -> int | None:
+    """sparkrun's model_params: 7000000000, 7.0e9, "7B", "0.5b", "480M", "7_000_000_000"."""
+    if isinstance(value, str):
+        text = value.strip().replace("_", "").upper()
+        m = _COUNT_RE.fullmatch(text)
+        if m:
+            return round(float(m.group(1)) * _COUNT_UNITS[m.group(2)])
+        try:
+            value = float(text)
+        except ValueError:
+            value = text
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return int(value)
+    raise RecipeError(
+        f"{where}: model_params={value!r} is not a parameter count",
+        "write model_params as a count such as 7000000000, 7B or 480M",
+    )
+
+
+def _sparkrun_facts(meta: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The facts sparkrun's metadata names give (see SPARKRUN_FACT_KEYS), with their sources."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(field_name: str, value: Any, key: str) -> None:
+        values[field_name] = value
+        sources[field_name] = _sparkrun_label(key)
+
+    if meta.get("model_params") is not None:
+        put("params", _param_count(meta["model_params"], where), "model_params")
+    for key in ("num_layers", "num_kv_heads"):
+        if meta.get(key) is not None:
+            field_name = SPARKRUN_FACT_KEYS[key]
+            put(field_name, _to_int(field_name, meta[key], where), key)
+    vram = meta.get("model_vram")
+    if vram is not None:
+        try:
+            gib = float(vram) if not isinstance(vram, bool) else math.nan
+        except (TypeError, ValueError):
+            gib = math.nan
+        if not math.isfinite(gib) or gib < 0:
+            raise RecipeError(
+                f"{where}: model_vram={vram!r} is not a number of GiB",
+                "write model_vram as the weights' size in GiB (e.g. 25.3), as sparkrun does",
+            )
+        put("weight_bytes", int(gib * 2**30), "model_vram, GiB")
+    dtype = meta.get("model_dtype")
+    if dtype is not None:
+        name = str(dtype).strip().lower().replace("-", "_").removeprefix("torch.")
+        if dtype_bytes(name) is None:
+            raise RecipeError(
+                f"{where}: model_dtype={dtype!r} is not a dtype this tool knows",
+                "use one of: " + ", ".join(sorted(DTYPE_BYTES)),
+            )
+        name = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(name, name)
+        put("dtype" if name in FLOAT_DTYPES else "quantization", name, "model_dtype")
+    return values, sources
+
+
+def ignored_metadata(metadata: Mapping[str, Any] | None) -> dict[str, str]:
+    """sparkrun's model keys a recipe's metadata carries that the fit check does not read,
+    each with the reason."""
+    meta = metadata or {}
+    return {k: why for k, why in SPARKRUN_IGNORED_KEYS.items() if meta.get(k) is not None}
+
+
 def facts_from_metadata(model_id: str, metadata: Mapping[str, Any] | None) -> ModelFacts:
     """ModelFacts from a recipe's `metadata:` (keys named as the ModelFacts fields).
 
@@ -175,6 +274,12 @@ def facts_from_metadata(model_id: str, metadata: Mapping[str, Any] | None) -> Mo
             values[key] = str(raw)
         label = cited_map.get(key)
         sources[key] = f"recipe metadata: {label}" if label else "recipe metadata"
+    # sparkrun's names fill what spark-tui's own names leave out.
+    sparkrun_values, sparkrun_sources = _sparkrun_facts(meta, where)
+    for key, value in sparkrun_values.items():
+        if key not in values:
+            values[key] = value
+            sources[key] = sparkrun_sources[key]
     facts = ModelFacts(model_id=model_id, sources=sources, **values)
     config = meta.get("config")
     if isinstance(config, Mapping):

@@ -211,3 +211,49 @@ def test_parallel_sizes_at_vllms_default_are_not_added(tmp_path: Path) -> None:
     written = load_recipe_file(write(tmp_path, "written", SOLO.replace("{port}", "{port} -tp 2")))
     argv = render_argv(written, apply_overrides(written, ["tensor_parallel=1"]))
     assert argv[-2:] == ["-tp", "1"]
+
+
+# Model facts in sparkrun's metadata names (what its VRAM estimate reads).
+SPARKRUN_META = """\
+recipe_version: "2"
+model: Org/Dense-32B
+container: img:1
+metadata:
+  model_params: 32.8B
+  model_dtype: bf16
+  model_vram: 25.5
+  num_layers: 64
+  num_kv_heads: 8
+  head_dim: 128
+  kv_dtype: fp8
+  quant_bits: 16
+defaults:
+  port: 8000
+  max_model_len: 32768
+command: |
+  vllm serve {model} --port {port} --max-model-len {max_model_len}
+"""
+
+
+def test_sparkruns_metadata_names_are_read_and_the_rest_named(tmp_path: Path) -> None:
+    recipe = load_recipe_file(write(tmp_path, "dense-32b", SPARKRUN_META))
+    facts = resolve_model_facts(recipe, [])
+    assert facts.params == 32_800_000_000 and facts.dtype == "bfloat16"
+    assert facts.weight_bytes == int(25.5 * GIB)  # model_vram (GiB) before params x dtype
+    assert (facts.num_hidden_layers, facts.num_key_value_heads, facts.head_dim) == (64, 8, 128)
+    assert facts.sources["params"] == "recipe metadata (sparkrun's model_params)"
+    assert facts.sources["weight_bytes"] == "recipe metadata (sparkrun's model_vram, GiB)"
+    assert facts.sources["num_hidden_layers"] == "recipe metadata (sparkrun's num_layers)"
+    assert facts.sources["num_key_value_heads"] == "recipe metadata (sparkrun's num_kv_heads)"
+    report = check(recipe, [])
+    for known in ("weight_bytes", "num_hidden_layers", "num_key_value_heads", "head_dim", "dtype"):
+        assert known not in report.missing
+    assert report.nodes[0].weights_bytes is not None
+    note = next(f for f in report.findings if f.code == "metadata_ignored")
+    assert "kv_dtype" in note.message and "quant_bits" in note.message
+    # Without model_vram the weights follow from the parameter count, a quantized dtype's.
+    quantized = SPARKRUN_META.replace("  model_vram: 25.5\n", "").replace("bf16", "nvfp4")
+    facts = resolve_model_facts(load_recipe_file(write(tmp_path, "q", quantized)), [])
+    assert facts.quantization == "nvfp4" and facts.weight_bytes == 32_800_000_000 // 2
+    with pytest.raises(RecipeError, match="model_params"):
+        load_recipe_file(write(tmp_path, "bad", SPARKRUN_META.replace("32.8B", "lots")))

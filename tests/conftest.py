@@ -3,7 +3,40 @@ recipes, themes and run history never leak into a test, nor a test's into them."
 
 from __future__ import annotations
 
+import os
+from collections.abc import Generator
+from typing import Any
+
 import pytest
+
+# Under CI every test must run: a test that would skip (something it needs is missing) fails
+# there with its reason instead, so a green CI never hides a test that did not run.
+UNDER_CI = os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def _failed_instead(report: pytest.TestReport | pytest.CollectReport) -> None:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"would skip, but under CI=true every test must run: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if UNDER_CI and report.skipped and not hasattr(report, "wasxfail"):
+        _failed_instead(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if UNDER_CI and report.skipped:
+        _failed_instead(report)
 
 
 @pytest.fixture(autouse=True)

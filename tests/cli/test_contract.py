@@ -304,20 +304,46 @@ def test_plan_keeps_a_string_setting_one_literal_argument(cli: Cli, facts_128: P
 # --- on simulated Sparks ---------------------------------------------------------------------
 
 
-class State:
-    """What the simulated-cluster tests learned, in file order."""
-
-    probe: dict[str, Any] | None = None
-    launched = False
-
-
-def _need_launch() -> None:
-    if not State.launched:
-        pytest.skip("needs the cluster launched by test_launch_wait (which failed)")
+def _status(cli: Cli, sim: SimProcess) -> list[Any]:
+    res = cli.run("status", "--inventory", str(sim.inventory), "--json")
+    assert res.returncode == 0, _out(res)
+    return _clusters(_json(res))
 
 
-def test_probe_inventory_json(cli: Cli, sim: SimProcess, tmp_path_factory: Any) -> None:
-    res = cli.run("probe", "--inventory", str(sim.inventory), "--json", timeout=60)
+def _launch(cli: Cli, sim: SimProcess) -> subprocess.CompletedProcess[str]:
+    res = cli.run(
+        "launch",
+        "glm-5.3-flash",
+        "--inventory",
+        str(sim.inventory),
+        "--wait",
+        env={"HF_TOKEN": SECRET},
+        timeout=120,
+    )
+    sim.snapshot()
+    return res
+
+
+@pytest.fixture
+def running(cli: Cli, sim: SimProcess) -> SimProcess:
+    """The simulated Sparks with a cluster of ours running: the one an earlier test
+    launched, else one launched here (so each test runs alone too)."""
+    if not _status(cli, sim):
+        res = _launch(cli, sim)
+        assert res.returncode == 0, _out(res) + f"\n--- sim\n{sim.output()[-2000:]}"
+    return sim
+
+
+@pytest.fixture(scope="module")
+def probed(cli: Cli, sim: SimProcess) -> subprocess.CompletedProcess[str]:
+    """`probe --json` of the simulated Sparks, run once."""
+    return cli.run("probe", "--inventory", str(sim.inventory), "--json", timeout=60)
+
+
+def test_probe_inventory_json(
+    cli: Cli, probed: subprocess.CompletedProcess[str], tmp_path_factory: Any
+) -> None:
+    res = probed
     assert res.returncode == 0, _out(res)
     data = _json(res)
     nodes = data["nodes"]
@@ -335,7 +361,6 @@ def test_probe_inventory_json(cli: Cli, sim: SimProcess, tmp_path_factory: Any) 
         for n in nodes
     ]
     assert up[0] and up[1] and up[0][0] != up[1][0], up
-    State.probe = data
     # What probe printed is a facts file: check works offline from it.
     facts = tmp_path_factory.mktemp("probed") / "facts.json"
     facts.write_text(res.stdout)
@@ -352,44 +377,40 @@ def test_check_on_simulated_nodes(cli: Cli, sim: SimProcess) -> None:
     assert len(data["nodes"]) == 2
 
 
-def test_plan_on_simulated_nodes(cli: Cli, sim: SimProcess) -> None:
+def test_plan_on_simulated_nodes(
+    cli: Cli, sim: SimProcess, probed: subprocess.CompletedProcess[str]
+) -> None:
     res = cli.run("plan", "glm-5.3-flash", "--inventory", str(sim.inventory), "--json")
     assert res.returncode == 0, _out(res)
     data = _json(res)
     _plan_shape(data)
     assert len(data["ranks"]) == 2
-    if State.probe is not None:
-        for rank, node in zip(data["ranks"], State.probe["nodes"], strict=True):
-            assert rank["node"] == node["name"]
-            netdevs = [i["netdev"] for i in node["interfaces"] if i["state"] == "up"]
-            assert rank["env"]["NCCL_SOCKET_IFNAME"] in netdevs, (rank["env"], netdevs)
+    assert probed.returncode == 0, _out(probed)
+    for rank, node in zip(data["ranks"], _json(probed)["nodes"], strict=True):
+        assert rank["node"] == node["name"]
+        netdevs = [i["netdev"] for i in node["interfaces"] if i["state"] == "up"]
+        assert rank["env"]["NCCL_SOCKET_IFNAME"] in netdevs, (rank["env"], netdevs)
 
 
 def test_status_before_launch_lists_nothing(cli: Cli, sim: SimProcess) -> None:
-    res = cli.run("status", "--inventory", str(sim.inventory), "--json")
-    assert res.returncode == 0, _out(res)
-    assert _clusters(_json(res)) == []
+    if _status(cli, sim):  # another test launched first (a selection or another order)
+        stopped = cli.run("stop", "--inventory", str(sim.inventory), timeout=60)
+        assert stopped.returncode == 0, _out(stopped)
+    assert _status(cli, sim) == []
 
 
 def test_launch_wait(cli: Cli, sim: SimProcess) -> None:
+    if _status(cli, sim):  # another test launched first (a selection or another order)
+        stopped = cli.run("stop", "--inventory", str(sim.inventory), timeout=60)
+        assert stopped.returncode == 0, _out(stopped)
     started = time.monotonic()
-    res = cli.run(
-        "launch",
-        "glm-5.3-flash",
-        "--inventory",
-        str(sim.inventory),
-        "--wait",
-        env={"HF_TOKEN": SECRET},
-        timeout=120,
-    )
-    sim.snapshot()
+    res = _launch(cli, sim)
     _no_traceback(res)
     assert res.returncode == 0, _out(res) + f"\n--- sim\n{sim.output()[-2000:]}"
     assert SECRET not in res.stdout + res.stderr
     assert time.monotonic() - started < 90
     # The ranks run as the simulated containers' engine processes (checked gone after stop).
     assert len(_engines(sim)) >= 2, sim.output()[-2000:]
-    State.launched = True
 
 
 def _clusters(data: Any) -> list[Any]:
@@ -403,8 +424,8 @@ def _clusters(data: Any) -> list[Any]:
     raise AssertionError(f"unexpected status --json shape: {data!r}"[:2000])
 
 
-def test_status_lists_the_cluster(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def test_status_lists_the_cluster(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run("status", "--inventory", str(sim.inventory), "--json")
     assert res.returncode == 0, _out(res)
     clusters = _clusters(_json(res))
@@ -425,8 +446,8 @@ def test_status_lists_the_cluster(cli: Cli, sim: SimProcess) -> None:
     assert "sim-spark-1" in text and "sim-spark-2" in text, text[:2000]
 
 
-def test_logs_of_the_worker(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def test_logs_of_the_worker(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run("logs", "--inventory", str(sim.inventory), "--rank", "1")
     assert res.returncode == 0, _out(res)
     # vLLM's headless worker: its own load line, no API server (that runs on the head).
@@ -436,15 +457,15 @@ def test_logs_of_the_worker(cli: Cli, sim: SimProcess) -> None:
     assert SECRET not in res.stdout + res.stderr
 
 
-def test_logs_of_the_head(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def test_logs_of_the_head(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run("logs", "--inventory", str(sim.inventory), "--rank", "0")
     assert res.returncode == 0, _out(res)
     assert "Application startup complete" in res.stdout, _out(res)
 
 
-def test_smoke_on_the_cluster(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def test_smoke_on_the_cluster(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run("smoke", "--inventory", str(sim.inventory), "--json", timeout=120)
     _no_traceback(res)
     assert res.returncode == 0, _out(res)
@@ -479,8 +500,8 @@ def test_malformed_targets_are_usage_errors(cli: Cli, args: tuple[str, ...]) -> 
     _usage_error(res)
 
 
-def test_bench_on_the_cluster(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def test_bench_on_the_cluster(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run(
         "bench",
         "--inventory",
@@ -507,10 +528,10 @@ def test_bench_on_the_cluster(cli: Cli, sim: SimProcess) -> None:
         assert lv["figures"]["total_output_tps"] > 0
 
 
-def test_relaunch_with_one_changed_setting(cli: Cli, sim: SimProcess) -> None:
+def test_relaunch_with_one_changed_setting(cli: Cli, running: SimProcess) -> None:
     """The tuning loop, headless: the same recipe with one setting changed replaces the
     running cluster (--replace removes our own containers without asking)."""
-    _need_launch()
+    sim = running
     before = _clusters(_json(cli.run("status", "--inventory", str(sim.inventory), "--json")))
     res = cli.run(
         "launch",
@@ -532,11 +553,21 @@ def test_relaunch_with_one_changed_setting(cli: Cli, sim: SimProcess) -> None:
     assert json.dumps(after) != json.dumps(before), "the settings hash changed"
 
 
-def test_tune_one_setting_against_a_baseline_measured_like_it(cli: Cli, sim: SimProcess) -> None:
+def test_tune_one_setting_against_a_baseline_measured_like_it(
+    cli: Cli, running: SimProcess
+) -> None:
     """`tune`: no benchmark of the running settings with these benchmark settings yet, so
     a baseline is measured first; then one change on every rank, the same benchmark."""
-    _need_launch()
+    sim = running
     quick = ["--concurrency", "1,2", "--prompt-tokens", "32", "--output-tokens", "8"]
+    # The settings it tunes from: max_num_seqs=8 (the relaunch above leaves them so).
+    commands = [r["command"] for c in _status(cli, sim) for r in c["ranks"]]
+    if not commands or not all(_carries(argv, "--max-num-seqs", "8") for argv in commands):
+        res = cli.run(
+            "launch", "glm-5.3-flash", "--inventory", str(sim.inventory),
+            "--set", "max_num_seqs=8", "--replace", "--wait", timeout=120,
+        )  # fmt: skip
+        assert res.returncode == 0, _out(res)
     res = cli.run(
         "tune",
         "glm-5.3-flash",
@@ -563,8 +594,12 @@ def test_tune_one_setting_against_a_baseline_measured_like_it(cli: Cli, sim: Sim
     assert after["results"]["bench"]["config"]["output_tokens"] == 8
 
 
-def test_stop_removes_the_cluster(cli: Cli, sim: SimProcess) -> None:
-    _need_launch()
+def _carries(argv: list[str], flag: str, value: str) -> bool:
+    return any(a == flag and b == value for a, b in zip(argv, argv[1:], strict=False))
+
+
+def test_stop_removes_the_cluster(cli: Cli, running: SimProcess) -> None:
+    sim = running
     res = cli.run("stop", "--inventory", str(sim.inventory), timeout=60)
     _no_traceback(res)
     assert res.returncode == 0, _out(res)
@@ -592,8 +627,14 @@ def _engines(sim: SimProcess) -> list[str]:
     return found
 
 
-def test_history_lists_the_runs(cli: Cli) -> None:
-    _need_launch()
+def test_history_lists_the_runs(cli: Cli, request: pytest.FixtureRequest) -> None:
+    kinds = {r["kind"] for r in _json(cli.run("history", "--json"))}
+    if not {"launch", "smoke", "bench"} <= kinds:
+        # Run alone: make the runs the tests above would have made.
+        sim = request.getfixturevalue("running")
+        for made in (["smoke"], ["bench", "--concurrency", "1", "--requests-per-level", "1"]):
+            done = cli.run(*made, "--inventory", str(sim.inventory), timeout=120)
+            assert done.returncode == 0, _out(done)
     res = cli.run("history", "--json")
     assert res.returncode == 0, _out(res)
     runs = _json(res)

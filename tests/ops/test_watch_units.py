@@ -12,7 +12,7 @@ from spark_tui.ops.diagnose import stop_command, verdict
 from spark_tui.ops.events import ContainerStates, ProbeResult, RankContainer
 from spark_tui.ops.watch import HUNG_AFTER, gauges_from, is_failure
 
-REFERENCE = Path("/work/shared/reference")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _metrics(generation: float, prompt: float) -> str:
@@ -39,9 +39,8 @@ def test_gauges_and_rates_from_two_samples() -> None:
     assert third.generation_tokens_per_s is None
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="the shared reference folder is not here")
 def test_counters_of_a_real_v0_exposition() -> None:
-    text = (REFERENCE / "vllm_metrics_v0_prompt_tokens_ttft_excerpt.prom").read_text()
+    text = (FIXTURES / "vllm_metrics_v0_prompt_tokens_ttft_excerpt.prom").read_text()
     _, counters = gauges_from(text, None, now=0.0)
     assert counters == {"generation": 218152.0, "prompt": 1196.0}
 

@@ -296,12 +296,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "action",
         nargs="?",
-        choices=["list", "compare", "export", "baseline"],
+        choices=["list", "show", "compare", "export", "baseline"],
         default="list",
-        help="list (default), compare A B, export A [B], baseline RUN (or baseline --reset RECIPE)",
+        help="list (default), show RUN, compare A B, export A [B], baseline RUN (or baseline "
+        "--reset RECIPE)",
     )
     p.add_argument("runs", nargs="*", help="run ids")
     _json(p)
+    p.add_argument(
+        "--demo",
+        dest="demo_history",
+        action="store_true",
+        help="the demo's own history (its runs are on simulated Sparks, kept apart)",
+    )
     p.add_argument("--out", metavar="DIR", help="where export writes the script and report")
     p.add_argument(
         "--reset",

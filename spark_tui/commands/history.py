@@ -1,5 +1,6 @@
-"""`spark-tui history`: list runs (failed ones too), compare two benchmarks, export a script
-and a report, pick or reset the baseline tuning compares with."""
+"""`spark-tui history`: list runs (failed ones too), show one, compare two benchmarks,
+export a script and a report, pick or reset the baseline tuning compares with; `--demo`
+reads the demo's own history (simulated Sparks). The actions are `service.history`'s."""
 
 from __future__ import annotations
 
@@ -8,49 +9,40 @@ import json
 from pathlib import Path
 
 from spark_tui.core.errors import EXIT_OK, InputError
-from spark_tui.ops.compare import compare_bench
-from spark_tui.ops.export import export_runs, masked_dict
-from spark_tui.ops.history import History
-
-OUTCOME = {True: "ok", False: "FAIL", None: "-"}
+from spark_tui.service.history import RunHistory
 
 
 def run(args: argparse.Namespace) -> int:
-    history = History()
+    history = RunHistory.demo() if getattr(args, "demo_history", False) else RunHistory()
     action = args.action
     if action == "list":
-        runs = history.list_runs()
         if args.json:
-            print(json.dumps([masked_dict(r) for r in runs], indent=2))
+            print(json.dumps(history.runs_json(), indent=2))
             return EXIT_OK
-        if not runs:
+        rows = history.rows()
+        if not rows:
             print(f"no runs recorded yet in {history.root}")
-            return EXIT_OK
-        for r in runs:
-            changed = ", ".join(f"{c['name']}={c['after']}" for c in r.changed)
-            print(
-                f"{r.id}  {r.kind:<6} {r.time[:19]}  {r.recipe or '-':<22} {OUTCOME[r.ok]:<4} "
-                f"{r.summary()}" + (f"  [changed {changed}]" if changed else "")
-            )
+        for row in rows:
+            print(row.line())
+        return EXIT_OK
+    if action == "show":
+        if len(args.runs) != 1:
+            raise InputError("show takes one run id", "spark-tui history show RUN_ID")
+        detail = history.show(args.runs[0])
+        print(json.dumps(detail.to_dict(), indent=2) if args.json else detail.text())
         return EXIT_OK
     if action == "compare":
         if len(args.runs) != 2:
             raise InputError(
                 "compare takes two run ids", "spark-tui history compare BASELINE_ID RUN_ID"
             )
-        a, b = (history.bench_of(rid) for rid in args.runs)
-        repeats = [r for r in history.repeats_of(a) if r.id not in (a.id, b.id)]
-        cmp = compare_bench(a, b, repeats)
+        cmp = history.compare(*args.runs)
         print(json.dumps(cmp.to_dict(), indent=2) if args.json else cmp.to_text())
         return EXIT_OK
     if action == "export":
-        if not args.runs or len(args.runs) > 2:
-            raise InputError(
-                "export takes one or two run ids", "spark-tui history export A [B] --out DIR"
-            )
         if not args.out:
             raise InputError("export needs --out DIR", "pass --out DIR for the script and report")
-        paths = export_runs(history, args.runs, Path(args.out))
+        paths = history.export(args.runs, Path(args.out))
         if args.json:
             print(json.dumps([str(p) for p in paths]))
         else:
@@ -59,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if action == "baseline":
         return _baseline(history, args)
-    raise InputError(f"unknown history action {action!r}", "use list, compare, export or baseline")
+    raise InputError(
+        f"unknown history action {action!r}", "use list, show, compare, export or baseline"
+    )
 
 
-def _baseline(history: History, args: argparse.Namespace) -> int:
+def _baseline(history: RunHistory, args: argparse.Namespace) -> int:
     if args.reset:
         gone = history.reset_baseline(args.reset)
         if args.json:

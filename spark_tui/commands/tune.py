@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from spark_tui.core.errors import EXIT_OK, InputError
 
 
 async def _tune(args: argparse.Namespace) -> int:
-    from spark_tui.commands.terminal import consume, session, show
+    from spark_tui.commands.terminal import consume, err, session, show
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.service import events as ev
     from spark_tui.service.evaluate import parse_sets
@@ -28,10 +29,15 @@ async def _tune(args: argparse.Namespace) -> int:
     recipe = find_recipe(args.recipe)
     s = session(args, bench_config=bench_config(args))
     compared: list[ev.Compared] = []
+    smoke: list[Any] = []
 
     def on_event(event: object) -> None:
         if isinstance(event, ev.Compared):
             compared.append(event)
+        elif isinstance(event, ev.SmokeChecked):
+            # Said as they come (a failed check ends the tune), and again in the result.
+            smoke.append(event.result)
+            err(f"smoke: {event.result.summary()}")
         else:
             show(event)
 
@@ -52,9 +58,23 @@ async def _tune(args: argparse.Namespace) -> int:
         await s.close()
     done = compared[-1]
     if args.json:
-        out = {**done.comparison.to_dict(), "notes": list(done.notes), "smoke_ok": done.smoke_ok}
+        out = {
+            **done.comparison.to_dict(),
+            "notes": list(done.notes),
+            "smoke_ok": done.smoke_ok,
+            "smoke": [r.to_dict() for r in smoke],
+            "ranks_carrying": list(done.ranks_carrying),
+        }
         print(json.dumps(out, indent=2))
     else:
+        ranks = ", ".join(map(str, done.ranks_carrying))
+        print(f"every rank carries {key}={value} (ranks {ranks})")
+        passed = sum(1 for r in smoke if r.ok)
+        print(f"smoke after the change: {passed}/{len(smoke)} checks passed")
+        for r in smoke:
+            print(f"  {r.summary()}")
+            if not r.ok and r.remedy:
+                print(f"    remedy: {r.remedy}")
         print(done.comparison.to_text())
         for note in done.notes[len(done.comparison.notes) :]:
             print(f"note: {note}")

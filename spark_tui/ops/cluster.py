@@ -164,6 +164,23 @@ async def status(
     return sorted(clusters.values(), key=lambda c: c.cluster_id)
 
 
+# Lines of each rank's log kept when a stop removes its container (the history keeps them).
+STOP_LOG_TAIL = 200
+
+
+@dataclass
+class RankTail:
+    """The last lines of a rank's log, read just before its container was removed."""
+
+    cluster_id: str
+    rank: int
+    node: str
+    container: str
+    lines: list[str]
+    # How the container had ended before the stop (None: it was still running).
+    exit_code: int | None = None
+
+
 @dataclass
 class StopReport:
     """What `stop` removed, and what (if anything) is still there after it checked again."""
@@ -173,6 +190,7 @@ class StopReport:
     # Did not stop within the grace period after SIGTERM (real vLLM waiting for a peer
     # ignores it), so they were killed with SIGKILL.
     killed: list[tuple[str, str]] = field(default_factory=list)
+    tails: list[RankTail] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -186,10 +204,12 @@ async def remove_ranks(
     emit: EventSink | None = None,
     stop_timeout: int = 10,
     killed: list[tuple[str, str]] | None = None,
+    tails: dict[tuple[str, str], tuple[list[str], int | None]] | None = None,
 ) -> list[tuple[str, str]]:
     """Stop and remove (node, container, rank) targets at once; returns those removed.
     Each gets SIGTERM and `stop_timeout` s to end, then SIGKILL; one that had to be killed
-    is named in a warning Notice (and appended to `killed`)."""
+    is named in a warning Notice (and appended to `killed`). With `tails`, each container's
+    last log lines and earlier exit code are put there (by (node, name)) before it is removed."""
 
     async def one(node: str, name: str, rank: int) -> tuple[str, str] | None:
         docker = dockers[node]
@@ -219,6 +239,14 @@ async def remove_ranks(
                         "killed with SIGKILL",
                     )
                 )
+        if tails is not None:
+            ended = before.get("State") or {}
+            code = None if ended.get("Running") else ended.get("ExitCode")
+            try:
+                records = await docker.logs(name, tail=STOP_LOG_TAIL)
+            except SparkError:
+                records = []  # the log is lost with the container; the stop goes on
+            tails[(node, name)] = ([r.text for r in records], code)
         removed = await docker.remove(name, stop_timeout=stop_timeout)
         if emit is not None and rank >= 0:
             emit(RankStateChanged(rank=rank, node=node, state=RankState.STOPPED))
@@ -254,9 +282,21 @@ async def stop(
         before = await status(pool, cluster_id, dockers=dockers)
         targets = [(r.node, r.container, r.rank) for c in before for r in c.ranks]
         report = StopReport()
+        tails: dict[tuple[str, str], tuple[list[str], int | None]] = {}
         report.removed = await remove_ranks(
-            dockers, targets, emit=emit, stop_timeout=stop_timeout, killed=report.killed
+            dockers,
+            targets,
+            emit=emit,
+            stop_timeout=stop_timeout,
+            killed=report.killed,
+            tails=tails,
         )
+        report.tails = [
+            RankTail(c.cluster_id, r.rank, r.node, r.container, *tails[(r.node, r.container)])
+            for c in before
+            for r in c.ranks
+            if (r.node, r.container) in tails and r.rank >= 0
+        ]
         after = await status(pool, cluster_id, dockers=dockers)
         report.left = [(r.node, r.container) for c in after for r in c.ranks]
     finally:

@@ -21,6 +21,9 @@ The noise rule (per figure, per concurrency level), as a fraction of the baselin
   unchanged settings moved TTFT by up to 3.4 % between launches). Repeats widen it.
 - `errors` has no noise: any change is reported.
 A delta is "beyond noise" when |delta| / baseline > noise.
+
+`compare_runs` is the one comparison every interface shows (`history compare`, the export's
+report, the cockpit's history and tuning): the same repeats, so the same verdicts.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 from spark_tui.core.wording import change_text
 from spark_tui.ops.bench import FIGURES
-from spark_tui.ops.history import Run, changed_settings
+from spark_tui.ops.history import History, Run, changed_settings
 
 NOISE_FLOOR = 0.05
 # Benchmark settings two runs must share for their figures to be compared.
@@ -281,3 +284,10 @@ def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> C
                 FigureDelta(conc, figure, va, vb, delta, pct * 100, noise * 100, beyond, better)
             )
     return cmp
+
+
+def compare_runs(history: History, baseline: Run, run: Run) -> Comparison:
+    """`run` against `baseline` with the spread of the baseline's earlier repeats (the
+    benchmarks with its recipe, cluster, settings and benchmark config) widening the noise."""
+    repeats = [r for r in history.repeats_of(baseline) if r.id not in (baseline.id, run.id)]
+    return compare_bench(baseline, run, repeats)

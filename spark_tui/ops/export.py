@@ -9,7 +9,7 @@ from typing import Any
 
 from spark_tui.core.errors import InputError
 from spark_tui.core.wording import change_text, setting_text
-from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_bench, fmt_figure
+from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 
 
@@ -243,12 +243,6 @@ def comparison_section(cmp: Comparison) -> list[str]:
     out.append("")
     rows = []
     for f in cmp.figures:
-        if f.delta is None:
-            verdict = "n/a"
-        elif not f.beyond_noise:
-            verdict = "within noise"
-        else:
-            verdict = "better" if f.better else "worse"
         rows.append(
             [
                 f.concurrency,
@@ -258,7 +252,7 @@ def comparison_section(cmp: Comparison) -> list[str]:
                 "-" if f.delta is None else fmt_figure(f.figure, f.delta),
                 "-" if f.delta_pct is None else f"{f.delta_pct:+.1f} %",
                 "-" if f.noise_pct is None else f"{f.noise_pct:.1f} %",
-                verdict,
+                f.verdict,
             ]
         )
     out += _table(
@@ -324,7 +318,7 @@ def export_runs(history: History, run_ids: Sequence[str], out_dir: Path | str) -
     if len(groups) == 2:
         a, b = _bench_of(history, groups[0]), _bench_of(history, groups[1])
         if a is not None and b is not None:
-            comparison = compare_bench(a, b)
+            comparison = compare_runs(history, a, b)
     report = out / "report.md"
     report.write_text(markdown_report(all_runs, comparison), encoding="utf-8")
     written.append(report)

@@ -15,12 +15,12 @@ import os
 import re
 import secrets as _random
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from spark_tui.core.errors import InputError
 from spark_tui.core.plan import is_secret_name
@@ -132,9 +132,20 @@ def mask_secrets(obj: Any, values: Mapping[str, str] | None = None) -> Any:
 # -- the run record -------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    """One recorded launch, smoke run or benchmark."""
+class RankLog(BaseModel):
+    """The tail of one rank's log, kept when its launch failed or its cluster was stopped."""
+
+    rank: int
+    node: str
+    path: str  # the file that holds the lines
+    reason: str | None = None
+
+
+class Run(BaseModel):
+    """One recorded launch, smoke run or benchmark (its JSON file, as pydantic reads it)."""
+
+    # Older files may carry keys this version no longer writes: ignored, not refused.
+    model_config = ConfigDict(extra="ignore", validate_assignment=False)
 
     id: str
     time: str
@@ -142,30 +153,38 @@ class Run:
     recipe: str | None = None
     cluster_id: str | None = None
     cluster_key: str | None = None  # node addresses in rank order (see cluster_key())
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = Field(default_factory=list)
     model: str | None = None
     model_revision: str | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
     settings_hash: str | None = None
     image: str | None = None
-    image_digests: dict[str, str] = field(default_factory=dict)
-    network: dict[str, dict[str, str]] = field(default_factory=dict)
-    commands: list[dict[str, Any]] = field(default_factory=list)
+    image_digests: dict[str, str] = Field(default_factory=dict)
+    network: dict[str, dict[str, str]] = Field(default_factory=dict)
+    commands: list[dict[str, Any]] = Field(default_factory=list)
     shell: str | None = None
     base_url: str | None = None
     launch_id: str | None = None  # the launch a smoke run or benchmark measured
-    changed: list[dict[str, Any]] = field(default_factory=list)
+    # Settings that differ from the recipe's defaults ({name, before, after}).
+    changed: list[dict[str, Any]] = Field(default_factory=list)
     ok: bool | None = None
-    results: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    results: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    # Recorded on simulated Sparks (the demo): never a real cluster's figure.
+    simulated: bool = False
+    # Why the run failed (a rank's reason), and each rank's kept log tail.
+    failure: str | None = None
+    rank_logs: list[RankLog] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The run as JSON-able data (the file's content)."""
+        return self.model_dump(mode="json")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Run:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, d: Mapping[str, Any]) -> Run:
+        """A run from its file's content (today's and earlier versions')."""
+        return cls.model_validate(dict(d))
 
     def summary(self) -> str:
         """What happened, in a few words, for a list."""
@@ -215,22 +234,26 @@ def data_dir() -> Path:
 class History:
     """The run records in one folder."""
 
-    def __init__(self, root: Path | str | None = None) -> None:
+    def __init__(self, root: Path | str | None = None, *, simulated: bool = False) -> None:
         self.root = Path(root) if root is not None else data_dir() / "history"
+        # The demo's store: every run it records is marked simulated.
+        self.simulated = simulated
+
+    @classmethod
+    def demo(cls) -> History:
+        """The demo's own store, apart from the real one: its clusters live on loopback
+        addresses that the next demo or `spark-tui sim` reuses, so its runs and baselines
+        must never meet a real (or another simulated) cluster's."""
+        return cls(data_dir() / "demo" / "history", simulated=True)
 
     # -- storage --------------------------------------------------------------------------
 
     def save(self, run: Run) -> Run:
         """Write the run (masked) atomically; returns the masked run as stored."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.simulated:
+            run.simulated = True
         data = mask_secrets(run.to_dict())
-        path = self.root / f"{run.id}.json"
-        tmp = path.with_suffix(".json.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
+        _write_private(self.root / f"{run.id}.json", json.dumps(data, indent=2, default=str))
         return Run.from_dict(data)
 
     def list_runs(self, kind: str | None = None) -> list[Run]:
@@ -250,7 +273,13 @@ class History:
         """The run with this id, or the only one whose id starts with it."""
         path = self.root / f"{run_id}.json"
         if path.is_file():
-            return Run.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            try:
+                return Run.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError) as exc:
+                raise InputError(
+                    f"run record {path} cannot be read: {exc}",
+                    "move the file away (or restore it from a backup), then try again",
+                ) from None
         matches = [r for r in self.list_runs() if r.id.startswith(run_id)]
         if len(matches) == 1:
             return matches[0]
@@ -283,17 +312,14 @@ class History:
 
     def _baselines(self) -> dict[str, str]:
         try:
-            data = json.loads(self._baselines_path().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = self._baselines_path().read_text(encoding="utf-8")
+            return Baselines.model_validate_json(text).root
+        except (OSError, ValidationError):
             return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def _write_baselines(self, data: dict[str, str]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        path = self._baselines_path()
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        text = Baselines(dict(sorted(data.items()))).model_dump_json(indent=2)
+        _write_private(self._baselines_path(), text)
 
     @staticmethod
     def _baseline_key(recipe: str | None, cluster_key: str | None) -> str:
@@ -358,8 +384,13 @@ class History:
         ok: bool | None = None,
         results: Mapping[str, Any] | None = None,
         notes: list[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> Run:
-        """Record a launch from its plan (a `LaunchPlan` or its `plan --json` dict)."""
+        """Record a launch from its plan (a `LaunchPlan` or its `plan --json` dict).
+
+        `changed` defaults to the settings that differ from the recipe's `defaults` (its
+        settings with no override), so a plain launch reads as the recipe's own whatever
+        ran before it."""
         if hasattr(plan, "to_dict"):
             if shell is None and hasattr(plan, "to_shell"):
                 try:
@@ -429,11 +460,43 @@ class History:
             results=dict(results or {}),
             notes=list(notes or []) + [str(n) for n in plan.get("notes") or []],
         )
-        if changed is None and run.cluster_id:
-            # A relaunch of the same recipe on the same cluster: name what changed since.
-            previous = self.launch_of(run.cluster_id, run.recipe)
-            if previous is not None and previous.cluster_key == run.cluster_key:
-                run.changed = changed_settings(run, previous)
+        if changed is None:
+            run.changed = _differences(dict(defaults or {}), settings) if defaults else []
+        return self.save(run)
+
+    def keep_rank_logs(
+        self,
+        run_id: str,
+        rank: int,
+        node: str,
+        lines: Iterable[str],
+        reason: str | None = None,
+        *,
+        failed: bool = False,
+    ) -> Path:
+        """Keep the tail of one rank's log beside the run (secrets masked) and name it in
+        the run: its containers may be gone, the lines and why it ended stay. `failed`
+        marks the run failed with `reason` (the first reason given stays the run's)."""
+        run = self.get_run(run_id)
+        safe_node = re.sub(r"[^\w.-]", "_", node)
+        path = self.root / "logs" / run.id / f"rank{rank}-{safe_node}.log"
+        values = secret_values()
+        _write_private(path, "\n".join(mask_text(line, values) for line in lines))
+        kept = RankLog(rank=rank, node=node, path=str(path), reason=reason)
+        run.rank_logs = sorted(
+            [r for r in run.rank_logs if r.rank != rank] + [kept], key=lambda r: r.rank
+        )
+        if failed:
+            run.ok = False
+            run.failure = run.failure or reason
+        self.save(run)
+        return path
+
+    def mark_failed(self, run_id: str, reason: str) -> Run:
+        """The run failed (kept with the first reason given)."""
+        run = self.get_run(run_id)
+        run.ok = False
+        run.failure = run.failure or reason
         return self.save(run)
 
     def launch_of(self, cluster_id: str, recipe: str | None = None) -> Run | None:
@@ -559,20 +622,34 @@ def _served_model(ranks: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _differences(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    keys = list(before) + [k for k in after if k not in before]
+    return [
+        {"name": k, "before": before.get(k), "after": after.get(k)}
+        for k in keys
+        if before.get(k) != after.get(k)
+    ]
+
+
 def changed_settings(run: Run, baseline: Run) -> list[dict[str, Any]]:
     """The settings (and image) that differ between a run and its baseline."""
-    out = []
-    keys = list(baseline.settings) + [k for k in run.settings if k not in baseline.settings]
-    for key in keys:
-        before, after = baseline.settings.get(key), run.settings.get(key)
-        if before != after:
-            out.append({"name": key, "before": before, "after": after})
+    out = _differences(baseline.settings, run.settings)
     if not baseline.settings and not run.settings:
-        keys = list(baseline.overrides) + [k for k in run.overrides if k not in baseline.overrides]
-        for key in keys:
-            before, after = baseline.overrides.get(key), run.overrides.get(key)
-            if before != after:
-                out.append({"name": key, "before": before, "after": after})
+        out = _differences(baseline.overrides, run.overrides)
     if baseline.image_digests and run.image_digests and baseline.image_digests != run.image_digests:
         out.append({"name": "image", "before": baseline.image_digests, "after": run.image_digests})
     return out
+
+
+class Baselines(RootModel[dict[str, str]]):
+    """`baselines.json`: "recipe|cluster key" -> the run id picked as its baseline."""
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only, atomically (a reader never sees half)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\n") + "\n")
+    os.replace(tmp, path)

@@ -186,6 +186,7 @@ class Compared:
     comparison: Comparison
     smoke_ok: bool | None = None
     notes: tuple[str, ...] = ()
+    ranks_carrying: tuple[int, ...] = ()  # the ranks checked to run with the change
 
 
 @dataclass(frozen=True)

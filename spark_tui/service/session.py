@@ -29,6 +29,7 @@ from spark_tui.service.evaluate import (
     gpu_memory_utilization,
     held_memory,
 )
+from spark_tui.service.history import RankTails, keep_stopped_logs, recipe_defaults
 from spark_tui.service.model_facts import HubAnswers
 from spark_tui.service.prepared import Prepared
 from spark_tui.service.pump import Ask, Emit, pump
@@ -53,6 +54,7 @@ class Cluster:
     cluster_id: str
     recipe: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the recipe's own settings
     ranks: list[tuple[int, str]] = field(default_factory=list)  # (rank, node)
     head_argv: list[str] = field(default_factory=list)
     plan: LaunchPlan | None = None
@@ -391,6 +393,7 @@ class Session:
             plan.cluster_id,
             recipe.name,
             overrides=dict(overrides),
+            defaults=recipe_defaults(recipe),
             ranks=[(r.rank, r.node) for r in plan.ranks],
             head_argv=list(plan.head.argv),
             plan=plan,
@@ -418,6 +421,7 @@ class Session:
         digests: dict[str, str] = {}
         started = False
         failed: list[ev.RankStateChanged] = []
+        tails = RankTails()
         try:
             async for event in self._launch_events(
                 plan,
@@ -427,6 +431,7 @@ class Session:
                 follow=follow,
                 ready_timeout=ready_timeout,
             ):
+                tails.see(event)
                 if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
                     started = True
                 if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
@@ -463,6 +468,7 @@ class Session:
                 run.notes.append(f"failed after it was ready: {exc.message}")
                 with contextlib.suppress(OSError):
                     cluster.launch_run = self.history.save(run)
+            tails.keep(self.history, cluster.launch_run, exc.message)
             raise
         except asyncio.CancelledError:
             # Interrupted before the cluster was up: remove what this launch started.
@@ -566,6 +572,7 @@ class Session:
                 digests=digests,
                 revision=cached_revision(self.reachable, plan.model),
                 ok=ok,
+                defaults=cluster.defaults,
             )
         except (OSError, ValueError, TypeError) as exc:
             emit(ev.Recorded("launch", None, f"the launch was not recorded: {exc}"))
@@ -617,6 +624,7 @@ class Session:
         async def work(emit: Emit, ask: Ask) -> None:
             await self._open(strict=True)
             report = await self._stop(cluster_id, emit)
+            keep_stopped_logs(self.history, report)
             cluster = self.cluster
             if cluster is not None and cluster_id in (None, cluster.cluster_id):
                 cluster.failed = True

@@ -111,7 +111,7 @@ async def tune(
     keep coming after the comparison, as after a launch."""
     from spark_tui.core.overrides import apply_overrides
     from spark_tui.ops.bench import BenchConfig
-    from spark_tui.ops.compare import compare_bench
+    from spark_tui.ops.compare import compare_runs
     from spark_tui.ops.history import changed_settings
 
     cluster = await _adopt(session)
@@ -187,7 +187,8 @@ async def tune(
             )
         relaunched = session.cluster
         assert relaunched is not None
-        await _check_every_rank(session, relaunched, setting, typed)
+        carrying = await _check_every_rank(session, relaunched, setting, typed)
+        emit(ev.Notice("info", f"every rank carries {setting}={value}: ranks {carrying}"))
         target = await session.api_target(None, None)
         results = await run_smoke(session, emit, target)
         basic = {r.name: r.ok for r in results}
@@ -202,8 +203,7 @@ async def tune(
                 "the benchmark after the change could not be recorded",
                 "check that the history folder is writable",
             )
-        repeats = [r for r in history.repeats_of(base) if r.id not in (base.id, after.id)]
-        comparison = compare_bench(base, after, repeats)
+        comparison = compare_runs(history, base, after)
         notes = list(comparison.notes)
         if relaunched.launch_run is not None:
             extra = [
@@ -215,7 +215,12 @@ async def tune(
                 notes.append("more than one setting differs from the baseline: " + ", ".join(extra))
         emit(
             ev.Compared(
-                base.id, after.id, comparison, all(r.ok for r in results), notes=tuple(notes)
+                base.id,
+                after.id,
+                comparison,
+                all(r.ok for r in results),
+                notes=tuple(notes),
+                ranks_carrying=tuple(carrying),
             )
         )
         if follow:
@@ -226,8 +231,11 @@ async def tune(
             launching.cancel()
 
 
-async def _check_every_rank(session: Session, cluster: Cluster, setting: str, value: Any) -> None:
-    """Every rank's container runs with the change (as Docker reports its command)."""
+async def _check_every_rank(
+    session: Session, cluster: Cluster, setting: str, value: Any
+) -> list[int]:
+    """Every rank's container runs with the change (as Docker reports its command):
+    the ranks checked."""
     found = [c for c in await session._status() if c.cluster_id == cluster.cluster_id]
     ranks = [(r.rank, [str(a) for a in r.command]) for c in found for r in c.ranks if r.command]
     if not ranks and cluster.plan is not None:
@@ -238,3 +246,4 @@ async def _check_every_rank(session: Session, cluster: Cluster, setting: str, va
             f"rank(s) {wrong or 'all'} do not carry {setting}={value}",
             "the same change must reach every rank: check the plan with `spark-tui plan`",
         )
+    return sorted(rank for rank, _ in ranks)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
+from spark_tui.service.history import History
 from spark_tui.service.session import Session
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class DemoSession(Session):
         super().__init__(
             [],
             bench_config=bench_config,
+            # Its own history: simulated runs never meet the user's real ones.
+            history=History.demo(),
             label=f"DEMO · {nodes} simulated {memory_gb} GB Sparks (no GPU)",
             reattach_hint="the simulated Sparks end with the demo",
         )

@@ -12,10 +12,9 @@ from spark_tui.core.errors import SparkError
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
-    from spark_tui.ops.compare import Comparison
-    from spark_tui.ops.history import History
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.events import Compared
+    from spark_tui.service.history import Comparison, RunHistory
 
 
 def editable_settings(recipe: Recipe, sets: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
@@ -68,51 +67,23 @@ def preview_change(
     return None, text
 
 
-OUTCOME = {True: "ok", False: "FAILED", None: "-"}
-
-
-def history_rows(history: History) -> list[dict[str, Any]]:
+def history_rows(history: RunHistory) -> list[dict[str, Any]]:
     """Every recorded run, newest first (failed ones too), as rows for the history screen."""
-    rows = []
-    for run in reversed(history.list_runs()):
-        changed = ", ".join(f"{c['name']}={c['after']}" for c in run.changed)
-        overrides = ", ".join(f"{k}={v}" for k, v in run.overrides.items())
-        rows.append(
-            {
-                "id": run.id,
-                "time": run.time,
-                "kind": run.kind,
-                "recipe": run.recipe or "",
-                "change": changed or overrides or "recipe defaults",
-                "outcome": OUTCOME[run.ok],
-                "summary": run.summary(),
-            }
-        )
-    return rows
+    return [vars(row) for row in reversed(history.rows())]
 
 
-def describe_run(history: History, run_id: str) -> Text:
+def describe_run(history: RunHistory, run_id: str) -> Text:
     """One run in detail; a benchmark with its comparison against its picked baseline."""
-    from spark_tui.ops.compare import compare_bench
-
     try:
-        run = history.get_run(run_id)
+        detail = history.show(run_id)
     except SparkError as exc:
         return Text(f"{exc.message} ({exc.remedy})", style="red")
-    text = Text(f"{run.id}: {run.kind} of {run.recipe} — {run.summary()}\n", style="bold")
-    for note in run.notes:
-        text.append(f"{note}\n", style="dim")
-    if run.kind != "bench":
-        return text
-    baseline = history.pinned_baseline(run.recipe, run.cluster_key)
-    if baseline is None:
-        text.append("no baseline picked for this recipe on this cluster (b picks this one)")
-        return text
-    if baseline.id == run.id:
-        text.append("this run is the baseline of its recipe on this cluster", style="dim")
-        return text
-    repeats = [r for r in history.repeats_of(baseline) if r.id not in (baseline.id, run.id)]
-    text.append(compare_bench(baseline, run, repeats).to_text())
+    text = Text(detail.headline() + "\n", style="bold")
+    for line in detail.lines():
+        style = "red" if line.startswith("failed:") else "dim"
+        text.append(f"{line}\n", style=style)
+    if detail.comparison is not None:
+        text.append(detail.comparison.to_text())
     return text
 
 

@@ -104,17 +104,28 @@ def test_launch_record_from_the_glm_plan() -> None:
 
 
 def test_changed_settings() -> None:
+    from spark_tui.core.recipe_loader import find_recipe
+    from spark_tui.service.history import recipe_defaults
+
+    defaults = recipe_defaults(find_recipe("glm-5.3-flash"))
     history = History()
-    first = history.record_launch(glm_plan(), {})
-    second = history.record_launch(glm_plan({"max_num_seqs": 8}), {"max_num_seqs": 8})
-    other = history.record_launch(glm_plan({"max_num_seqs": 2}), {"max_num_seqs": 2})
+    first = history.record_launch(glm_plan(), {}, defaults=defaults)
+    second = history.record_launch(
+        glm_plan({"max_num_seqs": 8}), {"max_num_seqs": 8}, defaults=defaults
+    )
+    other = history.record_launch(
+        glm_plan({"max_num_seqs": 2}), {"max_num_seqs": 2}, defaults=defaults
+    )
+    plain = history.record_launch(glm_plan(), {}, defaults=defaults)
     assert changed_settings(second, first) == [{"name": "max_num_seqs", "before": 4, "after": 8}]
     assert changed_settings(other, second) == [{"name": "max_num_seqs", "before": 8, "after": 2}]
-    # A relaunch on the same cluster records, by itself, the one setting that changed.
-    assert first.changed == []
+    # A launch names what differs from the recipe's defaults, not from the launch before:
+    # the plain launch after a tuned one is the recipe's own.
+    assert first.changed == [] and plain.changed == []
     assert second.changed == [{"name": "max_num_seqs", "before": 4, "after": 8}]
-    assert other.changed == [{"name": "max_num_seqs", "before": 8, "after": 2}]
-    assert [r.id for r in history.list_runs("launch")] == [first.id, second.id, other.id]
+    assert other.changed == [{"name": "max_num_seqs", "before": 4, "after": 2}]
+    launches = [r.id for r in history.list_runs("launch")]
+    assert launches == [first.id, second.id, other.id, plain.id]
 
 
 def test_unknown_run_id_is_an_input_error() -> None:

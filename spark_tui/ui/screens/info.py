@@ -107,7 +107,7 @@ class HistoryScreen(ModalScreen[None]):
         for run in self.runs:
             table.add_row(
                 run.get("id", "?"),
-                str(run.get("time", ""))[:19].replace("T", " "),
+                run.get("time", ""),
                 run.get("kind", ""),
                 run.get("recipe", ""),
                 run.get("change", ""),

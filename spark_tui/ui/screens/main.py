@@ -752,16 +752,19 @@ class MainScreen(Screen[None]):
         if recipe is None:
             self.notify("pick a recipe first", severity="warning")
             return
-        gone = self.session.history.reset_baseline(recipe)
+        from spark_tui.service.history import RunHistory
+
+        gone = RunHistory(self.session.history).reset_baseline(recipe)
         self.notify(
             f"{recipe}: baseline reset ({', '.join(gone) or 'none was picked'}); the next "
             "change measures a new one first"
         )
 
     def action_history(self) -> None:
+        from spark_tui.service.history import RunHistory
         from spark_tui.ui.views import describe_run, history_rows
 
-        history = self.session.history
+        history = RunHistory(self.session.history)
         try:
             runs = history_rows(history)
         except SparkError as exc:
@@ -769,14 +772,9 @@ class MainScreen(Screen[None]):
             return
         from spark_tui.ui.screens.info import HistoryScreen
 
-        def pin(run_id: str) -> str:
-            try:
-                run = history.pin_baseline(run_id)
-            except SparkError as exc:
-                return f"{exc.message} ({exc.remedy})"
-            return f"{run.id} is now the baseline of {run.recipe} on this cluster"
-
-        self.app.push_screen(HistoryScreen(runs, lambda rid: describe_run(history, rid), pin))
+        self.app.push_screen(
+            HistoryScreen(runs, lambda rid: describe_run(history, rid), history.pin_message)
+        )
 
     # ------------------------------------------------------- filter & views
     def action_filter(self) -> None:

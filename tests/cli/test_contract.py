@@ -588,6 +588,11 @@ def test_tune_one_setting_against_a_baseline_measured_like_it(
     assert data["changed"] == [{"name": "max_num_seqs", "before": 8, "after": 4}], data
     assert data["comparable"] is True and data["smoke_ok"] is True
     assert "measuring the baseline before the change" in res.stderr
+    # What the cockpit shows too: every rank checked for the change, the smoke checks after.
+    assert data["ranks_carrying"] == [0, 1], data
+    assert data["smoke"] and all(c["ok"] for c in data["smoke"]), data["smoke"]
+    assert "every rank carries max_num_seqs=4" in res.stderr
+    assert "smoke: " in res.stderr
     runs = {r["id"]: r for r in _json(cli.run("history", "--json"))}
     base, after = runs[data["baseline_id"]], runs[data["run_id"]]
     assert base["results"]["bench"]["config"] == after["results"]["bench"]["config"]
@@ -641,6 +646,12 @@ def test_history_lists_the_runs(cli: Cli, request: pytest.FixtureRequest) -> Non
     assert isinstance(runs, list)
     kinds = {r["kind"] for r in runs}
     assert {"launch", "smoke", "bench"} <= kinds, kinds
+    # The stop kept each rank's last lines beside the launch it ended, and says where.
+    last = [r for r in runs if r["kind"] == "launch"][-1]
+    assert sorted(k["rank"] for k in last["rank_logs"]) == [0, 1], last["rank_logs"]
+    assert all(Path(k["path"]).read_text().strip() for k in last["rank_logs"])
+    shown = cli.run("history", "show", last["id"])
+    assert shown.returncode == 0 and last["rank_logs"][0]["path"] in shown.stdout, _out(shown)
     assert SECRET not in res.stdout
     data_dir = Path(cli.env["SPARK_TUI_DATA_DIR"])
     for path in data_dir.rglob("*"):

@@ -62,9 +62,13 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
     relaunch = history.get_run(done.run_id)
     launch = history.get_run(relaunch.launch_id or "")
     assert ranks_carry({"ranks": launch.commands}, "max_num_seqs", 8) == []
-    assert launch.changed == [{"name": "max_num_seqs", "before": 2, "after": 8}]
+    # A launch's "changed" is against the recipe's defaults (4), not the launch before it.
+    assert launch.changed == [{"name": "max_num_seqs", "before": 4, "after": 8}]
+    first = history.list_runs("launch")[0]
+    assert first.changed == [{"name": "max_num_seqs", "before": 4, "after": 2}]
     assert launch.image_digests and relaunch.changed == launch.changed
     assert done.smoke_ok and done.notes == ()
+    assert done.ranks_carrying == tuple(range(len(session.argvs[-1])))
     cmp = done.comparison
     assert cmp.comparable and cmp.changed == [{"name": "max_num_seqs", "before": 2, "after": 8}]
     tps = cmp.get(8, "total_output_tps")

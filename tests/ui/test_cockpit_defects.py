@@ -5,6 +5,7 @@ the API endpoint is shown with a tunnel that works, an invalid filter says so.""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from cockpit_helpers import results_text, settle, wait_until
@@ -114,6 +115,13 @@ async def test_failed_launches_are_in_the_history() -> None:
         assert [(r["kind"], r["outcome"]) for r in rows] == [("launch", "FAILED")]
         run = app.session.history.get_run(rows[0]["id"])
         assert run.image_digests and run.ok is False  # as the CLI records them
+        # Why it failed and each rank's last lines are kept, and the listing says where.
+        assert run.failure and run.failure in rows[0]["summary"]
+        assert run.rank_logs and rows[0]["logs"]
+        for kept in run.rank_logs:
+            assert Path(kept.path).read_text().strip(), kept
+        detail = app.screen.describe(rows[0]["id"]).plain
+        assert f"failed: {run.failure}" in detail and run.rank_logs[0].path in detail
 
 
 async def test_the_api_endpoint_is_shown_with_a_tunnel_from_the_inventory() -> None:

@@ -68,6 +68,7 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
     settings: dict[str, Any] = dict(recipe.defaults)
     allowed = set(valid_keys(recipe))
     fed = placeholder_flags(recipe.command, uses_escapes(recipe.command, recipe.recipe_version))
+    pairs = [(_recipe_key(key, allowed, fed), raw) for key, raw in pairs]
     for key, raw in pairs:
         if key in schema.BUILTIN_PLACEHOLDERS:
             raise OverrideError(
@@ -85,6 +86,21 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
     explicit = {key: settings[key] for key, _ in pairs}
     _keep_dependencies(recipe, settings, explicit)
     return settings
+
+
+def _recipe_key(key: str, allowed: set[str], fed: Mapping[str, str]) -> str:
+    """The recipe key a `--set` name means: itself when the recipe or this tool knows it, else
+    the one vLLM's serve flag of that name takes its value from (`tensor_parallel_size` ->
+    the placeholder feeding `-tp`, else `tensor_parallel`)."""
+    if key in allowed:
+        return key
+    flag = "--" + key.replace("_", "-")
+    setting = schema.for_flag(flag)
+    for placeholder, fed_flag in fed.items():
+        same = fed_flag.replace("_", "-") == flag
+        if same or (setting is not None and schema.for_flag(fed_flag) is setting):
+            return placeholder
+    return setting.key if setting is not None else key
 
 
 def _is_on(recipe: Recipe, settings: Mapping[str, Any], key: str) -> bool:

@@ -257,3 +257,20 @@ def test_sparkruns_metadata_names_are_read_and_the_rest_named(tmp_path: Path) ->
     assert facts.quantization == "nvfp4" and facts.weight_bytes == 32_800_000_000 // 2
     with pytest.raises(RecipeError, match="model_params"):
         load_recipe_file(write(tmp_path, "bad", SPARKRUN_META.replace("32.8B", "lots")))
+
+
+def test_vllms_serve_names_are_taken_by_set_as_well_as_the_recipe_keys(tmp_path: Path) -> None:
+    recipe = load_recipe_file(write(tmp_path, "solo", SOLO))
+    settings = apply_overrides(recipe, ["tensor_parallel_size=2", "max-num-seqs=8"])
+    assert settings["tensor_parallel"] == 2 and settings["max_num_seqs"] == 8
+    assert "tensor_parallel_size" not in settings
+    # The serve name of a flag the recipe feeds from its own key sets that key.
+    gib = load_recipe_file(gib_recipe(tmp_path))
+    assert apply_overrides(gib, ["max_model_len=4096"])["max_model_len"] == 4096
+    tp_key = (
+        "model: Org/M\ncontainer: img:1\ndefaults: {tp: 1}\ncommand: vllm serve {model} -tp {tp}\n"
+    )
+    fed = load_recipe_file(write(tmp_path, "fed", tp_key))
+    settings = apply_overrides(fed, ["tensor_parallel_size=2"])
+    assert settings["tp"] == 2
+    assert render_argv(fed, settings)[-2:] == ["-tp", "2"]

@@ -5,16 +5,30 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
+from spark_tui.commands.shortcuts import (
+    add_host_sources,
+    add_shortcuts,
+    flag_hint,
+    resolve_host_sources,
+)
 from spark_tui.core.errors import SparkError
+
+
+class Parser(argparse.ArgumentParser):
+    """The CLI's parser; `commands` maps each subcommand to its own parser."""
+
+    commands: dict[str, argparse.ArgumentParser]
 
 
 def _targets(p: argparse.ArgumentParser, facts: bool = False, base_url: bool = False) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--inventory", metavar="FILE", help="inventory YAML: nodes: [{name, host, ...}]")
     g.add_argument("--hosts", metavar="H1,H2", help="comma-separated SSH hosts, head first")
+    add_host_sources(g)
     if facts:
         g.add_argument("--facts", metavar="FILE", help="facts JSON printed by `probe --json`")
     if base_url:
@@ -30,7 +44,7 @@ def _targets(p: argparse.ArgumentParser, facts: bool = False, base_url: bool = F
     )
 
 
-def _sets(p: argparse.ArgumentParser) -> None:
+def _sets(p: argparse.ArgumentParser, shortcuts: bool = True) -> None:
     p.add_argument(
         "--set",
         dest="sets",
@@ -39,6 +53,8 @@ def _sets(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="change one recipe default (repeatable)",
     )
+    if shortcuts:
+        add_shortcuts(p)
 
 
 def _json(p: argparse.ArgumentParser) -> None:
@@ -76,8 +92,8 @@ def _bench_settings(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="spark-tui",
         description="Run one vLLM service across several DGX Sparks.",
     )
@@ -180,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("recipe")
     _targets(p)
-    _sets(p)
+    _sets(p, shortcuts=False)
     _json(p)
 
     p = sub.add_parser("images", help="the recipe's container image on every node")
@@ -343,14 +359,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix", default="sparklab", help="names of the lab's bridge and namespaces (up)"
     )
     p.add_argument("--subnet", default="10.77.0.0/24", help="the lab's private subnet (up)")
+    parser.commands = dict(sub.choices)
     return parser
+
+
+def _refuse_unknown(parser: Parser, command: str | None, unknown: list[str]) -> int:
+    """Usage, then what was not understood and spark-tui's word for it (exit 2, as argparse)."""
+    own = parser.commands.get(command or "", parser)
+    usage = own.format_usage()
+    options = re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", own.format_help())
+    flags = [t for t in unknown if t.startswith("-")] or unknown
+    sys.stderr.write(usage)
+    for token in flags:
+        where = f"`{command}`" if command else "spark-tui"
+        print(f"spark-tui: {where} does not take {token}", file=sys.stderr)
+        print(f"  remedy: {flag_hint(token, command, options)}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        return _refuse_unknown(parser, args.command, unknown)
     name = args.command or "cockpit"
     try:
+        resolve_host_sources(args)
         module = importlib.import_module(f"spark_tui.commands.{name}")
         return int(module.run(args))
     except SparkError as exc:

@@ -26,12 +26,14 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from pydantic.dataclasses import dataclass as record
 
+from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 from spark_tui.ops.prometheus import vllm_gauges
 from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
 
@@ -45,8 +47,8 @@ _WORDS = (
 METRIC_FIGURES = ("kv_cache_usage_perc", "num_requests_running", "num_requests_waiting")
 
 
-@dataclass
-class BenchConfig:
+@record(config=RECORD_CONFIG)
+class BenchConfig(JsonRecord):
     """What to measure: concurrency levels, prompt and output lengths, requests per level."""
 
     concurrency: tuple[int, ...] = (1, 4, 8)
@@ -62,18 +64,6 @@ class BenchConfig:
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_level if self.requests_per_level > 0 else 2 * concurrency
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["concurrency"] = list(self.concurrency)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        if "concurrency" in known:
-            known["concurrency"] = tuple(int(c) for c in known["concurrency"])
-        return cls(**known)
 
 
 @dataclass
@@ -166,8 +156,8 @@ def level_figures(samples: list[RequestSample], duration_s: float) -> dict[str, 
     }
 
 
-@dataclass
-class LevelResult:
+@record(config=RECORD_CONFIG)
+class LevelResult(JsonRecord):
     """One concurrency level: its figures, per-request samples and sampled server metrics."""
 
     concurrency: int
@@ -185,17 +175,9 @@ class LevelResult:
     metrics_samples: int = 0
     error_samples: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LevelResult:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-@dataclass
-class BenchResult:
+@record(config=RECORD_CONFIG)
+class BenchResult(JsonRecord):
     """A whole sweep: its config, each level, and how it ended."""
 
     base_url: str
@@ -214,37 +196,6 @@ class BenchResult:
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base_url": self.base_url,
-            "model": self.model,
-            "config": self.config.to_dict(),
-            "levels": [lv.to_dict() for lv in self.levels],
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "cancelled": self.cancelled,
-            "forced_length": self.forced_length,
-            "metrics_available": self.metrics_available,
-            "notes": list(self.notes),
-            "warmup_requests": self.warmup_requests,
-            "warmup_output_tokens": self.warmup_output_tokens,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BenchResult:
-        return cls(
-            base_url=d.get("base_url", ""),
-            model=d.get("model", ""),
-            config=BenchConfig.from_dict(d.get("config") or {}),
-            levels=[LevelResult.from_dict(x) for x in d.get("levels") or []],
-            started_at=d.get("started_at", ""),
-            finished_at=d.get("finished_at"),
-            cancelled=bool(d.get("cancelled")),
-            forced_length=bool(d.get("forced_length")),
-            metrics_available=bool(d.get("metrics_available")),
-            notes=list(d.get("notes") or []),
-        )
 
 
 def synthetic_prompt(tokens: int, nonce: int, words_per_token: float = 1.0, salt: str = "") -> str:

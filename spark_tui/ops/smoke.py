@@ -13,13 +13,15 @@ import os
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic.dataclasses import dataclass as record
 
 from spark_tui.core.errors import InputError
 from spark_tui.ops.events import ResultEvent
+from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 
 CHECKS = ("health", "models", "chat", "tool_call", "streaming")
 HAIKU_PROMPT = "Write a haiku about a GPU."
@@ -106,7 +108,7 @@ _TOOL_PARSERS = (
 _REASONING_MARKERS = ("<think>", "</think>", "<|channel|>analysis")
 
 
-@dataclass
+@record(config=RECORD_CONFIG)
 class SmokeRequest:
     """What a check sent: method, URL and an excerpt of the JSON body."""
 
@@ -115,8 +117,8 @@ class SmokeRequest:
     body: str | None = None
 
 
-@dataclass
-class SmokeResult:
+@record(config=RECORD_CONFIG)
+class SmokeResult(JsonRecord):
     """One smoke check: pass or fail, client-side latency, request, answer excerpt, diagnosis."""
 
     name: str
@@ -129,24 +131,6 @@ class SmokeResult:
     remedy: str | None = None
     # Figures a caller may show: status code, finish_reason, model id, tool call, ...
     data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SmokeResult:
-        req = d.get("request") or {}
-        return cls(
-            name=d["name"],
-            ok=bool(d["ok"]),
-            latency_s=float(d.get("latency_s", 0.0)),
-            request=SmokeRequest(req.get("method", ""), req.get("url", ""), req.get("body")),
-            response_excerpt=d.get("response_excerpt", ""),
-            detail=d.get("detail", ""),
-            cause=d.get("cause"),
-            remedy=d.get("remedy"),
-            data=dict(d.get("data") or {}),
-        )
 
     def to_event(self) -> ResultEvent:
         return ResultEvent(kind="smoke", payload=self.to_dict())

@@ -92,7 +92,7 @@ def launch_script(run: Run) -> str:
         header.append(f"# overrides: {shown}")
     for change in run.changed:
         header.append(
-            "# changed from the baseline: "
+            "# changed from the recipe's defaults: "
             + change_text(change["name"], change["before"], change["after"])
         )
     for node, values in run.network.items():
@@ -144,12 +144,16 @@ def _run_section(run: Run) -> list[str]:
     if run.changed:
         facts.append(
             (
-                "changed",
+                "changed from the recipe's defaults",
                 ", ".join(change_text(c["name"], c["before"], c["after"]) for c in run.changed),
             )
         )
     for node, digest in sorted(run.image_digests.items()):
         facts.append((f"digest on {node}", digest))
+    if run.simulated:
+        facts.append(("simulated", "yes: measured on simulated Sparks (the demo)"))
+    facts.append(("failed", run.failure))
+    facts += [(f"rank {k.rank} log ({k.node})", k.path) for k in run.rank_logs]
     out += [f"- {k}: {v}" for k, v in facts if v not in (None, "")]
     out.append("")
     if run.kind == "launch" and run.network:

@@ -95,6 +95,9 @@ def comparison_text(compared: Compared) -> Text:
     if compared.smoke_ok is not None:
         ok = compared.smoke_ok
         text.append("smoke ok" if ok else "smoke FAILED", style="green" if ok else "red")
+    if compared.ranks_carrying:
+        ranks = ", ".join(map(str, compared.ranks_carrying))
+        text.append(f"  every rank carries the change ({ranks})", style="dim")
     for fig in comparison.figures:
         if fig.figure not in ("total_output_tps", "ttft_p50_s") or fig.delta_pct is None:
             continue

@@ -79,8 +79,9 @@ class Recipe:
     mods: list[str] = field(default_factory=list)
     prelaunch: list[PrelaunchStep] = field(default_factory=list)
     missing: list[MissingFile] = field(default_factory=list)
-    # A registry recipe in a sub-folder: its path under the registry's recipes folder,
-    # without the suffix (`3x-spark-cluster/NAME`), the name that reaches it there.
+    # A registry recipe in a sub-folder that an earlier file of its registry hides by name:
+    # its path under the registry's recipes folder, without the suffix
+    # (`3x-spark-cluster/NAME`), the name that reaches it (sparkrun's path-qualified name).
     ref: str | None = None
     # What `sparkrun run` takes for this recipe (`@experimental/NAME` for a registry sparkrun
     # hides from plain names); None when sparkrun does not know the recipe's source.

@@ -338,16 +338,28 @@ def _places(sources: Sources) -> list[tuple[Path, str, Registry | None]]:
     return places
 
 
-def _ref(path: Path, reg: Registry) -> str | None:
+def _sub_path(path: Path, reg: Registry) -> str | None:
     """`sub/NAME` for a recipe in a sub-folder of a registry's recipes folder, else None."""
     rel = path.relative_to(reg.recipes_dir).with_suffix("")
     return rel.as_posix() if len(rel.parts) > 1 else None
 
 
-def _load(path: Path, source: str, reg: Registry | None, sources: Sources) -> Recipe:
+def _qualified(path: Path, reg: Registry | None, stems: set[str]) -> str | None:
+    """The path-qualified name of a registry recipe its plain name does not reach (an
+    earlier file of the registry has that name: flat files first, then nested, sorted), as
+    sparkrun qualifies an ambiguous one; None when the plain name reaches it. `stems` holds
+    the names seen so far in this registry and gets this one."""
+    sub = _sub_path(path, reg) if reg is not None else None
+    qualified = sub if sub is not None and path.stem in stems else None
+    stems.add(path.stem)
+    return qualified
+
+
+def _load(
+    path: Path, source: str, reg: Registry | None, sources: Sources, ref: str | None = None
+) -> Recipe:
     recipe = load_recipe_file(path, source=source)
     if reg is not None:
-        ref = _ref(path, reg)
         listed = ref or recipe.name
         sparkrun_name = None
         if reg.kind == "sparkrun":
@@ -364,9 +376,11 @@ def list_recipes(sources: Sources, errors: list[RecipeError] | None = None) -> l
     """
     found: list[tuple[str, int, int, Recipe]] = []
     for order, (folder, source, reg) in enumerate(_places(sources)):
+        stems: set[str] = set()
         for path in _files(folder, recursive=reg is not None):
+            ref = _qualified(path, reg, stems)
             try:
-                recipe = _load(path, source, reg, sources)
+                recipe = _load(path, source, reg, sources, ref)
             except RecipeError as exc:
                 if errors is None:
                     raise
@@ -378,8 +392,8 @@ def list_recipes(sources: Sources, errors: list[RecipeError] | None = None) -> l
 
 def shadowed(recipes: list[Recipe]) -> set[tuple[str, str]]:
     """(listed name, origin) of every recipe its listed name does not reach: an earlier one
-    of the same listed name wins (the list in `list_recipes` order). A registry recipe in a
-    sub-folder is listed as `sub/NAME`, which reaches it, so it is not hidden by NAME."""
+    of the same listed name wins (the list in `list_recipes` order). A registry recipe that
+    another of its registry hides by name is listed as `sub/NAME`, which reaches it."""
     seen: set[str] = set()
     hidden: set[tuple[str, str]] = set()
     for r in recipes:
@@ -420,12 +434,14 @@ def find_recipe(name_or_path: str, sources: Sources) -> Recipe:
     for folder, source, reg in _places(sources):
         if scope is not None and reg is not sources.registry(scope):
             continue  # (spark-tui's registry of that name before sparkrun's)
+        stems: set[str] = set()
         for path in _files(folder, recursive=reg is not None):
-            listed = (_ref(path, reg) if reg is not None else None) or path.stem
+            ref = _qualified(path, reg, stems)
             # `sub/NAME` (sparkrun's path-qualified name) is a path under a registry's recipes.
-            if (sub is not None and listed == str(sub)) or (sub is None and path.stem == stem):
-                return _load(path, source, reg, sources)
-            names.add(listed)
+            at = _sub_path(path, reg) if reg is not None else None
+            if (sub is not None and at == str(sub)) or (sub is None and path.stem == stem):
+                return _load(path, source, reg, sources, ref)
+            names.add(ref or path.stem)
     if sub is not None and scope is None:
         raise RecipeError(
             f"recipe {name_or_path!r} is neither a file nor a recipe of a registry",

@@ -64,6 +64,8 @@ def sparkrun_setup(tmp_path: Path) -> Path:
             "recipes/3x-spark-cluster/qwen-big.yaml": recipe(min_nodes=3, max_nodes=3),
             "recipes/4x-spark-cluster/qwen-big.yaml": recipe(min_nodes=4, max_nodes=4),
             "recipes/4x-spark-cluster/only-nested.yaml": recipe(min_nodes=4, max_nodes=4),
+            "recipes/3x-spark-cluster/twin.yaml": recipe(min_nodes=3, max_nodes=3),
+            "recipes/4x-spark-cluster/twin.yaml": recipe(min_nodes=4, max_nodes=4),
             "mods/gpu-mem-util-gb/run.sh": "#!/bin/sh\necho patched\n",
         },
     )
@@ -112,15 +114,20 @@ def test_sub_folder_recipes_take_sparkrun_path_qualified_names(sparkrun_setup: P
     assert find_recipe("qwen-big").min_nodes == 1  # the flat one, as sparkrun finds it
     assert find_recipe("@eugr/3x-spark-cluster/qwen-big").min_nodes == 3
     assert find_recipe("4x-spark-cluster/qwen-big").min_nodes == 4
-    nested = find_recipe("only-nested")  # no flat one: the name reaches it, as in sparkrun
-    assert nested.ref == "4x-spark-cluster/only-nested" and nested.registry == "eugr"
+    nested = find_recipe("only-nested")  # no other of its name: the name reaches it
+    assert nested.listed_name == "only-nested" and nested.registry == "eugr"
+    assert find_recipe("twin").min_nodes == 3  # the first of its name (sorted), as sparkrun
+    twin = find_recipe("@eugr/4x-spark-cluster/twin")
+    assert (twin.min_nodes, twin.listed_name) == (4, "4x-spark-cluster/twin")
     with pytest.raises(RecipeError):
         find_recipe("@eugr/8x-spark-cluster/qwen-big")
-    listed = {(r["ref"], r["shadowed"]) for r in rows() if r["name"] == "qwen-big"}
+    listed = {(r["ref"], r["shadowed"]) for r in rows() if r["name"] in ("qwen-big", "twin")}
     assert listed == {
         ("qwen-big", False),
         ("3x-spark-cluster/qwen-big", False),
         ("4x-spark-cluster/qwen-big", False),
+        ("twin", False),
+        ("4x-spark-cluster/twin", False),
     }
 
 

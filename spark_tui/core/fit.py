@@ -60,6 +60,8 @@ CUDA_GRAPH_BASE_BYTES = 48 * MIB
 CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN = 640 * 1024
 # Above this the OS, Docker and the page cache share too little of a unified-memory node.
 HIGH_UTILIZATION = 0.9
+# What the system-headroom remedy suggests instead.
+SAFE_UTILIZATION = 0.85
 # vLLM's CPU backend sizes each rank's KV cache from this variable (whole GiB), not from
 # gpu_memory_utilization: platforms/cpu.py sets kv_cache_memory_bytes from it after the
 # flags are read, so it wins over --kv-cache-memory-bytes too. The CUDA build ignores it.
@@ -489,6 +491,12 @@ class Budget:
             return f"--gpu-memory-utilization-gb {self.gib:g}"
         return f"{self.fraction} x {gib(total or 0)} GiB"
 
+    def set_to_share(self, share: float, total: int) -> str:
+        """The `--set` that budgets `share` of a node of `total` bytes."""
+        if self.gib is not None:
+            return f"--set {self.key}={math.floor(share * total / GIB)}"
+        return f"--set {self.key}={share:.2f}"
+
     def set_to(self, budget_bytes: int, total: int | None) -> str:
         """The `--set` that gives a budget of `budget_bytes` (rounded the safe way)."""
         if self.gib is not None:
@@ -605,7 +613,7 @@ def _node_findings(
                     f"{named} leaves {gib(total - budget)} GiB of the "
                     "unified memory for the OS, Docker and the page cache; GB10 nodes have "
                     "failed at startup with NVRM out-of-memory errors at such settings",
-                    f"{plan.set_to(int(total * 0.85), total)} (or lower)",
+                    f"{plan.set_to_share(SAFE_UTILIZATION, total)} (or lower)",
                 )
             )
     weights, kv_budget = fit.weights_bytes, fit.kv_budget_bytes

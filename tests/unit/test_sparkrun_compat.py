@@ -140,6 +140,14 @@ def test_a_fraction_default_is_still_held_to_its_range(tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as exc:
         load_recipe_file(write(tmp_path, "fraction", text))
     assert "out of range" in exc.value.message
+    # The headroom remedy speaks each budget's unit.
+    fraction = load_recipe_file(write(tmp_path, "ok", text.replace(": 108", ": 0.95")))
+    fits = [check(fraction, []), check(load_recipe_file(gib_recipe(tmp_path)), [])]
+    remedies = [next(f for f in r.findings if f.code == "system_headroom").remedy for r in fits]
+    assert remedies == [
+        "--set gpu_memory_utilization=0.85 (or lower)",
+        "--set gpu_memory_utilization=101 (or lower)",
+    ]
 
 
 def test_the_mods_flag_is_unknown_to_the_image_until_the_mod_runs() -> None:

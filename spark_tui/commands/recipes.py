@@ -17,26 +17,13 @@ from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
 
-# The model facts an offline fit check needs from a recipe's metadata.
-REQUIRED_FACTS = (
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "attention",
-    "max_position_embeddings",
-)
-
 
 def missing_facts(recipe: Recipe) -> list[str]:
-    """The fit-check facts the recipe's metadata does not carry."""
-    meta = recipe.metadata
-    missing = [key for key in REQUIRED_FACTS if meta.get(key) is None]
-    if meta.get("weight_bytes") is None and (
-        meta.get("params") is None or meta.get("dtype") is None
-    ):
-        missing.insert(0, "weight_bytes")
-    return missing
+    """The fit-check facts the recipe's metadata does not give (in spark-tui's or sparkrun's
+    names), as the fit check names them."""
+    from spark_tui.core.model_facts import facts_from_metadata, missing_for_fit
+
+    return missing_for_fit(facts_from_metadata(recipe.model, recipe.metadata))
 
 
 def _nodes(recipe: Recipe) -> str:

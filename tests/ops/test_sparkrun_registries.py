@@ -66,6 +66,9 @@ def sparkrun_setup(tmp_path: Path) -> Path:
             "recipes/4x-spark-cluster/only-nested.yaml": recipe(min_nodes=4, max_nodes=4),
             "recipes/3x-spark-cluster/twin.yaml": recipe(min_nodes=3, max_nodes=3),
             "recipes/4x-spark-cluster/twin.yaml": recipe(min_nodes=4, max_nodes=4),
+            "recipes/sized.yaml": recipe(
+                metadata={"model_vram": 25.5, "num_layers": 36, "num_kv_heads": 8, "head_dim": 64}
+            ),
             "mods/gpu-mem-util-gb/run.sh": "#!/bin/sh\necho patched\n",
         },
     )
@@ -152,3 +155,10 @@ def test_a_remedy_names_the_recipe_as_sparkrun_takes_it(sparkrun_setup: Path) ->
         with pytest.raises(RecipeError) as exc:
             require_vllm(find_recipe(name))
         assert expected in exc.value.remedy
+
+
+def test_the_listing_counts_the_facts_sparkruns_metadata_names_give(sparkrun_setup: Path) -> None:
+    sized = next(r for r in rows() if r["name"] == "sized")
+    missing = set(sized["facts_missing"])  # type: ignore[arg-type]
+    assert not missing & {"weight_bytes", "num_hidden_layers", "num_key_value_heads", "head_dim"}
+    assert "num_attention_heads" in missing  # sparkrun's metadata has no such key

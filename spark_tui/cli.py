@@ -124,6 +124,27 @@ def build_parser() -> Parser:
         "--recipe", metavar="NAME", dest="demo_recipe", help="the recipe selected at start"
     )
     p.add_argument("--theme", metavar="NAME", dest="demo_theme", help="colour theme")
+    web = p.add_argument_group("in a browser (--web)")
+    web.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the demo cockpit to browsers: simulated Sparks only, one demo per tab, "
+        "behind a token printed in the link",
+    )
+    web.add_argument("--host", help="address to listen on (default 127.0.0.1: this machine only)")
+    web.add_argument("--port", type=int, help="TCP port (default 8000; 0: any free one)")
+    web.add_argument("--token", help="the link's token (default: a new random one)")
+    web.add_argument(
+        "--max-visitors",
+        type=int,
+        help="demos at once, each with its own simulated Sparks (default 2)",
+    )
+    web.add_argument(
+        "--expose-demo-to-network",
+        action="store_true",
+        help="allow a --host other machines reach: anyone with the link can then drive a demo "
+        "cockpit (simulated Sparks only) on this machine's CPU",
+    )
 
     p = sub.add_parser(
         "sim", help="run simulated Sparks in the foreground and write their inventory"

@@ -7,6 +7,10 @@ import os
 
 from spark_tui.core.errors import InputError
 
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_MAX_VISITORS = 2
+
 
 def open_demo(
     *,
@@ -22,18 +26,76 @@ def open_demo(
     from spark_tui.commands.terminal import require_terminal
 
     require_terminal("spark-tui demo")
-    from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.config import load_config
-    from spark_tui.ui.demo_session import DemoSession
+    from spark_tui.ui.demo_app import demo_app
     from spark_tui.ui.runner import run_cockpit
 
-    # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
-    # SPARK_SIM_TOKEN_SCALE does the same for generation speed (tests use both).
-    pace = pace if pace is not None else _env_float("SPARK_SIM_PACE", 0.5)
-    token_scale = _env_float("SPARK_SIM_TOKEN_SCALE", 1.0)
-    session = DemoSession(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
-    app = SparkApp(session, recipe=recipe or "glm-5.3-flash", theme=theme, config=load_config())
+    app = demo_app(
+        nodes=nodes,
+        memory_gb=memory_gb,
+        recipe=recipe,
+        theme=theme,
+        pace=pace if pace is not None else _pace(),
+        token_scale=_token_scale(),
+    )
     return run_cockpit(app)
+
+
+def serve_demo(
+    *,
+    nodes: int,
+    memory_gb: int,
+    recipe: str | None,
+    theme: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    max_visitors: int,
+    expose: bool,
+) -> int:
+    """Serve the demo cockpit to browsers (one app and its own simulated Sparks per tab),
+    behind a token; only simulated Sparks, never the user's inventory, keys or history."""
+    if nodes < 1:
+        raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port} is not a TCP port", "pass --port 8000 (0: any free one)")
+    if max_visitors < 1:
+        raise InputError(f"--max-visitors {max_visitors}: need at least 1", "pass --max-visitors 2")
+    # Loaded here only: nothing of the web part is imported without --web.
+    from spark_tui.ui.web.access import checked_token, is_loopback
+
+    if not is_loopback(host) and not expose:
+        raise InputError(
+            f"--host {host} serves the demo to other machines: anyone with the link can drive "
+            "a demo cockpit (simulated Sparks only) and use this machine's CPU",
+            "add --expose-demo-to-network to mean it, or leave --host out (this machine only)",
+        )
+    from spark_tui.ui.web.server import DemoOptions, serve
+
+    options = DemoOptions(
+        nodes=nodes,
+        memory_gb=memory_gb,
+        recipe=recipe,
+        theme=theme,
+        pace=_pace(),
+        token_scale=_token_scale(),
+    )
+    return serve(
+        host=host,
+        port=port,
+        token=checked_token(token),
+        options=options,
+        max_visitors=max_visitors,
+    )
+
+
+def _pace() -> float:
+    # A demo launch reaches ready in 10 to 30 s; SPARK_SIM_PACE speeds it up or slows it down.
+    return _env_float("SPARK_SIM_PACE", 0.5)
+
+
+def _token_scale() -> float:
+    # The same for generation speed (tests use both).
+    return _env_float("SPARK_SIM_TOKEN_SCALE", 1.0)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -50,6 +112,25 @@ def _env_float(name: str, default: float) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "web", False):
+        return serve_demo(
+            nodes=args.nodes,
+            memory_gb=args.memory_gb,
+            recipe=args.demo_recipe or args.recipe,
+            theme=args.demo_theme or args.theme,
+            host=args.host or DEFAULT_HOST,
+            port=DEFAULT_PORT if args.port is None else args.port,
+            token=args.token,
+            max_visitors=DEFAULT_MAX_VISITORS if args.max_visitors is None else args.max_visitors,
+            expose=args.expose_demo_to_network,
+        )
+    web_flags = (args.host, args.port, args.token, args.max_visitors)
+    if any(v is not None for v in web_flags) or args.expose_demo_to_network:
+        raise InputError(
+            "--host, --port, --token, --max-visitors and --expose-demo-to-network are for the "
+            "web demo",
+            "add --web (spark-tui demo --web ...), or leave them out for the terminal demo",
+        )
     return open_demo(
         nodes=args.nodes,
         memory_gb=args.memory_gb,

@@ -30,6 +30,8 @@ from spark_tui.ui.screens.main import MainScreen
 from spark_tui.ui.themes import DEFAULT_THEME, NO_COLOR_THEME, load_themes
 
 if TYPE_CHECKING:
+    from textual.driver import Driver
+
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
     from spark_tui.service import events as ev
@@ -115,9 +117,11 @@ class SparkApp(App[int]):
         auto_refresh: bool = True,
         handle_signals: bool = True,
         watch_interval: float | None = None,
+        driver_class: type[Driver] | None = None,
     ) -> None:
-        driver = None
-        if sys.platform != "win32":
+        # `driver_class`: another way to the screen than a terminal (the web demo's browser).
+        driver = driver_class
+        if driver is None and sys.platform != "win32":
             from spark_tui.ui.driver import CockpitDriver
 
             driver = CockpitDriver

@@ -1,0 +1,36 @@
+"""The demo cockpit: the app on a session of simulated Sparks, as `spark-tui demo` opens it
+in a terminal and as each browser visitor of `spark-tui demo --web` gets it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_tui.ui.app import SparkApp
+from spark_tui.ui.config import load_config
+from spark_tui.ui.demo_session import DemoSession
+
+if TYPE_CHECKING:
+    from textual.driver import Driver
+
+DEFAULT_RECIPE = "glm-5.3-flash"
+
+
+def demo_app(
+    *,
+    nodes: int,
+    memory_gb: int,
+    recipe: str | None,
+    theme: str | None,
+    pace: float,
+    token_scale: float,
+    driver_class: type[Driver] | None = None,
+) -> SparkApp:
+    """The cockpit on `nodes` simulated Sparks it starts itself (and closes with the app)."""
+    session = DemoSession(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
+    return SparkApp(
+        session,
+        recipe=recipe or DEFAULT_RECIPE,
+        theme=theme,
+        config=load_config(),
+        driver_class=driver_class,
+    )

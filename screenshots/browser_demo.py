@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -103,37 +104,11 @@ def start_server(*args: str, home: Path, timeout: float = 30.0) -> Server:
             break
         output.append(line)
         if match := re.search(r"open (http://\S+)", line):
+            # Keep reading what it prints, so that a full pipe never stalls the server.
+            threading.Thread(target=output.extend, args=(proc.stdout,), daemon=True).start()
             return Server(proc, match.group(1), output)
     proc.kill()
     raise RuntimeError("spark-tui demo --web printed no link:\n" + "".join(output))
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process under `pid` (children, grandchildren, ...), from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -174,14 +149,18 @@ class Cockpit:
         return str(self.page.evaluate(READ_SCREEN))
 
     def wait_for(self, condition: Callable[[str], bool], timeout: float, what: str) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if condition(screen):
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the screen:\n{screen}")
-            time.sleep(0.2)
+        """The screen once `condition` holds for it (else an error that shows it)."""
+        last = [""]
+
+        def holds() -> bool:
+            last[0] = self.screen()
+            return condition(last[0])
+
+        try:
+            wait_until(holds, timeout, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the screen:\n{last[0]}") from None
+        return last[0]
 
     def press(self, key: str) -> None:
         self.page.locator(".xterm-helper-textarea").focus()

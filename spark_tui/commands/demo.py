@@ -69,7 +69,13 @@ def serve_demo(
             "a demo cockpit (simulated Sparks only) and use this machine's CPU",
             "add --expose-demo-to-network to mean it, or leave --host out (this machine only)",
         )
-    from spark_tui.ui.web.server import DemoOptions, serve
+    try:
+        from spark_tui.ui.web.server import DemoOptions, serve
+    except ImportError as exc:
+        raise InputError(
+            f"the web demo needs textual-serve ({exc.name or exc} is not installed)",
+            "pip install 'spark-tui[web]' (or pip install textual-serve), then run it again",
+        ) from None
 
     options = DemoOptions(
         nodes=nodes,

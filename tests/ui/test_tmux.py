@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import descendants, running
+
 if shutil.which("tmux") is None and os.environ.get("CI"):
     raise RuntimeError("tmux is not installed: CI must run the terminal test (.ci/run installs it)")
 pytestmark = pytest.mark.skipif(
@@ -52,25 +54,6 @@ class Tmux:
             time.sleep(0.2)
 
 
-def descendants(pid: int) -> set[int]:
-    """Every process under `pid` (children, grandchildren, ...)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def kill_left(pane_pid: int) -> None:
     """After a failed test: end what this test started (by pid) so nothing leaks."""
     if not pane_pid:
@@ -95,14 +78,6 @@ def assert_demo_runs_on_this_python_in_a_terminal(pane_pid: int) -> None:
     assert python == sys.executable
     for fd in (0, 1):
         assert os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/dev/pts/"), fd
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_demo_in_tmux_reaches_ready_passes_smoke_and_quits_clean(tmp_path: Path) -> None:

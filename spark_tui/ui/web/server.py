@@ -144,11 +144,15 @@ class WebDemo:
         if self.closing or len(self.visitors) >= self.max_visitors:
             return self.full(request)
         socket_ = web.WebSocketResponse(heartbeat=HEARTBEAT)
+
+        async def close() -> None:  # the visitor's app ended (it quit): the page says so
+            await socket_.close()
+
         visitor = AppService(
             self.options.command(),
             write_bytes=socket_.send_bytes,
             write_str=socket_.send_str,
-            close=socket_.close,
+            close=close,
             download_manager=self.downloads,
         )
         # Counted before the first await: two websockets at once cannot both take the last seat.

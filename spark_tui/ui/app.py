@@ -102,6 +102,7 @@ class SparkApp(App[int]):
         Binding("f", "fullscreen", "full screen log", id="fullscreen", show=False),
         Binding("c", "compact", "compact/full log lines", id="compact", show=False),
         Binding("r", "refresh", "refresh nodes", id="refresh", show=False),
+        Binding("y", "copy_tunnel", "copy the API's tunnel command", id="copy_tunnel", show=False),
         Binding("question_mark", "help", "help", id="help"),
         Binding("escape", "back", "back", id="back", show=False),
         Binding("q", "quit_cockpit", "quit", id="quit"),
@@ -350,6 +351,9 @@ class SparkApp(App[int]):
 
     def action_refresh(self) -> None:
         self.main.action_refresh()
+
+    def action_copy_tunnel(self) -> None:
+        self.main.action_copy_tunnel()
 
     def action_filter(self) -> None:
         self.main.action_filter()

@@ -28,6 +28,11 @@ ACTIONS = [
         "the next change measures a new baseline first (pick one: b in the history)",
     ),
     ("refresh", "Refresh the nodes", "probe every node again"),
+    (
+        "copy_tunnel",
+        "Copy the tunnel command",
+        "to the clipboard (OSC 52): reach the API from your machine",
+    ),
     ("filter", "Filter", "recipes or log lines"),
     ("fullscreen", "Full-screen log pane", "toggle"),
     ("compact", "Compact or full log lines", "vLLM's process, time and source prefixes"),

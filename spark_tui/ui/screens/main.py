@@ -300,6 +300,19 @@ class MainScreen(Screen[None]):
     def action_refresh(self) -> None:
         self.refresh_nodes()
 
+    def action_copy_tunnel(self) -> None:
+        """The tunnel command to the clipboard, whole (the terminal's OSC 52: works over SSH)."""
+        endpoint = self.bar.endpoint
+        if endpoint is None:
+            self.notify(
+                "no cluster running, so no tunnel to copy: launch one first "
+                f"({self._key_of('launch', 'l')})",
+                severity="warning",
+            )
+            return
+        self.app.copy_to_clipboard(endpoint.tunnel)
+        self.notify(f"copied to the clipboard: {endpoint.tunnel}", timeout=6)
+
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
         # The node panel shows them; the recipes' verdicts and the idle panes follow.
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)

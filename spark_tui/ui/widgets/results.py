@@ -61,19 +61,18 @@ def smoke_line(results: list[dict[str, Any]], wide: bool = True) -> Text:
     return text
 
 
-def endpoint_line(endpoint: Any, wide: bool = True) -> Text:
-    """`API http://10.0.0.1:8000/v1  from your machine: ssh -N -L ...` (narrow: the tunnel
-    command alone, which is what a user on another machine needs)."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    if wide:
-        text.append("API ", style="bold")
-        text.append(endpoint.api_url)
-        text.append("  from your machine: ", style="dim")
-        text.append(endpoint.tunnel, style="dim")
-    else:
-        text.append("API: ", style="bold")
-        text.append(endpoint.tunnel)
-    return text
+def endpoint_lines(endpoint: Any, copy_key: str = "y") -> list[Text]:
+    """`API http://10.0.0.1:8000/v1` and `tunnel ssh -N -L ...`, one line each and never
+    wrapped (a mouse copy of a wrapped command breaks it): a line too long for the terminal
+    ends in an ellipsis, and `copy_key` copies the whole command."""
+    api = Text(no_wrap=True, overflow="ellipsis")
+    api.append("API ", style="bold")
+    api.append(endpoint.api_url)
+    api.append(f"  from your machine: tunnel below, {copy_key} copies it", style="dim")
+    tunnel = Text(no_wrap=True, overflow="ellipsis")
+    tunnel.append("tunnel ", style="bold")
+    tunnel.append(endpoint.tunnel)
+    return [api, tunnel]
 
 
 def _figure(level: dict[str, Any], name: str) -> float | None:
@@ -148,7 +147,9 @@ class ResultsBar(VerticalScroll, can_focus=True):
         wide = self.wide
         lines: list[Text] = [self.status.copy()]
         if self.endpoint is not None:
-            lines.append(endpoint_line(self.endpoint, wide))
+            key_of = getattr(self.app, "key_of", None)
+            copy_key = key_of("copy_tunnel", "y") if key_of is not None else "y"
+            lines += endpoint_lines(self.endpoint, copy_key)
         if self.smoke:
             lines.append(smoke_line(self.smoke, wide))
         chart = sweep_chart(self.levels, wide) if self.levels else None
@@ -156,18 +157,19 @@ class ResultsBar(VerticalScroll, can_focus=True):
             if chart is not None:
                 lines.append(chart)
             if self.compare is not None:
-                lines.append(self.compare)
-            text = Text("\n").join(lines)
-            text.no_wrap, text.overflow = True, "ellipsis"
-            return text
-        head = Text("\n").join(lines)
+                lines.append(self.compare.copy())
+            for line in lines:
+                line.no_wrap, line.overflow = True, "ellipsis"
+            # A Group of Texts, as rich renders them: each line is cut, never wrapped.
+            return Group(*lines)
+        # Each line keeps its own wrapping: the endpoint's never wrap, a failure's remedy may.
         if chart is None and self.compare is None:
-            return head
+            return Group(*lines)
         grid = Table.grid(padding=(0, 3))
         grid.add_column(no_wrap=True)
         grid.add_column()
         grid.add_row(chart or Text(), self.compare or Text())
-        return Group(head, grid)
+        return Group(*lines, grid)
 
     def _redraw(self) -> None:
         bodies = self.query("#results-body") if self.is_mounted else None

@@ -102,6 +102,7 @@ def build_parser() -> Parser:
         "--inventory", metavar="FILE", help="inventory YAML: nodes: [{name, host, ...}]"
     )
     parser.add_argument("--hosts", metavar="H1,H2", help="comma-separated SSH hosts, head first")
+    add_host_sources(parser)
     parser.add_argument("--recipe", metavar="NAME", help="the recipe selected at start")
     parser.add_argument("--theme", metavar="NAME", help="colour theme (see the command palette)")
     parser.add_argument(

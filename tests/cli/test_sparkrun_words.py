@@ -72,3 +72,14 @@ def test_an_unknown_flag_gets_spark_tuis_word(cli: Cli, facts_128: Path) -> None
         assert res.returncode == 2, (args, res.stderr)
         assert "usage: spark-tui" in res.stderr and "does not take" in res.stderr
         assert hint in res.stderr, (args, res.stderr)
+
+
+def test_the_cockpit_takes_the_same_host_lists(tmp_path: Path) -> None:
+    from spark_tui.cli import build_parser
+    from spark_tui.commands.shortcuts import resolve_host_sources
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("spark-a\nspark-b  # worker\n")
+    args, unknown = build_parser().parse_known_args(["--hosts-file", str(hosts)])
+    resolve_host_sources(args)
+    assert (args.command, args.hosts, unknown) == (None, "spark-a,spark-b", [])

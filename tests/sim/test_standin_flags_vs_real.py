@@ -85,3 +85,27 @@ def test_the_older_flags_kept_are_the_ones_a_bundled_recipe_passes() -> None:
 
     command = find_recipe("qwen3.8-flash-next").command
     assert all(f in command for f in [*OLDER_ONLY, "--kv-cache-memory"])
+
+
+def test_every_real_flag_is_a_stand_in_flag(stand_in: FlagTable, real: FlagTable) -> None:
+    # The stand-in's table is derived from the same help: nothing of it may be lost.
+    problems = []
+    for spec in {id(s): s for s in real.flags.values()}.values():
+        if spec.name == "-h":
+            continue
+        got = stand_in.lookup(spec.name)
+        if got is None:
+            problems.append(f"{spec.name}: the stand-in does not accept it")
+        elif got.takes_value != spec.takes_value or set(spec.names) - set(got.names):
+            problems.append(f"{spec.name}: {got.names} {got.takes_value} vs {spec.names}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_table_is_read_from_the_shipped_help_which_the_fixture_is() -> None:
+    from spark_tui.sim.engine.help_table import HELP_FILE, real_flags
+
+    assert REAL_HELP.resolve() == HELP_FILE.resolve()
+    headers = [
+        line for line in HELP_FILE.read_text().splitlines() if line.startswith(("  -", "  --"))
+    ]
+    assert len(real_flags()) == len(headers) - 1  # all but -h

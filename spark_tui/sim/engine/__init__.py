@@ -7,7 +7,8 @@ Entry points: `python -m spark_tui.sim.engine serve MODEL [flags]` and `bin/vllm
 Everything it prints, serves and decides is simulated and says so: the version string ends
 in `+sparktui.sim` and every startup log carries the line "spark-tui simulated engine (no GPU)".
 
-Modules: `flags` (vLLM's serve flags), `catalogue` (simulated model facts, config.json and
+Modules: `flags` (vLLM's serve flags, read by `help_table` from real vLLM's `--help=all`
+shipped beside it), `catalogue` (simulated model facts, config.json and
 safetensors index per model), `memory` (node memory from the environment, the fit decisions),
 `logs` (vLLM's log line format), `failures` (vLLM's error messages and tracebacks),
 `rendezvous` (ranks meeting over TCP, heartbeats), `timing` (GB10 token timing model),

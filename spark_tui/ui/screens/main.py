@@ -352,7 +352,7 @@ class MainScreen(Screen[None]):
     @property
     def selected(self) -> Recipe | None:
         name = self.query_one(RecipePanel).selected_name
-        return next((r for r in self.recipes if r.name == name), None)
+        return next((r for r in self.recipes if r.listed_name == name), None)
 
     @on(OptionList.OptionHighlighted, "#recipe-list")
     def _recipe_highlighted(self) -> None:
@@ -728,7 +728,7 @@ class MainScreen(Screen[None]):
         if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
             # Nothing to compare against yet: remember the setting for the next launch.
             self.sets[recipe.name] = {**self.sets.get(recipe.name, {}), key: value}
-            self._refresh_recipes(keep=recipe.name)
+            self._refresh_recipes(keep=recipe.listed_name)
             self.prepare_verdicts()
             self._status(
                 f"{key}={value} set for {recipe.name}; press {self._key_of('launch', 'l')} "

@@ -37,7 +37,8 @@ def nodes_needed(recipe: Recipe) -> str:
 
 
 def option_text(row: RecipeRow) -> Text:
-    text = Text(row.recipe.name, no_wrap=True, overflow="ellipsis")
+    # The listed name: a registry's sub-folder variant of a name shows its path.
+    text = Text(row.recipe.listed_name, no_wrap=True, overflow="ellipsis")
     mem = row.recipe.metadata.get("memory_gb_per_node")
     text.append(f"  {nodes_needed(row.recipe)}{mem or ''}", style="dim")
     if row.recipe.source == "user":
@@ -103,15 +104,17 @@ class RecipePanel(Vertical):
         return [
             r
             for r in self.rows
-            if not needle or needle in r.recipe.name.lower() or needle in r.recipe.model.lower()
+            if not needle
+            or needle in r.recipe.listed_name.lower()
+            or needle in r.recipe.model.lower()
         ]
 
     def _rebuild(self, keep: str | None) -> None:
         olist = self.query_one(OptionList)
         rows = self.visible()
         olist.clear_options()
-        olist.add_options([Option(option_text(r), id=r.recipe.name) for r in rows])
-        names = [r.recipe.name for r in rows]
+        olist.add_options([Option(option_text(r), id=r.recipe.listed_name) for r in rows])
+        names = [r.recipe.listed_name for r in rows]
         if rows:
             olist.highlighted = names.index(keep) if keep in names else 0
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import SchemaValidator, ValidationError, core_schema
 
 from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.facts import ModelFacts
@@ -23,47 +23,58 @@ PIB = 2**50
 # is a typo or a fuzzer, never a model.
 MAX_ABS_NUMBER = 10**18
 
-_Count = Annotated[int, Field(ge=1, le=100_000)]
-_Count0 = Annotated[int, Field(ge=0, le=100_000)]
-_Dim = Annotated[int, Field(ge=1, le=1_048_576)]
-_Dim0 = Annotated[int, Field(ge=0, le=1_048_576)]
-_Length = Annotated[int, Field(ge=1, le=2**32)]
-_Bytes = Annotated[int, Field(ge=0, le=PIB)]
+_COUNT = (1, 100_000)
+_COUNT0 = (0, 100_000)
+_DIM = (1, 1_048_576)
+_DIM0 = (0, 1_048_576)
+_LENGTH = (1, 2**32)
+_BYTES = (0, PIB)
 
+# The numeric ModelFacts fields with the (inclusive) ranges a real model stays within.
+RANGES: dict[str, tuple[int, int]] = {
+    "weight_bytes": _BYTES,
+    "params": (0, 10**14),
+    "num_hidden_layers": _COUNT,
+    "num_attention_heads": _COUNT,
+    "num_key_value_heads": _COUNT,
+    "head_dim": _DIM,
+    "hidden_size": _DIM,
+    "max_position_embeddings": _LENGTH,
+    "sliding_window": _LENGTH,
+    "full_attention_layers": _COUNT0,
+    "kv_lora_rank": _DIM,
+    "qk_rope_head_dim": _DIM0,
+    "global_head_dim": _DIM,
+    "num_global_key_value_heads": _COUNT,
+    "linear_layers": _COUNT0,
+    "linear_state_bytes": _BYTES,
+    "mtp_layers": _COUNT0,
+    "ple_table_bytes": _BYTES,
+}
 
-class ModelFactRanges(BaseModel):
-    """The numeric ModelFacts fields with the ranges a real model stays within."""
-
-    model_config = ConfigDict(extra="ignore", strict=True)
-
-    weight_bytes: _Bytes | None = None
-    params: Annotated[int, Field(ge=0, le=10**14)] | None = None
-    num_hidden_layers: _Count | None = None
-    num_attention_heads: _Count | None = None
-    num_key_value_heads: _Count | None = None
-    head_dim: _Dim | None = None
-    hidden_size: _Dim | None = None
-    max_position_embeddings: _Length | None = None
-    sliding_window: _Length | None = None
-    full_attention_layers: _Count0 | None = None
-    kv_lora_rank: _Dim | None = None
-    qk_rope_head_dim: _Dim0 | None = None
-    global_head_dim: _Dim | None = None
-    num_global_key_value_heads: _Count | None = None
-    linear_layers: _Count0 | None = None
-    linear_state_bytes: _Bytes | None = None
-    mtp_layers: _Count0 | None = None
-    ple_table_bytes: _Bytes | None = None
-
-
-_RANGED = frozenset(ModelFactRanges.model_fields)
+# Built straight on pydantic-core (what `import pydantic` loads anyway): a BaseModel would
+# pull pydantic's model machinery and its plugin scan of every installed package into each
+# headless `plan`/`check`, several times the cost of the whole check. Strict: a float or a
+# bool is not a count.
+_VALIDATOR = SchemaValidator(
+    core_schema.typed_dict_schema(
+        {
+            name: core_schema.typed_dict_field(
+                core_schema.nullable_schema(core_schema.int_schema(ge=lo, le=hi, strict=True)),
+                required=False,
+            )
+            for name, (lo, hi) in RANGES.items()
+        },
+        extra_behavior="ignore",
+    )
+)
 
 
 def check_fact_ranges(facts: ModelFacts, where: str, error: type[InputError] = RecipeError) -> None:
     """Raise `error` naming the first fact outside its range (e.g. head_dim 1e308)."""
-    values = {f.name: getattr(facts, f.name) for f in fields(facts) if f.name in _RANGED}
+    values = {f.name: getattr(facts, f.name) for f in fields(facts) if f.name in RANGES}
     try:
-        ModelFactRanges.model_validate(values)
+        _VALIDATOR.validate_python(values)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else "?"

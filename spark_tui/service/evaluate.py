@@ -249,7 +249,7 @@ def assess(
     finding per node that lacks the model, the draft model or the image (their remedies
     name the sync for the nodes `where` names, or `remedy`), then the image's flag check of
     every rank's argv (`flags(plan)`: its findings, None when not made yet)."""
-    from spark_tui.service.sync import gap_findings
+    from spark_tui.service.gaps import gap_findings
 
     out = evaluate(recipe, overrides, nodes, held=held, facts_for=facts_for)
     if out.report is None:

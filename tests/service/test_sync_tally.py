@@ -6,13 +6,8 @@ from spark_tui.core.facts import CachedModel, ImageInfo, NodeFacts
 from spark_tui.core.recipe import Recipe
 from spark_tui.ops.events import Notice
 from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncProgress, SyncStep
-from spark_tui.service.sync import (
-    IMAGE,
-    MODELS,
-    SyncStarted,
-    SyncTally,
-    gap_findings,
-)
+from spark_tui.service.gaps import gap_findings
+from spark_tui.service.sync import IMAGE, MODELS, SyncStarted, SyncTally
 
 M = "org/model"
 

@@ -12,8 +12,7 @@ import json
 import sys
 from typing import Any
 
-from spark_tui.core import registry
-from spark_tui.core.errors import InputError, RecipeError
+from spark_tui.core.errors import RecipeError
 from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
 
@@ -98,13 +97,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """List recipes as a table, or as a JSON list with `--json`."""
-    from spark_tui.ops.registries import sync
+    from spark_tui.service.recipes import sync_registries
 
-    try:
-        configured = registry.configured_registries()
-    except InputError:
-        configured = []  # the listing below reports the broken config with its remedy
-    for result in sync(configured, update_existing=getattr(args, "update", False)):
+    for result in sync_registries(update=getattr(args, "update", False)):
         if result.action == "failed":
             print(f"spark-tui: registry {result.name}: {result.detail}", file=sys.stderr)
         elif result.action != "present":

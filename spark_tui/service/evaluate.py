@@ -103,6 +103,40 @@ def parse_sets(sets: Sequence[str]) -> dict[str, str]:
     return dict(parse_set(item) for item in sets)
 
 
+def running_overrides(recipe: Recipe, argv: Sequence[str]) -> dict[str, str]:
+    """The tunable settings a running head's `vllm serve` argv gives other values than the
+    recipe's own: the overrides it was launched with, read back from what runs (for a
+    cluster whose launch this machine did not record)."""
+    from spark_tui.core import settings_schema as schema
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.render import flag_value, render_argv, switch_value
+
+    try:
+        own = render_argv(recipe, apply_overrides(recipe, {}))
+    except SparkError:
+        return {}
+    words = [str(w) for w in argv]
+    out: dict[str, str] = {}
+    for key in TUNABLE:
+        setting = schema.get(key)
+        if setting is None:
+            continue
+        if setting.kind == "bool":
+            now, was = switch_value(words, setting), switch_value(own, setting)
+            if now is not None and now != was:
+                out[key] = "true" if now else "false"
+            continue
+        spellings = schema.flag_spellings(setting)
+        value = flag_value(words, *spellings)
+        if value is not None and value != flag_value(own, *spellings):
+            out[key] = value
+    try:
+        apply_overrides(recipe, out)
+    except SparkError:
+        return {}  # what runs is not this recipe's to say (edited since the launch)
+    return out
+
+
 def gpu_memory_utilization(argv: Sequence[str]) -> float:
     """The memory share a `vllm serve` argv budgets (vLLM's default when it does not say)."""
     from spark_tui.core.render import flag_value

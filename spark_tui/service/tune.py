@@ -113,6 +113,7 @@ async def tune(
     from spark_tui.ops.bench import BenchConfig
     from spark_tui.ops.compare import compare_runs
     from spark_tui.ops.history import changed_settings
+    from spark_tui.service.evaluate import running_overrides
 
     cluster = await _adopt(session)
     if cluster.recipe != recipe.name:
@@ -120,7 +121,7 @@ async def tune(
             f"the running cluster serves {cluster.recipe}, not {recipe.name}",
             f"tune {cluster.recipe}, or stop it and launch {recipe.name} first",
         )
-    old = dict(cluster.overrides)
+    old = dict(cluster.overrides) or running_overrides(recipe, cluster.head_argv)
     new = {**old, setting: value}
     before = apply_overrides(recipe, old).get(setting)
     typed = apply_overrides(recipe, new).get(setting)

@@ -168,10 +168,20 @@ class MainScreen(Screen[None]):
         return self.session.cluster
 
     def evaluate(self, recipe: Recipe, sets: dict[str, str] | None = None) -> Evaluation:
-        """The service's recipe pipeline on the nodes (our cluster's memory counted free)."""
-        return self.session.evaluate(
-            recipe, self.sets.get(recipe.name, {}) if sets is None else sets
-        )
+        """The service's verdict on the nodes (our cluster's memory counted free)."""
+        return self.session.evaluate(recipe, self.sets_of(recipe) if sets is None else sets)
+
+    def sets_of(self, recipe: Recipe) -> dict[str, str]:
+        """The settings changed from the recipe's: the running cluster's when it serves
+        this recipe (its launch record's, else read back from what runs), else the ones
+        set here for the next launch."""
+        from spark_tui.service.evaluate import running_overrides
+
+        cluster = self.cluster
+        if cluster is not None and cluster.running and cluster.recipe == recipe.name:
+            known = cluster.overrides or running_overrides(recipe, cluster.head_argv)
+            return {k: str(v) for k, v in known.items()}
+        return dict(self.sets.get(recipe.name, {}))
 
     async def consume(self, events: AsyncIterator[Any]) -> None:
         """Route a service action's events to the widgets; answer its questions in dialogs.
@@ -205,7 +215,9 @@ class MainScreen(Screen[None]):
         """One event as a message to each widget that renders it, and to this screen."""
         bar, gauges, nodes = self.bar, self.gauges, self.nodes_panel
         if isinstance(event, ev.Probed):
-            self._send(msg.NodesProbed(event), nodes)
+            # Free memory is read by the probe and by the watch: the nodes panel and the
+            # gauges show the latest reading, whichever took it.
+            self._send(msg.NodesProbed(event), nodes, gauges)
         elif isinstance(event, ev.RankStateChanged):
             self._send(msg.RankChanged(event), *self._panes_of([event.rank]), self.rank_panes)
         elif isinstance(event, ev.ClusterReady):
@@ -238,7 +250,7 @@ class MainScreen(Screen[None]):
             alert = msg.RankAlert(event, self._alert_remedy())
             self._send(alert, gauges, *self._panes_of([event.rank]))
         elif isinstance(event, ev.WatchEvent):
-            self._send(msg.WatchSampled(event), gauges, screen=False)
+            self._send(msg.WatchSampled(event), gauges, nodes, screen=False)
         elif isinstance(event, RayClusterState):
             self._send(RayStateChanged(event), self._ray_panel(), screen=False)
 
@@ -316,7 +328,9 @@ class MainScreen(Screen[None]):
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
         # The node panel shows them; the recipes' verdicts and the idle panes follow.
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
-        if not self.cluster and not self.busy:
+        idle = all(p.state == "idle" for p in self.panes.values())
+        if not self.cluster and not self.busy and idle:
+            # A stopped or failed cluster's panes stay, with its logs, until the next launch.
             self._build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
         self.prepare_verdicts(retry=True)
 
@@ -330,9 +344,7 @@ class MainScreen(Screen[None]):
             if self.busy or not self.nodes:
                 return  # a launch or a benchmark first: the next probe asks again
             try:
-                new = await self.session.prepare(
-                    recipe, self.sets.get(recipe.name, {}), retry=retry
-                )
+                new = await self.session.prepare(recipe, self.sets_of(recipe), retry=retry)
             except SparkError:
                 continue  # the verdict keeps saying what is missing
             if new:
@@ -402,14 +414,8 @@ class MainScreen(Screen[None]):
         if recipe is None:
             self.notify("pick a recipe first", severity="warning")
             return
-        cluster = self.cluster
-        if cluster and cluster.running:
-            self.notify(
-                f"cluster {cluster.cluster_id} is running: stop it first "
-                f"({self._key_of('stop', 's')})",
-                severity="warning",
-            )
-            return
+        # A running cluster of ours is the service's question (stop it and launch this
+        # one?), asked once the launch has its verdict.
         if self.busy:
             self.notify(f"busy: {self.busy}", severity="warning")
             return
@@ -428,7 +434,7 @@ class MainScreen(Screen[None]):
                 problem.remedy if problem else "fix the recipe or the settings",
             )
             return
-        self._launch(recipe, dict(self.sets.get(recipe.name, {})))
+        self._launch(recipe, self.sets_of(recipe))
 
     def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
         self._ray_clear()
@@ -440,12 +446,26 @@ class MainScreen(Screen[None]):
     @_app_work(group="follow")
     async def _launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
         """Start the ranks and follow them for as long as they run (logs keep coming)."""
+        running = self.cluster if self.cluster is not None and self.cluster.running else None
         evaluation = self.evaluate(recipe, sets)
         if evaluation.plan is not None:
             self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
         self.busy = "launching"
         self._status(f"launching {recipe.name}…")
         await self._follow(self.session.launch(recipe, sets))
+        if running is not None and self.cluster is running:
+            # The user kept the running cluster (or the fit check refused the new one):
+            # follow it again.
+            await self._follow_running()
+
+    async def _follow_running(self) -> None:
+        try:
+            found = await self.session.running()
+        except SparkError:
+            return
+        if found is not None:
+            self._build_panes([(r.rank, r.node) for r in found.ranks])
+            await self._follow(self.session.attach(found))
 
     async def _follow(self, events: AsyncIterator[Any]) -> None:
         try:
@@ -459,6 +479,11 @@ class MainScreen(Screen[None]):
             self.workers.cancel_group(self.app, "watch")
             for pane in self.panes.values():
                 pane.flush()
+
+    def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
+        # A cluster launched or attached to is now the session's: the verdicts count its
+        # memory as a replacing launch gets it back, and show the settings it runs with.
+        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
         # The rank's pane shows its state and failure, its tab the state; here the status.
@@ -615,6 +640,10 @@ class MainScreen(Screen[None]):
             self.session.keep_on_cancel = False
         self._ray_clear()
         self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
+        # The last probe still sees the stopped cluster's memory in use (and no cluster
+        # left to credit it to): the verdicts follow the nodes as they are now.
+        with contextlib.suppress(SparkError):
+            await self.consume(self.session.probe())
         self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
 
@@ -707,8 +736,7 @@ class MainScreen(Screen[None]):
         if self.busy:
             self.notify(f"busy: {self.busy}", severity="warning")
             return
-        sets = dict(cluster.overrides) if cluster and cluster.recipe == recipe.name else {}
-        sets = sets or self.sets.get(recipe.name, {})
+        sets = self.sets_of(recipe)
         keys, current = editable_settings(recipe, sets)
 
         def preview(key: str, value: str) -> tuple[str | None, Text]:
@@ -735,7 +763,7 @@ class MainScreen(Screen[None]):
                 "to launch"
             )
             return
-        self.sets[recipe.name] = {**cluster.overrides, key: value}
+        self.sets[recipe.name] = {**self.sets_of(recipe), key: value}
         self._tune(recipe, key, value)
 
     @_app_work(group="follow")

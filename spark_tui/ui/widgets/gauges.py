@@ -180,6 +180,18 @@ class GaugesPanel(Static):
         self.view.ended = None
         self._redraw()
 
+    def on_nodes_probed(self, message: msg.NodesProbed) -> None:
+        """A probe's reading of the watched nodes' memory is newer than the last sample."""
+        if self.view.started is None:
+            return
+        watched = set(self.view.started.nodes)
+        for node in message.probed.nodes:
+            if node.name in watched and node.memory_available_bytes is not None:
+                self.view.take(
+                    ev.NodeMemory(node.name, node.memory_total_bytes, node.memory_available_bytes)
+                )
+        self._redraw()
+
     def on_rank_alert(self, message: msg.RankAlert) -> None:
         shown, new = self.view.alert, message.alert
         if shown is None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
+
+from spark_tui.service import events as ev
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -136,6 +139,20 @@ class NodePanel(Static, can_focus=True):
                 )
             )
         self.show(views)
+
+    def on_watch_sampled(self, message: msg.WatchSampled) -> None:
+        """The watch's reading of a node's memory is newer than the last probe's."""
+        sample = message.event
+        if not isinstance(sample, ev.NodeMemory) or sample.available is None:
+            return
+        for view in self.views:
+            if view.name == sample.node and view.facts is not None:
+                view.facts = dataclasses.replace(
+                    view.facts,
+                    memory_available_bytes=sample.available,
+                    memory_total_bytes=sample.total or view.facts.memory_total_bytes,
+                )
+        self._render_views()
 
     def on_node_outage(self, message: msg.NodeOutage) -> None:
         event = message.event

@@ -7,7 +7,8 @@ import argparse
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from spark_tui.commands.shortcuts import (
     add_host_sources,
@@ -92,7 +93,10 @@ def _bench_settings(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> Parser:
+def build_parser(command: str | None = None) -> Parser:
+    """The whole CLI's parser, or with `command` only that subcommand's under the top level
+    (`main` runs one: building the twenty others costs a headless `plan` more than its own
+    arguments)."""
     parser = Parser(
         prog="spark-tui",
         description="Run one vLLM service across several DGX Sparks.",
@@ -111,7 +115,14 @@ def build_parser() -> Parser:
         help="trust host keys not yet in known_hosts (changed keys are still refused)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, add in SUBCOMMANDS.items():
+        if command in (None, name):
+            add(sub)
+    parser.commands = dict(sub.choices)
+    return parser
 
+
+def _demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="open the cockpit on simulated Sparks")
     p.add_argument("--nodes", type=int, default=2, help="how many simulated Sparks (default 2)")
     p.add_argument(
@@ -147,6 +158,8 @@ def build_parser() -> Parser:
         "cockpit (simulated Sparks only) on this machine's CPU",
     )
 
+
+def _sim(sub: Any) -> None:
     p = sub.add_parser(
         "sim", help="run simulated Sparks in the foreground and write their inventory"
     )
@@ -173,6 +186,8 @@ def build_parser() -> Parser:
     )
     p.add_argument("--state-dir", metavar="DIR", help="keep keys and homes here (default: temp)")
 
+
+def _recipes(sub: Any) -> None:
     p = sub.add_parser(
         "recipes", help="list the recipes: user, registries (spark-tui's and sparkrun's), bundled"
     )
@@ -181,10 +196,14 @@ def build_parser() -> Parser:
         "--update", action="store_true", help="pull the git registries named in the config first"
     )
 
+
+def _probe(sub: Any) -> None:
     p = sub.add_parser("probe", help="probe nodes and print their facts")
     _targets(p)
     _json(p)
 
+
+def _check(sub: Any) -> None:
     p = sub.add_parser(
         "check",
         help="does the recipe fit these nodes?",
@@ -197,6 +216,8 @@ def build_parser() -> Parser:
     _sets(p)
     _json(p)
 
+
+def _plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="print the launch plan")
     p.add_argument("recipe")
     _targets(p, facts=True)
@@ -207,6 +228,8 @@ def build_parser() -> Parser:
     )
     fmt.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _models(sub: Any) -> None:
     p = sub.add_parser("models", help="the recipe's model (and draft) on every node")
     msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     p = msub.add_parser(
@@ -221,6 +244,8 @@ def build_parser() -> Parser:
     _sets(p, shortcuts=False)
     _json(p)
 
+
+def _images(sub: Any) -> None:
     p = sub.add_parser("images", help="the recipe's container image on every node")
     isub = p.add_subparsers(dest="images_command", metavar="ACTION", required=True)
     p = isub.add_parser(
@@ -235,6 +260,8 @@ def build_parser() -> Parser:
     _targets(p)
     _json(p)
 
+
+def _launch(sub: Any) -> None:
     p = sub.add_parser("launch", help="start one container per rank")
     p.add_argument("recipe")
     _targets(p)
@@ -253,6 +280,8 @@ def build_parser() -> Parser:
         help="with --wait: give up when the API is not ready after this long (default 1800)",
     )
 
+
+def _status(sub: Any) -> None:
     p = sub.add_parser(
         "status",
         help="our clusters on the nodes, with the API and its tunnel",
@@ -262,6 +291,8 @@ def build_parser() -> Parser:
     _targets(p)
     _json(p)
 
+
+def _watch(sub: Any) -> None:
     p = sub.add_parser(
         "watch",
         help="watch a ready cluster: a tiny request, /metrics, node memory, every rank",
@@ -274,16 +305,22 @@ def build_parser() -> Parser:
     )
     p.add_argument("--json", action="store_true", help="one JSON object per event and line")
 
+
+def _logs(sub: Any) -> None:
     p = sub.add_parser("logs", help="print (or follow) the ranks' logs")
     _targets(p)
     p.add_argument("--rank", type=int, help="only this rank's log")
     p.add_argument("--follow", action="store_true", help="keep reading until Ctrl+C")
     p.add_argument("--tail", type=int, default=200, help="start this many lines back (0: all)")
 
+
+def _stop(sub: Any) -> None:
     p = sub.add_parser("stop", help="stop and remove every rank's container")
     _targets(p)
     p.add_argument("--cluster", metavar="ID", help="only this cluster (default: every one of ours)")
 
+
+def _smoke(sub: Any) -> None:
     p = sub.add_parser("smoke", help="health, models, chat, tool-call and streaming checks")
     _targets(p, base_url=True)
     p.add_argument("--model", help="model id (default: the first of /v1/models)")
@@ -296,12 +333,16 @@ def build_parser() -> Parser:
     )
     _json(p)
 
+
+def _bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="concurrency sweep: TTFT, ITL, tokens/s")
     _targets(p, base_url=True)
     p.add_argument("--model", help="model id (default: the first of /v1/models)")
     _bench_settings(p)
     _json(p)
 
+
+def _tune(sub: Any) -> None:
     p = sub.add_parser(
         "tune",
         help="change one setting on the running cluster and compare with the baseline",
@@ -330,6 +371,8 @@ def build_parser() -> Parser:
     _bench_settings(p)
     _json(p)
 
+
+def _history(sub: Any) -> None:
     p = sub.add_parser("history", help="list runs, compare two, export, pick the baseline")
     p.add_argument(
         "action",
@@ -355,6 +398,8 @@ def build_parser() -> Parser:
         "measures a new one)",
     )
 
+
+def _lab(sub: Any) -> None:
     p = sub.add_parser("lab", help="real sshd + dockerd in network namespaces (Linux, root)")
     p.add_argument(
         "action",
@@ -381,8 +426,30 @@ def build_parser() -> Parser:
         "--prefix", default="sparklab", help="names of the lab's bridge and namespaces (up)"
     )
     p.add_argument("--subnet", default="10.77.0.0/24", help="the lab's private subnet (up)")
-    parser.commands = dict(sub.choices)
-    return parser
+
+
+# Each subcommand and what adds its parser to the subparsers (argparse's private
+# _SubParsersAction, hence Any), in the order of `--help`.
+SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
+    "demo": _demo,
+    "sim": _sim,
+    "recipes": _recipes,
+    "probe": _probe,
+    "check": _check,
+    "plan": _plan,
+    "models": _models,
+    "images": _images,
+    "launch": _launch,
+    "status": _status,
+    "watch": _watch,
+    "logs": _logs,
+    "stop": _stop,
+    "smoke": _smoke,
+    "bench": _bench,
+    "tune": _tune,
+    "history": _history,
+    "lab": _lab,
+}
 
 
 def _refuse_unknown(parser: Parser, command: str | None, unknown: list[str]) -> int:
@@ -400,7 +467,10 @@ def _refuse_unknown(parser: Parser, command: str | None, unknown: list[str]) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # A first argument that names a subcommand is that subcommand for argparse too (the top
+    # level takes no other positional).
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         return _refuse_unknown(parser, args.command, unknown)

@@ -5,7 +5,6 @@ saved groups as `--hosts`, and a hint to spark-tui's own word for a flag it does
 from __future__ import annotations
 
 import argparse
-import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,6 +112,8 @@ def flag_hint(token: str, command: str | None, options: Sequence[str]) -> str:
     setting = schema.get(name.lstrip("-").replace("-", "_")) or schema.for_flag(name)
     if setting is not None and not setting.plan_managed:
         return f"--set {setting.key}=VALUE (a recipe setting, vLLM's {setting.flag})"
+    import difflib  # only for a flag it does not take
+
     close = difflib.get_close_matches(name, [o for o in options if o.startswith("-")], n=2)
     if close:
         return f"did you mean {' or '.join(close)}? (see {command or 'spark-tui'} --help)"

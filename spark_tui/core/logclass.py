@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The marker the prelaunch wrapper (core.prelaunch) prints before each mod and on failure.
-PRELAUNCH_MARK = "spark-tui prelaunch:"
+# The marker the prelaunch wrapper prints before each mod and on failure.
+from spark_tui.core.prelaunch import MARK as PRELAUNCH_MARK
+
 KINDS = ("error", "warning", "progress", "ready", "phase", "info", "debug")
 
 

@@ -17,11 +17,12 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spark_tui.core.logclass import PRELAUNCH_MARK
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 
 ENTRY_NAME = "spark-tui-prelaunch"  # $0 of the wrapper, as `ps` shows it
-MARK = PRELAUNCH_MARK
+# The marker line's start: before each step and on failure (core.logclass recognizes it;
+# defined here so that building a plan does not compile the log classifier's patterns).
+MARK = "spark-tui prelaunch:"
 _START = re.compile(re.escape(MARK) + r" (?P<what>.+?): start$")
 _FAILED = re.compile(re.escape(MARK) + r" (?P<what>.+?) failed with exit code (?P<code>\d+)")
 

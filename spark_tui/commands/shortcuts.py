@@ -8,8 +8,6 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from spark_tui.core import settings_schema as schema
-
 # sparkrun's setting shortcuts (its spellings) and the recipe key each sets.
 SHORTCUTS: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("--tp", "--tensor-parallel"), "tensor_parallel", "N"),
@@ -90,10 +88,12 @@ def add_host_sources(group: Any) -> None:
 def resolve_host_sources(args: argparse.Namespace) -> None:
     """Turn --hosts-file / --sparkrun-cluster into the `--hosts` list (InputError when the
     file or group cannot be read)."""
-    from spark_tui.core.sparkrun_hosts import hosts_file, sparkrun_group
-
     path = getattr(args, "hosts_file", None)
     group = getattr(args, "sparkrun_cluster", None)
+    if not (path or group):
+        return  # sparkrun_hosts loads the registries: not for a command that names none
+    from spark_tui.core.sparkrun_hosts import hosts_file, sparkrun_group
+
     if path:
         args.hosts = ",".join(hosts_file(path))
     elif group:
@@ -109,11 +109,14 @@ def flag_hint(token: str, command: str | None, options: Sequence[str]) -> str:
         return SPARKRUN_WORDS[name]
     if name in ("-o", "--option") or any(name in names for names, _, _ in SHORTCUTS):
         return f"{name} (a --set) is taken by {', '.join(SHORTCUT_COMMANDS)}, not here"
+    # Loaded here only: every command (the cockpit's first frame too) imports this module.
+    import difflib
+
+    from spark_tui.core import settings_schema as schema
+
     setting = schema.get(name.lstrip("-").replace("-", "_")) or schema.for_flag(name)
     if setting is not None and not setting.plan_managed:
         return f"--set {setting.key}=VALUE (a recipe setting, vLLM's {setting.flag})"
-    import difflib  # only for a flag it does not take
-
     close = difflib.get_close_matches(name, [o for o in options if o.startswith("-")], n=2)
     if close:
         return f"did you mean {' or '.join(close)}? (see {command or 'spark-tui'} --help)"

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import types
+import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from spark_tui.core.errors import FactsError
 
 GIB = 1024**3
+T = TypeVar("T")
 
 
 @dataclass
@@ -95,10 +100,9 @@ class ModelFacts:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelFacts:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if "model_id" not in known:
+        if not isinstance(data, dict) or "model_id" not in data:
             raise FactsError("model facts without a model_id", 'add "model_id" to the entry')
-        return cls(**known)
+        return _validated(ModelFacts, data, f"model {data['model_id']!r}")
 
 
 @dataclass
@@ -162,70 +166,108 @@ class NodeFacts:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeFacts:
+        """A node of a facts file: unknown keys are ignored, every known one must have its
+        type (no coercion: "12" is not a byte count)."""
         if not isinstance(data, dict) or "name" not in data or "address" not in data:
             raise FactsError(
                 'a node entry needs at least "name" and "address"',
                 "regenerate the file with `spark-tui probe --json`",
             )
-        where = f"node {data.get('name')!r}"
-        known = _checked(cls, data, where)
-        for key in ("interfaces", "images", "models", "containers"):
-            if not isinstance(data.get(key) or [], list):
-                raise FactsError(
-                    f"{where}: {key!r} must be a list, not {type(data[key]).__name__}",
-                    "regenerate the file with `spark-tui probe --json`",
-                )
-        known["interfaces"] = [_pick(Interface, i, where) for i in data.get("interfaces") or []]
-        known["images"] = [
-            _pick(ImageInfo, i, where) if isinstance(i, dict) else ImageInfo(ref=str(i))
-            for i in data.get("images") or []
-        ]
-        known["models"] = [
-            _pick(CachedModel, m, where) if isinstance(m, dict) else CachedModel(repo_id=str(m))
-            for m in data.get("models") or []
-        ]
-        known["containers"] = [_pick(ContainerInfo, c, where) for c in data.get("containers") or []]
-        return cls(**known)
+        data = dict(data)
+        # Older files list images and cached models by name alone.
+        for key, name in (("images", "ref"), ("models", "repo_id")):
+            entries = data.get(key)
+            if isinstance(entries, list):
+                data[key] = [{name: str(e)} if not isinstance(e, dict) else e for e in entries]
+        return _validated(NodeFacts, data, f"node {data.get('name')!r}")
 
 
-_KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "dict": (dict,),
-    "list": (list,),
-}
+@functools.cache
+def _validator(cls: Any) -> Any:
+    """A strict validator of the dataclass's fields (nested dataclasses too): no coercion
+    ("12" is not a byte count, true is not a count), unknown keys ignored. Straight on
+    pydantic-core, as the fact ranges: pydantic's model machinery would cost each headless
+    plan/check more than the check itself. Built on the first facts file read."""
+    from pydantic_core import SchemaValidator
+
+    return SchemaValidator(_entry_schema(cls))
 
 
-def _checked(cls: Any, data: Any, where: str) -> dict[str, Any]:
-    """The entries of `data` that `cls` knows, each checked against the field's type."""
-    if not isinstance(data, dict):
+def _entry_schema(cls: Any) -> Any:
+    from pydantic_core import core_schema as cs
+
+    hints = _hints(cls)
+    return cs.typed_dict_schema(
+        {
+            f.name: cs.typed_dict_field(_schema(hints[f.name]), required=_required(f))
+            for f in dataclasses.fields(cls)
+        },
+        extra_behavior="ignore",
+    )
+
+
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def _schema(tp: Any) -> Any:
+    """The strict pydantic-core schema of one field type of the facts dataclasses."""
+    from pydantic_core import core_schema as cs
+
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _entry_schema(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        rest = [a for a in args if a is not type(None)]
+        inner = _schema(rest[0]) if len(rest) == 1 else cs.union_schema([_schema(a) for a in rest])
+        return cs.nullable_schema(inner) if len(rest) < len(args) else inner
+    if origin is list:
+        return cs.list_schema(_schema(args[0]), strict=True)
+    if origin is dict:
+        return cs.dict_schema(_schema(args[0]), _schema(args[1]), strict=True)
+    simple = {
+        str: cs.str_schema(strict=True),
+        int: cs.int_schema(strict=True),
+        float: cs.float_schema(strict=True),
+        bool: cs.bool_schema(strict=True),
+    }
+    return simple.get(tp, cs.any_schema())
+
+
+def _built(cls: Any, data: Any) -> Any:
+    """The dataclass from checked data (entries and nested entries by their fields)."""
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        hints = _hints(cls)
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        make: Any = cls
+        return make(**{k: _built(hints[k], v) for k, v in data.items() if k in known})
+    inner = [a for a in typing.get_args(cls) if dataclasses.is_dataclass(a)]
+    if inner and isinstance(data, list):
+        return [_built(inner[0], item) for item in data]
+    return data
+
+
+def _validated(cls: type[T], data: dict[str, Any], where: str) -> T:
+    """`cls` from a facts-file entry, checked by pydantic-core against the dataclass's types."""
+    from pydantic_core import ValidationError
+
+    model: Any = cls
+    try:
+        checked = _validator(model).validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"]) or "the entry"
+        value = first.get("input")
         raise FactsError(
-            f"{where}: expected an object, got {type(data).__name__}",
-            "regenerate the file with `spark-tui probe --json`",
-        )
-    known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-    for key, value in known.items():
-        if value is None:
-            continue
-        declared = str(cls.__dataclass_fields__[key].type)
-        kind = declared.split("[")[0].split("|")[0].strip()
-        allowed = _KINDS.get(kind)
-        wrong = allowed is not None and (
-            not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))
-        )
-        if wrong:
-            raise FactsError(
-                f"{where}: {key!r} must be {kind}, not {type(value).__name__} ({value!r:.40})",
-                "fix that value, or regenerate the file with `spark-tui probe --json`",
-            )
-    return known
-
-
-def _pick(cls: Any, data: Any, where: str = "facts") -> Any:
-    """Build a dataclass from a dict, ignoring keys it does not know (extra keys are allowed)."""
-    return cls(**_checked(cls, data, f"{where}: {cls.__name__}"))
+            f"{where}: {at!r}: {first['msg'].lower()}, not {type(value).__name__} ({value!r:.40})",
+            "fix that value, or regenerate the file with `spark-tui probe --json`",
+        ) from None
+    return cast(T, _built(cls, checked))
 
 
 def parse_facts(text: str, source: str = "<facts>") -> list[NodeFacts]:

@@ -47,6 +47,7 @@ from spark_tui.ops.sync_events import (
     drain,
     relay,
 )
+from spark_tui.remote.hub import DEFAULT_ENDPOINT, is_transport_error
 from spark_tui.remote.parsers import index_shards, parse_df_b1
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
@@ -512,6 +513,17 @@ class ModelSync:
             raise SyncFailed(
                 f"downloading {need.repo_id} failed: {exc}",
                 "check this machine's network access to the Hub (HF_ENDPOINT, proxy)",
+            ) from None
+        except Exception as exc:
+            if not is_transport_error(exc):
+                raise
+            # Only the error's kind: its text may quote the request (and so the token).
+            raise SyncFailed(
+                f"could not reach the Hub at {endpoint or DEFAULT_ENDPOINT} "
+                f"({type(exc).__name__}): no node has it complete and nothing was downloaded",
+                "check this machine's network access to the Hub (HF_ENDPOINT, proxy), then run "
+                f"`spark-tui models sync {self.recipe_name} {self.where}` again; or put a "
+                "complete copy on one node and sync from it",
             ) from None
         return snapshot
 

@@ -326,7 +326,7 @@ def _classify(
             _token_remedy(repo_id, token),
         )
     what = f"HTTP {status}" if status else type(exc).__name__
-    if not isinstance(exc, HfHubHTTPError | OSError | TimeoutError) and not _transport(exc):
+    if not isinstance(exc, HfHubHTTPError | OSError | TimeoutError) and not is_transport_error(exc):
         # Not the network: the Hub's answer made no sense to this tool (or a bug here).
         return _problem(
             "hub_error",
@@ -343,9 +343,10 @@ def _classify(
     )
 
 
-def _transport(exc: BaseException) -> bool:
-    """A connection-level failure of huggingface_hub's HTTP client (httpx or its successor,
-    whichever the installed version uses)."""
+def is_transport_error(exc: BaseException) -> bool:
+    """A connection-level failure of huggingface_hub's HTTP client (refused, reset, timed
+    out, name not resolved), whichever httpx generation the installed version uses (`httpx`,
+    `httpx2`): their errors are not OSError, so a plain `except OSError` misses them."""
     return any(
         c.__name__ in ("TransportError", "TimeoutException") and c.__module__.startswith("httpx")
         for c in type(exc).__mro__

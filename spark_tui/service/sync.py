@@ -270,17 +270,41 @@ class SyncTally:
                 self._blame(event)
         elif isinstance(event, SyncFinished):
             self.finished.append(event)
-            last = next((n for n in reversed(self.notices) if n.level == "error"), None)
             for row in self.rows.values():
-                if row.item in event.items and row.node in event.failed_nodes:
-                    if row.state != "failed" and not (row.state == "complete" and row.role):
-                        row.state = "failed"
-                        row.error = row.error or (last.message if last else None)
-                        row.remedy = row.remedy or (last.remedy if last else None)
+                if row.item not in event.items or row.state == "failed":
+                    continue
+                # A failed node's row fails; so does any row the failed sync never got to
+                # (nothing more comes for it: it must not stay "waiting" or "downloading").
+                failed = row.node in event.failed_nodes and not (
+                    row.state == "complete" and row.role
+                )
+                if failed or (not event.ok and not row.finished):
+                    last = self._last_error(row.item)
+                    row.state = "failed"
+                    if last is not None:
+                        row.error = row.error or last.message.removeprefix(f"{row.item}: ")
+                        row.remedy = row.remedy or last.remedy
         else:
             return False
         self.version += 1
         return True
+
+    def abort(self, message: str, remedy: str | None, kind: str | None = None) -> None:
+        """A sync ended on an error before it finished: the error is said with its remedy
+        and its rows (of `kind`; None: every row, and no other sync will run) that were not
+        finished fail with it, so no row stays "waiting" or "downloading"."""
+        self.aborted.append(message)
+        self.apply(Notice("error", message, remedy))
+        for row in self.rows.values():
+            if not row.finished and kind in (None, row.kind):
+                row.state, row.error, row.remedy = "failed", message, remedy
+        if kind is None:
+            self.expected = len(self.finished) + len(self.aborted)
+
+    def _last_error(self, item: str) -> Notice | None:
+        """The last error about `item` (its message names it), else the last error."""
+        errors = [n for n in reversed(self.notices) if n.level == "error"]
+        return next((n for n in errors if item in n.message), errors[0] if errors else None)
 
     def _blame(self, notice: Notice) -> None:
         """An error naming a node (`NODE: ...`) fails that node's unfinished rows."""

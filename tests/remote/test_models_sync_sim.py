@@ -9,6 +9,9 @@ import asyncio
 import hashlib
 import json
 import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -108,3 +111,34 @@ async def test_models_sync_offline_without_a_copy_exits_1(
         assert "HF_HUB_OFFLINE is set: nothing is downloaded" in out
         assert "remedy: unset HF_HUB_OFFLINE" in out
         assert "models sync" in out and str(sim.inventory_path) in out
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port held bound but never listening: every connection to it is refused
+    (and no other server can take it meanwhile)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
+async def test_models_sync_with_the_hub_unreachable_says_so_and_exits_1(
+    sim_scenario, tmp_path, capsys, monkeypatch
+) -> None:
+    """No node has the model and this machine cannot reach the Hub (its connection is
+    refused): a message with a remedy and exit 1, no traceback."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with refused_port() as port:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        async with SimCluster(sim_scenario(2)) as sim:
+            argv = ["models", "sync", str(recipe_file(tmp_path)), "--inventory"]
+            code = await asyncio.to_thread(cli.main, [*argv, str(sim.inventory_path)])
+            captured = capsys.readouterr()
+            out = captured.out + captured.err
+            assert code == 1, out
+            assert "Traceback" not in out
+            assert f"error: {MODEL}: could not reach the Hub at http://127.0.0.1:" in out
+            assert "remedy: check this machine's network access to the Hub" in out
+            assert "HF_ENDPOINT" in out and str(sim.inventory_path) in out
+            assert "not complete on:" in out
+            assert ": waiting" not in out  # every node says the sync did not get there

@@ -41,6 +41,30 @@ def test_an_error_naming_no_node_fails_the_failed_nodes_rows() -> None:
     assert t.row("b", "img:1").remedy == "build it on a"
 
 
+def test_a_sync_that_stopped_fails_every_row_it_never_got_to_with_its_own_items_error() -> None:
+    """The Hub could not be reached for either model: the head's rows were "downloading",
+    the worker's "waiting"; once the sync has finished none of them stays so, and each row
+    says its own model's error."""
+    d = "org/draft"
+    t = SyncTally()
+    t.apply(SyncStarted(MODELS, "r", (M, d), ("a", "b")))
+    t.apply(SyncStep("a", M, "download", "a has no Hub CLI (hf): downloading org/model here"))
+    t.apply(Notice("error", f"{M}: could not reach the Hub (ConnectError)", "check the network"))
+    t.apply(SyncStep("a", d, "download", "a has no Hub CLI (hf): downloading org/draft here"))
+    t.apply(Notice("error", f"{d}: could not reach the Hub (ReadTimeout)", "check the network"))
+    t.apply(SyncFinished(False, (M, d), ("a",)))
+    assert t.done and not t.ok
+    assert {k: r.state for k, r in t.rows.items()} == {
+        ("a", M): "failed",
+        ("a", d): "failed",
+        ("b", M): "failed",
+        ("b", d): "failed",
+    }
+    assert t.row("a", M).error == t.row("b", M).error == "could not reach the Hub (ConnectError)"
+    assert t.row("b", d).outcome == "failed: could not reach the Hub (ReadTimeout)"
+    assert t.row("b", d).remedy == "check the network"
+
+
 def _node(name: str, files: dict[str, int] | None, image_id: str | None) -> NodeFacts:
     models = [CachedModel(repo_id=M, revision="abc1234", files=files)] if files else []
     images = [ImageInfo(ref="img:1", id=image_id)] if image_id else []

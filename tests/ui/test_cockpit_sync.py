@@ -6,6 +6,8 @@ says what was done, and the fit panel is clear afterwards."""
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
@@ -36,6 +38,22 @@ def cut_short(home: Path) -> Path:
     blob.rename(partial)
     os.truncate(partial, size - LEFT)
     return blob
+
+
+def tiny_hub_recipe(repo_id: str) -> None:
+    """A user recipe `tiny-hub` serving `repo_id` (a model no simulated node has) on 2 nodes."""
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "recipes"
+    folder.mkdir(parents=True, exist_ok=True)
+    recipe = {
+        "recipe_version": "2",
+        "name": "tiny-hub",
+        "model": repo_id,
+        "runtime": "vllm",
+        "container": IMAGE,
+        "defaults": {"port": 8000, "tensor_parallel": 2},
+        "command": "vllm serve {model} --port {port} -tp {tensor_parallel}",
+    }
+    (folder / "tiny-hub.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
 
 
 async def test_sync_key_resumes_the_shard_and_says_per_node_what_was_done() -> None:
@@ -90,18 +108,7 @@ async def test_a_model_no_node_has_comes_once_from_the_demos_simulated_hub() -> 
         "model-00001-of-00002.safetensors": SafetensorsFile(("a.weight",), 96 * 1024),
         "model-00002-of-00002.safetensors": SafetensorsFile(("b.weight",), 64 * 1024),
     }
-    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "spark-tui" / "recipes"
-    folder.mkdir(parents=True, exist_ok=True)
-    recipe = {
-        "recipe_version": "2",
-        "name": "tiny-hub",
-        "model": repo_id,
-        "runtime": "vllm",
-        "container": IMAGE,
-        "defaults": {"port": 8000, "tensor_parallel": 2},
-        "command": "vllm serve {model} --port {port} -tp {tensor_parallel}",
-    }
-    (folder / "tiny-hub.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    tiny_hub_recipe(repo_id)
     backend = DemoSession(pace=0.05, base_address=random_loopback_base())
     app = SparkApp(backend, recipe="tiny-hub", auto_refresh=False, handle_signals=False)
     async with app.run_test(size=(140, 44)) as pilot:
@@ -139,6 +146,94 @@ async def test_a_model_no_node_has_comes_once_from_the_demos_simulated_hub() -> 
         await wait_until(
             pilot, lambda: "has no copy" not in static_text(app, "#fit-body"), 30, "fit clear"
         )
+    await backend.close()
+
+
+class RefusingHub:
+    """In place of the demo's simulated Hub: a loopback port held bound but never listening,
+    so every connection to it is refused (and no other server can take the port)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def start(self) -> RefusingHub:
+        return self
+
+    def stop(self) -> None:
+        self.sock.close()
+
+
+async def test_with_the_hub_unreachable_the_sync_view_ends_with_the_error_and_its_remedy(
+    monkeypatch,
+) -> None:
+    """No node has the model and the Hub refuses connections (the demo's simulated Hub,
+    refusing connections): the view does not stay "downloading": every row of the model ends failed with
+    the reason, the remedy is shown, the image sync still runs, and the key starts anew."""
+    import spark_tui.sim.hub
+
+    monkeypatch.setattr(spark_tui.sim.hub, "catalogue_hub", lambda token: RefusingHub())
+    repo_id = "sim-org/unreachable-model"
+    tiny_hub_recipe(repo_id)
+    backend = DemoSession(pace=0.05, base_address=random_loopback_base())
+    app = SparkApp(backend, recipe="tiny-hub", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 30, "discovery")
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, SyncScreen), 5, "the sync view")
+        syncer = app.main.syncer
+        await wait_until(pilot, lambda: syncer.tally is not None and not syncer.running, 60, "end")
+        tally = syncer.tally
+        assert tally.done and not tally.ok
+        for node in backend.sim.nodes:
+            row = tally.row(node.name, repo_id)
+            assert row.state == "failed", (node.name, row)
+            assert row.error is not None and "could not reach the Hub" in row.error
+        assert tally.row(backend.sim.nodes[1].name, IMAGE).finished  # the image sync ran
+        await pilot.pause(0.3)
+        view = static_text(app, "#sync-view")
+        assert "downloading" not in view and "waiting" not in view
+        assert "could not reach the Hub at http://127.0.0.1:" in view
+        assert "check this machine's network access to the Hub" in view
+        assert "not complete on every node" in view
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, SyncScreen), 5, "closed")
+        assert "tiny-hub: sync not complete on" in results_text(app)
+    await backend.close()
+
+
+async def test_a_fault_inside_the_sync_still_ends_the_view(monkeypatch, tmp_path) -> None:
+    """A fault of ours in the middle of the model sync (not an error with a remedy): the
+    cockpit says so and keeps its details in the crash log, and the view ends anyway: no
+    row stays "waiting" or "downloading"."""
+    from spark_tui.ops import model_sync
+
+    async def broken(self: object, needs: object) -> AsyncIterator[object]:
+        raise RuntimeError("a fault inside the sync")
+        yield  # an async generator, as the real one
+
+    monkeypatch.setattr(model_sync.ModelSync, "run", broken)
+    monkeypatch.setenv("SPARK_TUI_CRASH_LOG", str(tmp_path / "crash.log"))
+    tiny_hub_recipe("sim-org/never-synced")
+    backend = DemoSession(pace=0.05, base_address=random_loopback_base())
+    app = SparkApp(backend, recipe="tiny-hub", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 30, "discovery")
+        await pilot.press("m")
+        syncer = app.main.syncer
+        await wait_until(pilot, lambda: syncer.tally is not None and not syncer.running, 60, "end")
+        tally = syncer.tally
+        assert tally.done and not tally.ok
+        assert all(r.state == "failed" for r in tally.rows.values()), tally.rows
+        await pilot.pause(0.3)
+        view = static_text(app, "#sync-view")
+        assert "the sync stopped on an unexpected error" in view
+        assert "waiting" not in view and "downloading" not in view
+        await wait_until(
+            pilot, lambda: "a fault inside the sync" in results_text(app), 5, "the error shown"
+        )
+        assert "a fault inside the sync" in (tmp_path / "crash.log").read_text()
     await backend.close()
 
 

@@ -237,26 +237,32 @@ class CockpitSync:
 
     async def _run(self, recipe: Recipe, sets: dict[str, str]) -> None:
         from spark_tui.core.errors import SparkError
-        from spark_tui.ops.events import Notice
+        from spark_tui.service.sync import MODELS
 
         screen, session = self.screen, self.screen.session
         screen._status(f"syncing {recipe.name}: the model, then the image, on every node…")
         try:
-            actions: list[Callable[[], AsyncIterator[Any]]] = [
-                lambda: session.sync_models(recipe, sets, where=session.where),
-                lambda: session.sync_image(recipe, probe_after=True),
+            actions: list[tuple[str, Callable[[], AsyncIterator[Any]]]] = [
+                (MODELS, lambda: session.sync_models(recipe, sets, where=session.where)),
+                (IMAGE, lambda: session.sync_image(recipe, probe_after=True)),
             ]
-            for events in actions:
+            for kind, events in actions:
                 try:
                     await screen.consume(events())
                 except SparkError as exc:
                     # Said in the view too, with its remedy; the next sync still runs.
                     if self.tally is not None:
-                        self.tally.aborted.append(exc.message)
-                        self.tally.apply(Notice("error", exc.message, exc.remedy))
+                        self.tally.abort(exc.message, exc.remedy, kind)
                     screen._error(exc.message, exc.remedy)
         finally:
             self.running = False
+            if self.tally is not None and not self.tally.done:
+                # A fault of ours (the app shows it and keeps its details): the view ends
+                # all the same instead of showing a transfer that no longer runs.
+                self.tally.abort(
+                    "the sync stopped on an unexpected error (see the status line)",
+                    f"press {self.key} to run it again; if it happens again, please report it",
+                )
             screen.busy = None if screen.busy == "sync" else screen.busy
             self._redraw()
             self._say_result()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -76,6 +75,8 @@ def apply_overrides(recipe: Recipe, sets: list[str] | Mapping[str, Any]) -> dict
                 f"edit the recipe's `{key}:` field (or copy the recipe to your recipes folder)",
             )
         if key not in allowed:
+            import difflib  # only for a key that is not there
+
             close = difflib.get_close_matches(key, sorted(allowed), n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise OverrideError(

@@ -16,7 +16,6 @@ cloned into the user cache (see `ops.registries`). Only files are read here: no 
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -448,6 +447,8 @@ def find_recipe(name_or_path: str, sources: Sources) -> Recipe:
             "check the path, or give a recipe name or `@REGISTRY/SUB-FOLDER/NAME` "
             "(spark-tui recipes lists them)",
         )
+    import difflib  # only for a name that is not there
+
     close = difflib.get_close_matches(stem, sorted(names), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     listing = ", ".join(sorted(names)[:30]) or "(none found)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,80 @@ async def image_flag_table(
     return parse_help(text), info.id
 
 
+async def _build_table(
+    pool: Any, head: str, image: str, pull: Callable[[str], None] | None
+) -> tuple[FlagTable, str]:
+    """image_flag_table over its own Docker connection to the head."""
+    from spark_tui.remote.docker_remote import RemoteDocker
+
+    docker = await RemoteDocker.open(pool[head], timeout=HELP_TIMEOUT + 30)
+    try:
+        return await image_flag_table(docker, image, pull=pull)
+    finally:
+        await docker.close()
+
+
+class FlagTables:
+    """The flag tables built over one pool, one build per head and image: `start` begins
+    a build in the background as soon as the image is known (no pull), and whoever needs
+    the table (`get`) awaits that same build. So the image's `vllm serve --help=all` (tens
+    of seconds on a first launch of an image) runs once, while the nodes are probed and the
+    fit is evaluated, instead of after them."""
+
+    _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self._builds: dict[tuple[str, str], asyncio.Task[tuple[FlagTable, str]]] = {}
+
+    @classmethod
+    def of(cls, pool: Any) -> FlagTables:
+        """The tables of `pool` (they live as long as it does)."""
+        tables = cls._of.get(pool)
+        if tables is None:
+            tables = cls._of[pool] = FlagTables()
+        return tables
+
+    def _launch(
+        self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None
+    ) -> asyncio.Task[tuple[FlagTable, str]]:
+        task = asyncio.ensure_future(_build_table(pool, head, image, pull))
+        # A build nobody awaits (the launch went elsewhere) must not log its error.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._builds[(head, image)] = task
+        return task
+
+    def start(self, pool: Any, head: str, image: str) -> None:
+        """Build the table of `image` on `head` in the background, unless it is built
+        or being built (a failed build is tried again)."""
+        task = self._builds.get((head, image))
+        if task is None or (task.done() and (task.cancelled() or task.exception())):
+            self._launch(pool, head, image, None)
+
+    async def get(
+        self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None = None
+    ) -> tuple[FlagTable, str]:
+        """The table of `image` on `head` (see image_flag_table): the build under way or
+        done, else a new one; a build that failed is tried again (with `pull` a missing
+        image is pulled first)."""
+        task = self._builds.get((head, image))
+        if task is not None and task.done() and (task.cancelled() or task.exception()):
+            task = None
+        if task is None:
+            task = self._launch(pool, head, image, pull)
+        try:
+            return await asyncio.shield(task)
+        except ImageNotPulled:
+            if pull is None:
+                raise
+            # The background build found no image (it never pulls): pull it now.
+            return await asyncio.shield(self._launch(pool, head, image, pull))
+
+
+def start_flag_table(pool: Any, head: str, image: str) -> None:
+    """Start building the flag table of `image` on `head` in the background (FlagTables)."""
+    FlagTables.of(pool).start(pool, head, image)
+
+
 def flag_findings(table: FlagTable, argv: list[str], image: str) -> list[Finding]:
     """A blocking finding per flag the image's vLLM would refuse."""
     out = []
@@ -153,15 +228,8 @@ async def check_image_flags(
     image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
     import docker as docker_sdk
 
-    from spark_tui.remote.docker_remote import RemoteDocker
-
     try:
-        conn = pool[head]
-        docker = await RemoteDocker.open(conn, timeout=HELP_TIMEOUT + 30)
-        try:
-            table, _image_id = await image_flag_table(docker, image, pull=pull)
-        finally:
-            await docker.close()
+        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull)
     except ImageNotPulled as exc:
         return [Finding("info", NOT_PULLED, exc.message, exc.remedy)]
     except SparkError as exc:

@@ -238,9 +238,31 @@ class Session:
         async def flags(plan: LaunchPlan) -> list[Finding]:
             return await self._image_flags(plan, lambda _event: None, pull=False)
 
+        self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(
             lambda: self.evaluate(recipe, overrides), self.reachable, flags, retry=retry
         )
+
+    def start_flag_table(self, recipe: Recipe, overrides: Mapping[str, Any] | None = None) -> None:
+        """Start building the flag table of the recipe's image on the head in the
+        background (ops.image_flags.FlagTables): the flag check then awaits a table built
+        while the nodes are probed and the model's facts fetched, not after them. With
+        `overrides`, only when the evaluation has a plan to check (its head, its image)."""
+        if self.pool is None:
+            return
+        head = next((n.name for n in self.inventory if n.name not in self.errors), None)
+        image = recipe.container
+        if overrides is not None:
+            evaluation = self.evaluate(recipe, overrides)
+            plan = evaluation.plan
+            if plan is None or evaluation.problem is not None:
+                return  # no flag check will be made
+            head, image = plan.head.node, plan.head.container.image
+        if head is None or not image:
+            return
+        from spark_tui.ops.image_flags import start_flag_table
+
+        start_flag_table(self.pool, head, image)
 
     def endpoint(self, cluster_id: str, head: str, api_port: int) -> ev.Endpoint:
         """The API on `head` and the tunnel command for it from the inventory."""
@@ -364,6 +386,7 @@ class Session:
         from spark_tui.ops.launch import LaunchFailed
 
         await self._open(strict=True)
+        self.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
         await self._discover(emit, ask)
         # The verdict `check` and the fit panel give (model facts from the Hub when no node
         # has them, our running cluster's memory counted free, gaps, the image's flag check

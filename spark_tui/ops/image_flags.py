@@ -137,11 +137,13 @@ async def _build_table(
 
 
 class FlagTables:
-    """The flag tables built over one pool, one build per head and image: `start` begins
-    a build in the background as soon as the image is known (no pull), and whoever needs
-    the table (`get`) awaits that same build. So the image's `vllm serve --help=all` (tens
-    of seconds on a first launch of an image) runs once, while the nodes are probed and the
-    fit is evaluated, instead of after them."""
+    """The flag table builds under way over one pool, one per head and image: `start`
+    begins a build in the background as soon as the image is known (no pull), and whoever
+    needs the table (`get`) joins that build instead of starting another. So the image's
+    `vllm serve --help=all` (tens of seconds on a first launch of an image) runs while the
+    nodes are probed and the fit is evaluated, instead of after them; once done, the text
+    is kept on this machine per image id (a later build reads it back: the image under a
+    tag may have changed meanwhile)."""
 
     _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
 
@@ -150,7 +152,7 @@ class FlagTables:
 
     @classmethod
     def of(cls, pool: Any) -> FlagTables:
-        """The tables of `pool` (they live as long as it does)."""
+        """The builds over `pool` (they live as long as it does)."""
         tables = cls._of.get(pool)
         if tables is None:
             tables = cls._of[pool] = FlagTables()
@@ -159,30 +161,31 @@ class FlagTables:
     def _launch(
         self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None
     ) -> asyncio.Task[tuple[FlagTable, str]]:
+        key = (head, image)
         task = asyncio.ensure_future(_build_table(pool, head, image, pull))
-        # A build nobody awaits (the launch went elsewhere) must not log its error.
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        self._builds[(head, image)] = task
+
+        def done(t: asyncio.Task[tuple[FlagTable, str]]) -> None:
+            if self._builds.get(key) is t:
+                del self._builds[key]
+            if not t.cancelled():
+                t.exception()  # a build nobody awaits (the launch went elsewhere) stays quiet
+
+        task.add_done_callback(done)
+        self._builds[key] = task
         return task
 
     def start(self, pool: Any, head: str, image: str) -> None:
-        """Build the table of `image` on `head` in the background, unless it is built
-        or being built (a failed build is tried again)."""
-        task = self._builds.get((head, image))
-        if task is None or (task.done() and (task.cancelled() or task.exception())):
+        """Build the table of `image` on `head` in the background, unless a build of it
+        is under way."""
+        if (head, image) not in self._builds:
             self._launch(pool, head, image, None)
 
     async def get(
         self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None = None
     ) -> tuple[FlagTable, str]:
-        """The table of `image` on `head` (see image_flag_table): the build under way or
-        done, else a new one; a build that failed is tried again (with `pull` a missing
-        image is pulled first)."""
-        task = self._builds.get((head, image))
-        if task is not None and task.done() and (task.cancelled() or task.exception()):
-            task = None
-        if task is None:
-            task = self._launch(pool, head, image, pull)
+        """The table of `image` on `head` (see image_flag_table): the build under way, else
+        a new one (with `pull`, a missing image is pulled first)."""
+        task = self._builds.get((head, image)) or self._launch(pool, head, image, pull)
         try:
             return await asyncio.shield(task)
         except ImageNotPulled:

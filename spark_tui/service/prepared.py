@@ -72,7 +72,7 @@ class Prepared:
         self,
         evaluate: Callable[[], Evaluation],
         nodes: Sequence[NodeFacts],
-        check_flags: Callable[[LaunchPlan], Awaitable[list[Finding]]],
+        check_flags: Callable[[LaunchPlan], Awaitable[list[Finding]]] | None,
         *,
         retry: bool = False,
     ) -> bool:
@@ -88,7 +88,7 @@ class Prepared:
             new = await self._once(key, self.hub.fetch(recipe)) or new
             evaluation = evaluate()
         plan = evaluation.plan
-        if plan is None or evaluation.problem is not None:
+        if plan is None or evaluation.problem is not None or check_flags is None:
             return new
         fkey = flag_key(plan)
         found = self.flags.get(fkey)

@@ -229,18 +229,27 @@ class Session:
         )
 
     async def prepare(
-        self, recipe: Recipe, overrides: Mapping[str, Any], *, retry: bool = False
+        self,
+        recipe: Recipe,
+        overrides: Mapping[str, Any],
+        *,
+        retry: bool = False,
+        flags: bool = True,
     ) -> bool:
         """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
         worker thread) and the image's flag check of every rank. True when anything new
-        came in; `retry`: ask again where the last answer was a failure."""
+        came in; `retry`: ask again where the last answer was a failure; not `flags`: the
+        Hub only (the flag check runs a container on the head)."""
 
-        async def flags(plan: LaunchPlan) -> list[Finding]:
+        async def check_flags(plan: LaunchPlan) -> list[Finding]:
             return await self._image_flags(plan, lambda _event: None, pull=False)
 
         self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(
-            lambda: self.evaluate(recipe, overrides), self.reachable, flags, retry=retry
+            lambda: self.evaluate(recipe, overrides),
+            self.reachable,
+            check_flags if flags else None,
+            retry=retry,
         )
 
     def start_flag_table(self, recipe: Recipe, overrides: Mapping[str, Any] | None = None) -> None:

@@ -336,15 +336,19 @@ class MainScreen(Screen[None]):
 
     @_app_work(group="prepare")
     async def prepare_verdicts(self, retry: bool = False) -> None:
-        """Fetch what the verdicts lack (Hub facts of models no node has, the images' flag
-        checks), the selected recipe first, off the UI's thread; redraw when they arrive."""
+        """Fetch the Hub's facts of models no node has, the selected recipe first, off the
+        UI's thread; redraw when they arrive."""
         selected = self.selected
         recipes = sorted(self.recipes, key=lambda r: r is not selected)
         for recipe in recipes:
             if self.busy or not self.nodes:
                 return  # a launch or a benchmark first: the next probe asks again
             try:
-                new = await self.session.prepare(recipe, self.sets_of(recipe), retry=retry)
+                # The Hub only: the image's flag check runs a throwaway container on
+                # the head, which a launch does itself (and keeps for these verdicts).
+                new = await self.session.prepare(
+                    recipe, self.sets_of(recipe), retry=retry, flags=False
+                )
             except SparkError:
                 continue  # the verdict keeps saying what is missing
             if new:

@@ -29,7 +29,6 @@ from spark_tui.service.evaluate import (
     gpu_memory_utilization,
     held_memory,
 )
-from spark_tui.service.history import RankTails, keep_stopped_logs, recipe_defaults
 from spark_tui.service.model_facts import HubAnswers
 from spark_tui.service.prepared import Prepared
 from spark_tui.service.pump import Ask, Emit, pump
@@ -393,6 +392,7 @@ class Session:
         on_ready: Any = None,
     ) -> Cluster:
         from spark_tui.ops.launch import LaunchFailed
+        from spark_tui.service.history import RankTails, recipe_defaults
 
         await self._open(strict=True)
         self.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
@@ -654,6 +654,10 @@ class Session:
         check again that none is left: Stopped. Raises OperationFailed naming any left."""
 
         async def work(emit: Emit, ask: Ask) -> None:
+            # The history's records load pydantic's models: not at import (the cockpit's
+            # first frame), when a run is kept.
+            from spark_tui.service.history import keep_stopped_logs
+
             await self._open(strict=True)
             report = await self._stop(cluster_id, emit)
             keep_stopped_logs(self.history, report)

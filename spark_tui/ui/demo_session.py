@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
-from spark_tui.service.history import History
 from spark_tui.service.session import Session
 
 if TYPE_CHECKING:
     from spark_tui.ops.bench import BenchConfig
+    from spark_tui.service.history import History
 
 
 # Not a secret: the SIMULATED Hub's gated models open to it.
@@ -41,8 +41,6 @@ class DemoSession(Session):
         super().__init__(
             [],
             bench_config=bench_config,
-            # Its own history: simulated runs never meet the user's real ones.
-            history=History.demo(),
             label=f"DEMO · {nodes} simulated {memory_gb} GB Sparks (no GPU)",
             reattach_hint="the simulated Sparks end with the demo",
         )
@@ -60,6 +58,18 @@ class DemoSession(Session):
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.sim: Any = None
         self.hub: Any = None
+        self._demo_history: History | None = None
+
+    @property
+    def history(self) -> History:
+        """The demo's own history: simulated runs never meet the user's real ones. Opened
+        when first used: its records load pydantic's models, which the first frame (and a
+        demo nobody launches in) never needs."""
+        if self._demo_history is None:
+            from spark_tui.service.history import History
+
+            self._demo_history = History.demo()
+        return self._demo_history
 
     async def start(self) -> None:
         if self.sim is not None:

@@ -24,6 +24,12 @@ class Parser(argparse.ArgumentParser):
 
     commands: dict[str, argparse.ArgumentParser]
 
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        # No abbreviations: the top level would read `demo --host` as its own `--hosts`
+        # (or refuse it as ambiguous), and a shortened flag is one a user never meant.
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
+
 
 def _targets(p: argparse.ArgumentParser, facts: bool = False, base_url: bool = False) -> None:
     g = p.add_mutually_exclusive_group()

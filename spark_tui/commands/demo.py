@@ -70,7 +70,8 @@ def serve_demo(
             "add --expose-demo-to-network to mean it, or leave --host out (this machine only)",
         )
     try:
-        from spark_tui.ui.web.server import DemoOptions, serve
+        from spark_tui.ui.web.options import DemoOptions
+        from spark_tui.ui.web.server import serve
     except ImportError as exc:
         raise InputError(
             f"the web demo needs textual-serve ({exc.name or exc} is not installed)",

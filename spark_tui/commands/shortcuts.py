@@ -117,7 +117,8 @@ def flag_hint(token: str, command: str | None, options: Sequence[str]) -> str:
     setting = schema.get(name.lstrip("-").replace("-", "_")) or schema.for_flag(name)
     if setting is not None and not setting.plan_managed:
         return f"--set {setting.key}=VALUE (a recipe setting, vLLM's {setting.flag})"
-    close = difflib.get_close_matches(name, [o for o in options if o.startswith("-")], n=2)
+    flags = sorted({o for o in options if o.startswith("-")})
+    close = difflib.get_close_matches(name, flags, n=2)
     if close:
         return f"did you mean {' or '.join(close)}? (see {command or 'spark-tui'} --help)"
     return f"see `spark-tui {command or ''} --help`".replace("  ", " ")

@@ -5,12 +5,10 @@ every visitor's cockpit (and so its simulated Sparks) before the server goes."""
 from __future__ import annotations
 
 import asyncio
-import shlex
 import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from textual_serve.download_manager import DownloadManager
 
 from spark_tui.core.errors import InputError
 from spark_tui.ui.web.access import Access, is_loopback, url_host
+from spark_tui.ui.web.options import DemoOptions
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(textual_serve.__file__).parent / "static"
@@ -41,36 +40,6 @@ FORBIDDEN = (
     "403 Forbidden: this address needs the link that `spark-tui demo --web` printed "
     "(with its token).\n"
 )
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    """What each visitor's demo cockpit runs with."""
-
-    nodes: int
-    memory_gb: int
-    recipe: str | None
-    theme: str | None
-    pace: float
-    token_scale: float
-
-    def command(self) -> str:
-        """The shell command textual-serve runs per visitor (exec: the server is its parent,
-        so the visitor notices the server's death)."""
-        argv = [
-            sys.executable,
-            "-m",
-            "spark_tui.ui.web.visitor",
-            f"--nodes={self.nodes}",
-            f"--memory-gb={self.memory_gb}",
-            f"--pace={self.pace}",
-            f"--token-scale={self.token_scale}",
-        ]
-        if self.recipe:
-            argv.append(f"--recipe={self.recipe}")
-        if self.theme:
-            argv.append(f"--theme={self.theme}")
-        return "exec " + shlex.join(argv)
 
 
 def _size(raw: str | None, default: int) -> int:

@@ -4,12 +4,13 @@ cache folders, and no SSH agent or Hub token; it ends when the server does."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import tempfile
 from collections.abc import Sequence
+
+from spark_tui.ui.web.options import DemoOptions
 
 # What a visitor's process keeps of the server's environment: how to run Python and
 # textual-serve's driver settings; never a credential or the user's folders.
@@ -42,14 +43,12 @@ def die_with_parent() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="spark_tui.ui.web.visitor")
-    parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--memory-gb", type=int, default=128)
-    parser.add_argument("--recipe")
-    parser.add_argument("--theme")
-    parser.add_argument("--pace", type=float, default=0.5)
-    parser.add_argument("--token-scale", type=float, default=1.0)
-    args = parser.parse_args(argv)
+    """Run one visitor's demo cockpit with the options the server passed (one JSON argument)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m spark_tui.ui.web.visitor OPTIONS_JSON", file=sys.stderr)
+        return 2
+    options = DemoOptions.from_json(args[0])
     die_with_parent()
     with tempfile.TemporaryDirectory(prefix="spark-tui-web-visitor-") as home:
         isolate(home)
@@ -59,12 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from spark_tui.ui.runner import run_cockpit
 
         app = demo_app(
-            nodes=args.nodes,
-            memory_gb=args.memory_gb,
-            recipe=args.recipe,
-            theme=args.theme,
-            pace=args.pace,
-            token_scale=args.token_scale,
+            nodes=options.nodes,
+            memory_gb=options.memory_gb,
+            recipe=options.recipe,
+            theme=options.theme,
+            pace=options.pace,
+            token_scale=options.token_scale,
             driver_class=WebDriver,
         )
         return run_cockpit(app)

@@ -16,7 +16,7 @@ from spark_tui.commands.shortcuts import (
     flag_hint,
     resolve_host_sources,
 )
-from spark_tui.core.errors import SparkError
+from spark_tui.core.errors import NoClusterError, SparkError
 
 
 class Parser(argparse.ArgumentParser):
@@ -472,6 +472,14 @@ def _refuse_unknown(parser: Parser, command: str | None, unknown: list[str]) -> 
     return 2
 
 
+def _node_flags(args: argparse.Namespace) -> str | None:
+    """The flags that named the nodes (`--inventory FILE` or `--hosts H1,H2`), if any."""
+    from spark_tui.commands.terminal import targets
+
+    t = targets(args)
+    return t.as_flags() if t.inventory or t.hosts else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # A first argument that names a subcommand is that subcommand for argparse too (the top
@@ -486,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(f"spark_tui.commands.{name}")
         return int(module.run(args))
     except SparkError as exc:
+        if isinstance(exc, NoClusterError):
+            # Raised where the nodes are a pool: the remedy names them as the user did.
+            exc = NoClusterError(_node_flags(args) or exc.where)
         print(f"spark-tui: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
         return exc.exit_code

@@ -10,7 +10,7 @@ import asyncio
 import sys
 
 from spark_tui.commands._interrupts import run_command
-from spark_tui.core.errors import EXIT_OK, InputError, SparkError
+from spark_tui.core.errors import EXIT_OK, InputError, NoClusterError, SparkError
 
 
 def _prefix(rank: int, node: str) -> str:
@@ -31,9 +31,7 @@ async def _logs(args: argparse.Namespace) -> int:
         dockers = await open_dockers(pool)
         clusters = await status(pool, dockers=dockers)
         if not clusters:
-            raise InputError(
-                "no spark-tui containers on these nodes", "launch one with `spark-tui launch`"
-            )
+            raise NoClusterError()
         try:
             cluster = pick_cluster(clusters)
         except SparkError:

@@ -58,3 +58,16 @@ class OperationFailed(SparkError):
     """An operation that ran and failed: launch, smoke, stop (exit 1)."""
 
     exit_code = EXIT_FAILED
+
+
+class NoClusterError(OperationFailed):
+    """No cluster of ours runs on the nodes (exit 1: a state of the nodes, not a usage error);
+    the remedy is the launch that makes one, on the nodes `where` names as CLI flags."""
+
+    MESSAGE = "no spark-tui cluster is running on these nodes"
+
+    def __init__(self, where: str = "--inventory FILE") -> None:
+        super().__init__(
+            self.MESSAGE, f"launch one first: `spark-tui launch RECIPE {where} --wait`"
+        )
+        self.where = where

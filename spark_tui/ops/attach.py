@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tui.core.errors import InputError, OperationFailed
+from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
 from spark_tui.core.plan import API_PORT_LABEL, DEFAULT_API_PORT, flag_value
 from spark_tui.ops.cluster import (
     ClusterStatus,
@@ -37,10 +37,7 @@ def pick_cluster(clusters: list[ClusterStatus], cluster_id: str | None = None) -
         )
     running = [c for c in clusters if any(r.running for r in c.ranks)]
     if not running:
-        raise OperationFailed(
-            "no running spark-tui cluster on these nodes",
-            "start one with `spark-tui launch RECIPE`",
-        )
+        raise NoClusterError()
     if len(running) > 1:
         ids = ", ".join(c.cluster_id for c in running)
         raise InputError(

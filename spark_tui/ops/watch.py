@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from spark_tui.core.errors import InputError, OperationFailed, SparkError
+from spark_tui.core.errors import InputError, NoClusterError, OperationFailed, SparkError
 from spark_tui.ops.attach import api_port_of, rank_argv
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
@@ -74,9 +74,7 @@ def pick_watched(clusters: list[ClusterStatus], cluster_id: str | None) -> Clust
             "list them with `spark-tui status`",
         )
     if not clusters:
-        raise OperationFailed(
-            "no spark-tui cluster on these nodes", "start one with `spark-tui launch RECIPE`"
-        )
+        raise NoClusterError()
     running = [c for c in clusters if any(r.running for r in c.ranks)]
     candidates = running or clusters
     if len(candidates) > 1:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from spark_tui.core.errors import InputError, OperationFailed
+from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
 from spark_tui.service import events as ev
 from spark_tui.service.measure import run_bench, run_smoke
 
@@ -67,10 +67,7 @@ async def _adopt(session: Session) -> Cluster:
     await session._open(strict=True)
     found = await session.running()
     if found is None:
-        raise InputError(
-            "no running spark-tui cluster to tune on these nodes",
-            "launch the recipe first (`spark-tui launch RECIPE --wait`), then change one setting",
-        )
+        raise NoClusterError(session.where)
     api = await session._find_api()
     head = found.ranks[0]
     cluster = Cluster(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -96,16 +95,6 @@ def run_command(main: Callable[[], Awaitable[T]]) -> T:
         if not interrupts.received:
             raise
         raise CommandInterrupted(interrupts.received[0]) from None
-
-
-def stop_command(args: Any) -> str:
-    """The `spark-tui stop ...` that removes what is left, for the nodes `args` named."""
-    argv = ["spark-tui", "stop"]
-    if getattr(args, "inventory", None):
-        argv += ["--inventory", str(args.inventory)]
-    elif getattr(args, "hosts", None):
-        argv += ["--hosts", str(args.hosts)]
-    return shlex.join(argv)
 
 
 async def _say_what_is_left(pool: Any, cluster_id: str, remove_with: str) -> None:

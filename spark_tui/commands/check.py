@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -114,15 +113,6 @@ def render_report(
     return "\n".join(lines)
 
 
-def where_flags(args: argparse.Namespace) -> str:
-    """The CLI flags naming these nodes, for the remedies (`models sync ... --hosts ...`)."""
-    if getattr(args, "inventory", None):
-        return f"--inventory {shlex.quote(str(args.inventory))}"
-    if getattr(args, "hosts", None):
-        return f"--hosts {shlex.quote(str(args.hosts))}"
-    return "--inventory FILE"
-
-
 def _flag_check(args: argparse.Namespace) -> Callable[[LaunchPlan], list[Finding]] | None:
     """The image's flag check of every rank's argv, over a short-lived connection to the
     head (none from a facts file: no node to ask)."""
@@ -143,21 +133,29 @@ def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
     model facts from the nodes' caches and the Hub, our running clusters' memory counted
     free, each node's gaps, the image's flag check. Not `complete`: neither the Hub nor
     the image is asked (for a plan, which does not depend on them)."""
-    from spark_tui.commands.terminal import run_lazily, targets
+    from functools import partial
+
+    from spark_tui.commands.terminal import err, run_lazily, targets
     from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.service.evaluate import assess, held_memory
+    from spark_tui.service.evaluate import FactsFor, assess, held_memory
     from spark_tui.service.model_facts import hub_facts_for, local_facts_for
     from spark_tui.service.targets import node_facts
 
     recipe = find_recipe(args.recipe)
-    nodes = node_facts(targets(args), run=run_lazily)
+    t = targets(args)
+    nodes = node_facts(t, run=run_lazily)
+    facts_for: FactsFor = local_facts_for
+    if complete:
+        # The user's own command, for the remedies that say "run it again".
+        words = ["check", str(args.recipe)] + [w for s in args.sets for w in ("--set", s)]
+        facts_for = partial(hub_facts_for, waiting=err, again=t.command(*words))
     return assess(
         recipe,
         list(args.sets),
         nodes,
         held=held_memory(nodes),
-        facts_for=hub_facts_for if complete else local_facts_for,
-        where=where_flags(args),
+        facts_for=facts_for,
+        where=t.as_flags(live=True),
         flags=_flag_check(args) if complete else None,
     )
 

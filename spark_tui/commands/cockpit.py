@@ -20,6 +20,8 @@ def run(args: argparse.Namespace) -> int:
         inventory=args.inventory or config.inventory,
         hosts=args.hosts,
         accept_new_host_keys=args.accept_new_host_keys,
+        hosts_file=getattr(args, "hosts_file", None),
+        sparkrun_cluster=getattr(args, "sparkrun_cluster", None),
     )
     if not targets.given:
         raise InputError(
@@ -27,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
             "run `spark-tui demo` to try it on simulated Sparks, or pass --inventory FILE or "
             "--hosts spark-a,spark-b, or set `inventory:` in the config file",
         )
-    nodes, target = inventory_nodes(targets), targets.as_flags()
+    nodes, target = inventory_nodes(targets), targets.as_flags(live=True)
     from spark_tui.commands.terminal import require_terminal
 
     require_terminal("spark-tui")

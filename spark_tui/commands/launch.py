@@ -19,8 +19,8 @@ from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 
 
 async def _launch(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import report_left, stop_command
-    from spark_tui.commands.terminal import consume, err, session, show
+    from spark_tui.commands._interrupts import report_left
+    from spark_tui.commands.terminal import consume, err, session, show, targets
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.ops.launch import LaunchFailed
     from spark_tui.service import events as ev
@@ -56,7 +56,9 @@ async def _launch(args: argparse.Namespace) -> int:
         # The launch removed what it started as its events stopped; check the nodes and
         # say what is left, if anything, with the command that removes it.
         if s.cluster is not None and s.pool is not None and not s.cluster.ready:
-            await report_left(s.pool, s.cluster.cluster_id, stop_command(args))
+            await report_left(
+                s.pool, s.cluster.cluster_id, targets(args).command("stop", live=True)
+            )
         raise
     except LaunchFailed as exc:
         err(f"spark-tui: {exc.message}")

@@ -25,8 +25,7 @@ def where_of(args: argparse.Namespace) -> str:
     """The flags that name the nodes, for the remedies we print."""
     from spark_tui.commands.terminal import targets
 
-    t = targets(args)
-    return t.as_flags() if t.given else "--inventory FILE"
+    return targets(args).as_flags(live=True)
 
 
 def _eta(seconds: float | None) -> str:

@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 
 
 async def _status(args: argparse.Namespace) -> list[Any]:
-    from spark_tui.commands.terminal import session
+    from spark_tui.commands.terminal import session, targets
     from spark_tui.ops.cluster import close_dockers, open_dockers
-    from spark_tui.ops.diagnose import diagnose, stop_command
+    from spark_tui.ops.diagnose import diagnose
 
-    cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
+    cleanup = targets(args).command("stop", live=True)
     s = session(args)
     try:
         found = await s.status()

@@ -26,6 +26,8 @@ def targets(args: argparse.Namespace) -> Targets:
         hosts=getattr(args, "hosts", None),
         facts=getattr(args, "facts", None),
         accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
+        hosts_file=getattr(args, "hosts_file", None),
+        sparkrun_cluster=getattr(args, "sparkrun_cluster", None),
     )
 
 
@@ -38,7 +40,7 @@ def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -
     nodes = inventory_nodes(t) if (nodes_needed or t.given) else []
     s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, **kw)
     if t.given:
-        s.where = t.as_flags()
+        s.where = t.as_flags(live=True)
     return s
 
 

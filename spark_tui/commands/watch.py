@@ -69,10 +69,9 @@ def _json(e: object) -> str:
 
 
 async def _watch(args: argparse.Namespace) -> int:
-    from spark_tui.commands.terminal import session
-    from spark_tui.ops.diagnose import stop_command
+    from spark_tui.commands.terminal import session, targets
 
-    cleanup = stop_command(getattr(args, "inventory", None), getattr(args, "hosts", None))
+    cleanup = targets(args).command("stop", live=True)
     as_json = getattr(args, "json", False)
     s = session(args)
     failed = False

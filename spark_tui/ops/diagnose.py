@@ -9,7 +9,6 @@ the tail of its log, classified by core.logclass.
 from __future__ import annotations
 
 import asyncio
-import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,20 +59,6 @@ class ClusterDiagnosis:
         data = asdict(self)
         data["failed_rank"] = self.first.rank if self.first else None
         return data
-
-
-def stop_command(
-    inventory: str | None = None, hosts: str | None = None, *, accept_new_host_keys: bool = False
-) -> str:
-    """The exact `spark-tui stop` command for the nodes given (quoted for a POSIX shell)."""
-    argv = ["spark-tui", "stop"]
-    if inventory:
-        argv += ["--inventory", inventory]
-    elif hosts:
-        argv += ["--hosts", hosts]
-    if accept_new_host_keys:
-        argv.append("--accept-new-host-keys")
-    return shlex.join(argv)
 
 
 def _exit_code(info: dict[str, Any] | None) -> int | None:

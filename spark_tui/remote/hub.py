@@ -7,7 +7,9 @@ its `model_revision` names, with HF_TOKEN for gated models. The result is cached
 (`platformdirs.user_cache_dir("spark-tui")/hub`, or `$SPARK_TUI_CACHE_DIR/hub`); files go
 to huggingface_hub's own cache. Offline (`HF_HUB_OFFLINE=1`) only the cache answers.
 Every failure is a `Finding` with a remedy, never an exception; no message carries the
-token or an exception's text (which may quote request headers).
+token or an exception's text (which may quote request headers). A read of the Hub takes at
+most `wait_seconds` (30 s, or `$SPARK_TUI_HUB_TIMEOUT`) whatever the Hub does, and
+`wait_note` says so beforehand: a slow Hub is otherwise a silent pause.
 
 huggingface_hub is imported only when the Hub is really asked, so a check whose facts
 are complete starts as fast as before.
@@ -19,7 +21,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,11 +48,48 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _TRUE = ("1", "true", "yes", "on")
 _CACHE_VERSION = 1
-TIMEOUT_S = 20.0
+TIMEOUT_S = 20.0  # one request
+# The whole read (model info, config, index, each shard's header): a Hub that answers
+# slowly or not at all holds a `check` this long at most.
+WAIT_S = 30.0
 
 
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
+
+
+def wait_seconds(env: Mapping[str, str]) -> float:
+    """How long a read of the Hub may take in all: $SPARK_TUI_HUB_TIMEOUT seconds, else 30."""
+    try:
+        given = float(env.get("SPARK_TUI_HUB_TIMEOUT") or WAIT_S)
+    except ValueError:
+        return WAIT_S
+    return given if given > 0 else WAIT_S
+
+
+def _endpoint(env: Mapping[str, str]) -> str:
+    return (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def wait_note(
+    repo_id: str, revision: str | None = None, env: Mapping[str, str] | None = None
+) -> str | None:
+    """What a fetch of repo_id's facts will wait for and how long at most, or None when it
+    answers from this machine's cache (offline, or a pinned commit already read)."""
+    env = os.environ if env is None else env
+    if _truthy(env.get("HF_HUB_OFFLINE")):
+        return None
+    if revision and _COMMIT.match(revision) and _read_cache(cache_root(env), repo_id, revision):
+        return None
+    return (
+        f"reading the facts of {repo_id}@{revision or 'main'} from the Hub at {_endpoint(env)} "
+        f"(no node caches the model; at most {wait_seconds(env):.0f} s)..."
+    )
+
+
+def _again(again: str | None) -> str:
+    """The end of a remedy: run the user's own command again."""
+    return f"run `{again}` again" if again else "check again"
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
@@ -118,7 +158,7 @@ def _problem(code: str, message: str, remedy: str) -> Finding:
     return Finding("warning", code, message, remedy)
 
 
-def _token_remedy(repo_id: str, token: str | None) -> str:
+def _token_remedy(repo_id: str, token: str | None, again: str | None = None) -> str:
     if token:
         return (
             f"the HF_TOKEN in use has no access to {repo_id}: accept its licence on "
@@ -126,7 +166,7 @@ def _token_remedy(repo_id: str, token: str | None) -> str:
         )
     return (
         f"accept the licence on huggingface.co/{repo_id}, then `export HF_TOKEN=...` "
-        "(a read token of that account) and check again"
+        f"(a read token of that account) and {_again(again)}"
     )
 
 
@@ -152,9 +192,12 @@ def _quiet_hub() -> Iterator[None]:
             enable_progress_bars()
 
 
-def fetch_model_facts(recipe: Recipe, env: Mapping[str, str] | None = None) -> HubFacts | Finding:
-    """The Hub's facts of the recipe's model at its model_revision, or a Finding saying why not."""
-    return fetch_repo_facts(recipe.model, recipe.model_revision, env)
+def fetch_model_facts(
+    recipe: Recipe, env: Mapping[str, str] | None = None, *, again: str | None = None
+) -> HubFacts | Finding:
+    """The Hub's facts of the recipe's model at its model_revision, or a Finding saying why
+    not (`again`: the user's command, which the remedies repeat)."""
+    return fetch_repo_facts(recipe.model, recipe.model_revision, env, again=again)
 
 
 def model_facts_for(
@@ -162,23 +205,36 @@ def model_facts_for(
     nodes: list[NodeFacts],
     argv: list[str],
     env: Mapping[str, str] | None = None,
+    *,
+    waiting: Callable[[str], None] | None = None,
+    again: str | None = None,
 ) -> tuple[ModelFacts, Finding | None]:
     """The model facts for the fit check of `argv` (the rendered serve command): recipe
     metadata and node caches, then the Hub only when a fact the fit needs is still missing;
-    with the Hub's finding when it could not answer."""
+    with the Hub's finding when it could not answer. `waiting` is told what the Hub is
+    asked and how long it may take before it is asked; `again`: the user's command, which
+    the remedies repeat."""
     facts = resolve_model_facts(recipe, nodes)
     if not needs_hub(recipe, facts, parse_serve_args(argv)):
         return facts, None
-    hub = fetch_model_facts(recipe, env)
+    note = wait_note(recipe.model, recipe.model_revision, env) if waiting else None
+    if waiting is not None and note is not None:
+        waiting(note)
+    hub = fetch_model_facts(recipe, env, again=again)
     if isinstance(hub, Finding):
         return facts, hub
     return resolve_model_facts(recipe, nodes, hub=hub), None
 
 
 def fetch_repo_facts(
-    repo_id: str, revision: str | None = None, env: Mapping[str, str] | None = None
+    repo_id: str,
+    revision: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    again: str | None = None,
 ) -> HubFacts | Finding:
-    """The Hub's facts of repo_id at revision (None: main), from the cache when it has them."""
+    """The Hub's facts of repo_id at revision (None: main), from the cache when it has them;
+    at most `wait_seconds` of waiting for the Hub."""
     env = os.environ if env is None else env
     root = cache_root(env)
     cached = _read_cache(root, repo_id, revision)
@@ -190,24 +246,47 @@ def fetch_repo_facts(
             "hub_offline",
             f"HF_HUB_OFFLINE is set and no facts of {repo_id}@{at} are cached on this "
             "machine; no node caches the model either",
-            "check once without HF_HUB_OFFLINE (the Hub's facts are then cached here), "
+            f"{_again(again)} without HF_HUB_OFFLINE (the Hub's facts are then cached here), "
             "download the model to a node (`spark-tui models sync`), or add the missing facts "
             "to the recipe's metadata",
         )
     if cached is not None and revision and _COMMIT.match(revision):
         return cached  # a commit never changes: no need to ask again
     token = env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN") or None
-    endpoint = (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    try:
-        with _quiet_hub():
-            facts = _fetch(repo_id, revision, endpoint, token, hf_files_cache(env))
-    except Exception as exc:  # every failure becomes a finding; none reaches the cockpit
-        found = _classify(exc, repo_id, at, endpoint, token)
+    endpoint = _endpoint(env)
+    limit = wait_seconds(env)
+    outcome: list[HubFacts | Exception] = []
+
+    def read() -> None:
+        try:
+            outcome.append(_fetch(repo_id, revision, endpoint, token, hf_files_cache(env)))
+        except Exception as exc:  # every failure becomes a finding; none reaches the cockpit
+            outcome.append(exc)
+
+    # A daemon thread: each request has its own timeout, but a Hub that trickles its answers
+    # could hold a read far longer; past the limit it is left to end on its own.
+    with _quiet_hub():
+        reader = threading.Thread(target=read, name="hub-facts", daemon=True)
+        reader.start()
+        reader.join(limit)
+    if not outcome:
+        if cached is not None:
+            return cached
+        return _problem(
+            "hub_unreachable",
+            f"the Hub at {endpoint} did not answer within {limit:.0f} s for {repo_id}@{at}; "
+            "no node caches the model",
+            f"check the control machine's network (or HF_ENDPOINT), then {_again(again)}; or "
+            "download the model to a node first (`spark-tui models sync`)",
+        )
+    got = outcome[0]
+    if isinstance(got, Exception):
+        found = _classify(got, repo_id, at, endpoint, token, again)
         if cached is not None and found.code == "hub_unreachable":
             return cached
         return found
-    _write_cache(root, facts)
-    return facts
+    _write_cache(root, got)
+    return got
 
 
 def _fetch(
@@ -271,7 +350,12 @@ def _shards(
 
 
 def _classify(
-    exc: BaseException, repo_id: str, at: str, endpoint: str, token: str | None
+    exc: BaseException,
+    repo_id: str,
+    at: str,
+    endpoint: str,
+    token: str | None,
+    again: str | None = None,
 ) -> Finding:
     """A finding for a failed fetch; the exception's own text is never shown."""
     from huggingface_hub.errors import (
@@ -288,7 +372,7 @@ def _classify(
             "hub_gated",
             f"{repo_id} is a gated model and the Hub refused its files "
             + ("to the HF_TOKEN in use" if token else "without a token (HF_TOKEN is not set)"),
-            _token_remedy(repo_id, token),
+            _token_remedy(repo_id, token, again),
         )
     if isinstance(exc, RevisionNotFoundError):
         return _problem(
@@ -323,7 +407,7 @@ def _classify(
         return _problem(
             "hub_forbidden",
             f"the Hub refused {repo_id} (HTTP {status})",
-            _token_remedy(repo_id, token),
+            _token_remedy(repo_id, token, again),
         )
     what = f"HTTP {status}" if status else type(exc).__name__
     if not isinstance(exc, HfHubHTTPError | OSError | TimeoutError) and not is_transport_error(exc):
@@ -338,8 +422,8 @@ def _classify(
         "hub_unreachable",
         f"could not read {repo_id}@{at} from the Hub at {endpoint} ({what}); no node caches "
         "the model",
-        "check the control machine's network (or HF_ENDPOINT), check again; or download the "
-        "model to a node first (`spark-tui models sync`)",
+        f"check the control machine's network (or HF_ENDPOINT), then {_again(again)}; or "
+        "download the model to a node first (`spark-tui models sync`)",
     )
 
 

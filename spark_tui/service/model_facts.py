@@ -31,14 +31,20 @@ PENDING = "hub_pending"
 
 
 def hub_facts_for(
-    recipe: Recipe, nodes: list[NodeFacts], argv: list[str]
+    recipe: Recipe,
+    nodes: list[NodeFacts],
+    argv: list[str],
+    *,
+    waiting: Callable[[str], None] | None = None,
+    again: str | None = None,
 ) -> tuple[ModelFacts, Finding | None]:
     """The model facts of `recipe` for `argv`, asking the Hub (this environment's HF_*
     variables) when a fact the fit needs is still missing; with the Hub's finding when it
-    could not answer."""
+    could not answer. `waiting` is told what the Hub is asked and how long it may take
+    before it is asked; `again`: the user's command, which the remedies repeat."""
     from spark_tui.remote.hub import model_facts_for
 
-    return model_facts_for(recipe, nodes, argv)
+    return model_facts_for(recipe, nodes, argv, waiting=waiting, again=again)
 
 
 def local_facts_for(
@@ -101,18 +107,22 @@ class HubAnswers:
         """The model and revision an answer is kept under."""
         return recipe.model, recipe.model_revision
 
-    async def fetch(self, recipe: Recipe) -> bool:
+    async def fetch(self, recipe: Recipe, waiting: Callable[[str], None] | None = None) -> bool:
         """Fetch the recipe's model facts from the Hub (or, offline, its cache on this
         machine) in a worker thread, once per model and revision. True when a new answer
-        came in."""
+        came in. `waiting` is told what the Hub is asked and how long it may take, before
+        it is asked."""
         import asyncio
 
-        from spark_tui.remote.hub import fetch_model_facts
+        from spark_tui.remote.hub import fetch_model_facts, wait_note
 
         key = self.key(recipe)
         if key in self.answers:
             return False
         env = dict(self.env())
+        note = wait_note(recipe.model, recipe.model_revision, env) if waiting else None
+        if waiting is not None and note is not None:
+            waiting(note)
         answer = await asyncio.to_thread(fetch_model_facts, recipe, env)
         self.answers[key] = answer
         return True

@@ -75,9 +75,11 @@ class Prepared:
         check_flags: Callable[[LaunchPlan], Awaitable[list[Finding]]] | None,
         *,
         retry: bool = False,
+        waiting: Callable[[str], None] | None = None,
     ) -> bool:
         """Fetch what `evaluate()` lacks: the model's Hub facts, then the flag check of its
-        plan. True when anything new came in."""
+        plan. True when anything new came in; `waiting` is told what the Hub is asked, and
+        how long it may take, before it is asked."""
         evaluation = evaluate()
         recipe = evaluation.recipe
         key = self.hub.key(recipe)
@@ -85,7 +87,7 @@ class Prepared:
             del self.hub.answers[key]
         new = False
         if self.hub.wanted(recipe, nodes, evaluation.argv):
-            new = await self._once(key, self.hub.fetch(recipe)) or new
+            new = await self._once(key, self.hub.fetch(recipe, waiting)) or new
             evaluation = evaluate()
         plan = evaluation.plan
         if plan is None or evaluation.problem is not None or check_flags is None:

@@ -234,11 +234,13 @@ class Session:
         *,
         retry: bool = False,
         flags: bool = True,
+        emit: Emit | None = None,
     ) -> bool:
         """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
         worker thread) and the image's flag check of every rank. True when anything new
         came in; `retry`: ask again where the last answer was a failure; not `flags`: the
-        Hub only (the flag check runs a container on the head)."""
+        Hub only (the flag check runs a container on the head); `emit` gets a notice of
+        what the Hub is asked and how long it may take, before it is asked."""
 
         async def check_flags(plan: LaunchPlan) -> list[Finding]:
             return await self._image_flags(plan, lambda _event: None, pull=False)
@@ -249,6 +251,7 @@ class Session:
             self.reachable,
             check_flags if flags else None,
             retry=retry,
+            waiting=None if emit is None else lambda text: emit(ev.Notice("info", text)),
         )
 
     def start_flag_table(self, recipe: Recipe, overrides: Mapping[str, Any] | None = None) -> None:
@@ -401,7 +404,7 @@ class Session:
         # has them, our running cluster's memory counted free, gaps, the image's flag check
         # of every rank), before the running cluster is replaced: a launch refused leaves it
         # alone. An image not on the head yet is checked after the fit question.
-        await self.prepare(recipe, overrides, retry=True)
+        await self.prepare(recipe, overrides, retry=True, emit=emit)
         evaluation = self.evaluate(recipe, overrides)
         emit(ev.Evaluated(evaluation))
         if evaluation.problem is not None:

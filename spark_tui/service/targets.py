@@ -17,26 +17,49 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Targets:
-    """The nodes named by the user: exactly one of inventory, hosts or facts."""
+    """The nodes named by the user: exactly one of inventory, hosts or facts. `hosts_file`
+    and `sparkrun_cluster` say where `hosts` came from when the user named a hosts file or
+    a sparkrun group instead (the remedies repeat what was typed)."""
 
     inventory: str | None = None
     hosts: str | None = None
     facts: str | None = None
     accept_new_host_keys: bool = False
+    hosts_file: str | None = None
+    sparkrun_cluster: str | None = None
 
     @property
     def given(self) -> bool:
         return bool(self.inventory or self.hosts or self.facts)
 
-    def as_flags(self) -> str:
-        """The same nodes as command-line flags (for the remedies we print)."""
+    def as_flags(self, *, live: bool = False) -> str:
+        """The user's own node arguments, quoted for a POSIX shell, for the remedies that
+        repeat them. `live`: for a command that needs reachable nodes, where a facts file
+        (or nothing given) becomes the placeholder `--inventory FILE`."""
         import shlex
 
+        words: list[str] = []
         if self.inventory:
-            return f"--inventory {shlex.quote(self.inventory)}"
-        if self.hosts:
-            return f"--hosts {shlex.quote(self.hosts)}"
-        return f"--facts {shlex.quote(self.facts or '')}"
+            words = ["--inventory", self.inventory]
+        elif self.hosts_file:
+            words = ["--hosts-file", self.hosts_file]
+        elif self.sparkrun_cluster:
+            words = ["--sparkrun-cluster", self.sparkrun_cluster]
+        elif self.hosts:
+            words = ["--hosts", self.hosts]
+        elif self.facts and not live:
+            return shlex.join(["--facts", self.facts])
+        else:
+            return "--inventory FILE"
+        if self.accept_new_host_keys:
+            words.append("--accept-new-host-keys")
+        return shlex.join(words)
+
+    def command(self, *words: str, live: bool = False) -> str:
+        """`spark-tui WORDS...` followed by the user's node arguments (see `as_flags`)."""
+        import shlex
+
+        return shlex.join(["spark-tui", *words]) + " " + self.as_flags(live=live)
 
 
 def inventory_nodes(targets: Targets) -> list[InventoryNode]:

@@ -1,5 +1,5 @@
 """The watch's pure parts: gauges and token rates from real /metrics, what counts as a failure,
-the verdict of a cluster from its containers, and the clean-up command."""
+the verdict of a cluster from its containers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from spark_tui.ops.cluster import ClusterStatus, RankStatus
-from spark_tui.ops.diagnose import stop_command, verdict
+from spark_tui.ops.diagnose import verdict
 from spark_tui.ops.events import ContainerStates, ProbeResult, RankContainer
 from spark_tui.ops.watch import HUNG_AFTER, gauges_from, is_failure
 
@@ -75,8 +75,3 @@ def test_verdict_tells_failed_from_stopped() -> None:
     assert verdict(_cluster("exited", "exited"), {0: _info(1), 1: _info(137)}) == "failed"
     assert verdict(_cluster("exited", "exited"), {0: _info(143), 1: _info(0)}) == "stopped"
     assert verdict(_cluster("exited"), {0: _info(0, oom=True)}) == "failed"
-
-
-def test_stop_command_is_quoted_for_the_shell() -> None:
-    assert stop_command("/tmp/my lab.yaml") == "spark-tui stop --inventory '/tmp/my lab.yaml'"
-    assert stop_command(None, "a,b") == "spark-tui stop --hosts a,b"

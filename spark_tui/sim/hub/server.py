@@ -10,7 +10,8 @@
   GatedRepo to a token without access, with the Hub's `X-Error-Code` / `X-Error-Message`.
 
 Every request is recorded (method, path, range, whether a token came) so tests can see
-what a client really asked; token values are never recorded.
+what a client really asked; token values are never recorded. A slow Hub: `delay` seconds
+before each answer; one that does not answer: `hold()` (until `release()` or `stop()`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,9 +46,14 @@ class SeenRequest:
 class SimulatedHub:
     """A simulated Hub on 127.0.0.1 (`endpoint` is its HF_ENDPOINT); use as a context manager."""
 
-    def __init__(self, repos: list[SimulatedRepo] | None = None, port: int = 0) -> None:
+    def __init__(
+        self, repos: list[SimulatedRepo] | None = None, port: int = 0, *, delay: float = 0.0
+    ) -> None:
         self.repos: dict[str, SimulatedRepo] = {r.repo_id: r for r in repos or []}
         self.requests: list[SeenRequest] = []
+        self.delay = delay
+        self._answering = threading.Event()
+        self._answering.set()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._server.daemon_threads = True
@@ -60,6 +67,20 @@ class SimulatedHub:
     def add(self, repo: SimulatedRepo) -> None:
         self.repos[repo.repo_id] = repo
 
+    def hold(self) -> None:
+        """Stop answering: requests are taken and left waiting (a Hub that hangs)."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Answer again, the waiting requests first."""
+        self._answering.set()
+
+    def wait_to_answer(self) -> None:
+        """What a request goes through before its answer: the hold, then the delay."""
+        self._answering.wait()
+        if self.delay:
+            time.sleep(self.delay)
+
     def record(self, seen: SeenRequest) -> None:
         with self._lock:
             self.requests.append(seen)
@@ -69,6 +90,7 @@ class SimulatedHub:
         return self
 
     def stop(self) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
 
@@ -147,6 +169,7 @@ def _handler(hub: SimulatedHub) -> type[BaseHTTPRequestHandler]:
         # --- routes ---------------------------------------------------------------------
 
         def _serve(self, head: bool) -> None:
+            hub.wait_to_answer()
             path = unquote(urlsplit(self.path).path)
             tree = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
             if tree:

@@ -51,6 +51,9 @@ API_PORT_LABEL = LABEL_PREFIX + "api-port"
 # A secret's name has a word (split on `_`/`-`) ending in one of these; plural counts such
 # as `max_num_batched_tokens` are not secrets.
 _SECRET_WORDS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIALS")
+# Of those, the words that name a secret wherever they stand in a name (a TOKEN or KEY word
+# inside a name may qualify something else: a token threshold, a key-value store).
+_ALWAYS_SECRET = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIALS")
 # Names of spark-tui's own records that end in KEY but hold no secret.
 _NOT_SECRET = frozenset({"cluster_key", "sort_key"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -80,13 +83,18 @@ _FLAG_ALIASES = {DP_SIZE: ("-dp",)}
 def is_secret_name(name: str) -> bool:
     """Whether an env key or flag name looks like it holds a secret (HF_TOKEN, --api-key).
 
-    A word of the name (split on `_`, `-`, `.`) must end so: `max_num_batched_tokens`
-    (TOKENS) is not a secret, `AWS_SECRET_ACCESS_KEY` is. The one rule for plans and history.
+    The last word of the name (split on `_`, `-`, `.`) must end so, or any word be one that
+    only ever names a secret (SECRET, PASSWORD): `AWS_SECRET_ACCESS_KEY` and `HF_TOKEN` are
+    secrets; `max_num_batched_tokens` (TOKENS) is not, nor vLLM's
+    `--long-prefill-token-threshold` (a TOKEN word that qualifies a threshold). The one
+    rule for plans and history.
     """
     if name in _NOT_SECRET:
         return False
-    words = re.split(r"[_\-.]+", name.strip("-").upper())
-    return any(w.endswith(_SECRET_WORDS) for w in words if w)
+    words = [w for w in re.split(r"[_\-.]+", name.strip("-").upper()) if w]
+    if not words:
+        return False
+    return words[-1].endswith(_SECRET_WORDS) or any(w.endswith(_ALWAYS_SECRET) for w in words)
 
 
 @dataclass

@@ -337,6 +337,10 @@ def _places(sources: Sources) -> list[tuple[Path, str, Registry | None]]:
     return places
 
 
+def _without_suffix(name: str) -> str:
+    return name[: -len(Path(name).suffix)] if Path(name).suffix in RECIPE_SUFFIXES else name
+
+
 def _sub_path(path: Path, reg: Registry) -> str | None:
     """`sub/NAME` for a recipe in a sub-folder of a registry's recipes folder, else None."""
     rel = path.relative_to(reg.recipes_dir).with_suffix("")
@@ -419,7 +423,8 @@ def find_recipe(name_or_path: str, sources: Sources) -> Recipe:
                 f"(spark-tui) and {sparkrun_config_dir() / 'registries.yaml'} (sparkrun)",
             )
     stem = Path(name).stem if Path(name).suffix in RECIPE_SUFFIXES else name
-    sub = PurePosixPath(name).with_suffix("") if "/" in name else None
+    # Only a recipe suffix is dropped: `3x-spark-cluster/qwen3.5-397b` keeps its `.5-397b`.
+    sub = PurePosixPath(_without_suffix(name)) if "/" in name else None
     if sub is not None and (sub.is_absolute() or ".." in sub.parts or len(sub.parts) < 2):
         sub = None  # a file path that is not there
     elif sub is not None and name.startswith("."):

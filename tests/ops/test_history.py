@@ -27,6 +27,9 @@ def test_secret_names() -> None:
         assert is_secret_name(name), name
     for name in ("max_num_batched_tokens", "prompt_tokens", "--tool-call-parser", "cluster_id"):
         assert not is_secret_name(name), name
+    # vLLM's flag (eugr's GLM-5.2 recipe passes it 2048): a threshold, not a token.
+    assert not is_secret_name("--long-prefill-token-threshold")
+    assert is_secret_name("MY_SECRET_VALUE") and is_secret_name("--hf-token")
 
 
 def test_mask_secrets_keys_argv_text_and_literals() -> None:

@@ -65,6 +65,8 @@ def sparkrun_setup(tmp_path: Path) -> Path:
             "recipes/4x-spark-cluster/qwen-big.yaml": recipe(min_nodes=4, max_nodes=4),
             "recipes/4x-spark-cluster/only-nested.yaml": recipe(min_nodes=4, max_nodes=4),
             "recipes/3x-spark-cluster/twin.yaml": recipe(min_nodes=3, max_nodes=3),
+            "recipes/qwen3.5-dotted.yaml": recipe(),
+            "recipes/3x-spark-cluster/qwen3.5-dotted.yaml": recipe(min_nodes=3, max_nodes=3),
             "recipes/4x-spark-cluster/twin.yaml": recipe(min_nodes=4, max_nodes=4),
             "recipes/sized.yaml": recipe(
                 metadata={"model_vram": 25.5, "num_layers": 36, "num_kv_heads": 8, "head_dim": 64}
@@ -124,6 +126,9 @@ def test_sub_folder_recipes_take_sparkrun_path_qualified_names(sparkrun_setup: P
     assert (twin.min_nodes, twin.listed_name) == (4, "4x-spark-cluster/twin")
     with pytest.raises(RecipeError):
         find_recipe("@eugr/8x-spark-cluster/qwen-big")
+    # A dot in the name is not a file suffix (eugr's `qwen3.5-...`).
+    assert find_recipe("@eugr/3x-spark-cluster/qwen3.5-dotted").min_nodes == 3
+    assert find_recipe("3x-spark-cluster/qwen3.5-dotted.yaml").min_nodes == 3
     listed = {(r["ref"], r["shadowed"]) for r in rows() if r["name"] in ("qwen-big", "twin")}
     assert listed == {
         ("qwen-big", False),

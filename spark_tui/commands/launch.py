@@ -29,11 +29,19 @@ async def _launch(args: argparse.Namespace) -> int:
     s = session(args)
     err(f"connecting to {len(s.inventory)} node(s)...")
 
+    said: list[tuple[str, str, str]] = []
+
     def on_event(event: Any) -> None:
-        if isinstance(event, ev.Endpoint) and s.cluster is not None:
-            # The plan is made: from here on an interrupt has containers to remove.
-            nodes = ", ".join(node for _rank, node in s.cluster.ranks)
-            err(f"launching {recipe.name} as cluster {s.cluster.cluster_id} on {nodes}")
+        if isinstance(event, ev.Endpoint):
+            # Once ready the endpoint comes again (with our forward's end, not shown here).
+            where = (event.head, event.api_url, event.tunnel)
+            if where in said:
+                return
+            if not said and s.cluster is not None:
+                # The plan is made: from here on an interrupt has containers to remove.
+                nodes = ", ".join(node for _rank, node in s.cluster.ranks)
+                err(f"launching {recipe.name} as cluster {s.cluster.cluster_id} on {nodes}")
+            said.append(where)
         show(event)
 
     try:

@@ -58,14 +58,14 @@ def err(text: str) -> None:
 
 def answer(question: Question, flags: Mapping[str, bool | None]) -> None:
     """A flag answers (e.g. --force for `insist`); else ask on a terminal, like ssh does;
-    without one the question's default stands."""
+    without one the question stays unanswered and its default stands."""
     given = flags.get(question.kind)
     if given is not None:
         question.reply(given)
         return
     if not sys.stdin.isatty():
-        err(f"{question.title}: {question.text.splitlines()[0]} (no terminal to ask: no)")
-        question.reply(question.default)
+        # Said once, by the action: its error tells what it decided, why, and the flag that
+        # answers the question.
         return
     sys.stderr.write(f"{question.text} (yes/no) ")
     sys.stderr.flush()

@@ -568,29 +568,34 @@ class Session:
     async def _insist(self, ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
         report = evaluation.report
         findings = report.findings if report else []
-        errors = [f for f in findings if f.severity == "error"]
-        if errors:
-            reasons = "\n".join(f"• {f.message}\n  → {f.remedy}" for f in errors)
-        else:
-            reasons = "• facts are missing: " + "; ".join(f.message for f in findings)
+        # Why: the errors, else the facts it lacks (the other warnings do not block).
+        why = [f for f in findings if f.severity == "error"] or [
+            f for f in findings if f.code == "facts_missing"
+        ]
+        reasons = "\n".join(f"• {f.message}\n  → {f.remedy}" for f in why)
         verdict = "does not fit" if evaluation.verdict == "does_not_fit" else "cannot be checked"
-        yes = await ask(
-            ev.Question(
-                ev.INSIST,
-                "Launch refused by the fit check",
-                f"{recipe.name} {verdict} on these nodes:\n{reasons}\n\n"
-                "vLLM will most likely fail at startup. Launch anyway?",
-                default=False,
-                yes_label="Launch anyway",
-                data={"verdict": evaluation.verdict},
-            )
+        question = ev.Question(
+            ev.INSIST,
+            "Launch refused by the fit check",
+            f"{recipe.name} {verdict} on these nodes:\n{reasons}\n\n"
+            "vLLM will most likely fail at startup. Launch anyway?",
+            default=False,
+            yes_label="Launch anyway",
+            data={"verdict": evaluation.verdict},
         )
-        if not yes:
-            raise OperationFailed(
-                f"launch of {recipe.name} refused by the fit check: it {verdict} on these "
-                "nodes (see the findings)",
-                "follow a finding's remedy, or insist (--force) to launch anyway",
-            )
+        if await ask(question):
+            return
+        # Unanswered: no one could be asked (a headless run without a terminal).
+        decided = "launching anyway was declined"
+        if question.answer is None:
+            decided = "no terminal could confirm launching anyway"
+        fit = "it does not fit" if evaluation.verdict == "does_not_fit" else "fit unknown"
+        because = "; ".join(f.message for f in why) or f"the fit check says {evaluation.verdict}"
+        remedies = list(dict.fromkeys(f.remedy for f in why))
+        raise OperationFailed(
+            f"not launching {recipe.name}: {fit} ({because}); {decided}",
+            "; ".join([*remedies, "or pass --force to launch anyway"]),
+        )
 
     def _record_launch(
         self, emit: Emit, cluster: Cluster, digests: dict[str, str], ok: bool | None

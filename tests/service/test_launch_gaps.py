@@ -42,13 +42,17 @@ class HalfCachedSession(EngineSession):
         return [dataclasses.replace(facts[0], models=[cached]), facts[1]]
 
 
-async def _launch(session: EngineSession, insist: bool | None) -> tuple[list[Any], Any]:
+async def _launch(
+    session: EngineSession, insist: bool | None, reply: bool | None = False
+) -> tuple[list[Any], Any]:
+    """Launch; a question is answered `reply` (None: left unanswered, as a headless run
+    without a terminal leaves it)."""
     seen: list[Any] = []
     raised = None
     try:
         async for event in session.launch(find_recipe(RECIPE), {}, insist=insist, follow=False):
-            if isinstance(event, ev.Question):
-                event.reply(False)  # the user does not insist
+            if isinstance(event, ev.Question) and reply is not None:
+                event.reply(reply)
             seen.append(event)
     except OperationFailed as exc:
         raised = exc
@@ -71,7 +75,13 @@ async def test_offline_a_node_without_the_model_refuses_the_launch_before_anythi
     session = HalfCachedSession(tmp_path / "sim")
     session.where = "--hosts spark-a,spark-b"
     seen, refused = await _launch(session, insist=None)
-    assert refused is not None and "refused by the fit check" in refused.message
+    assert refused is not None
+    # What was decided and why, in the error itself, and how to insist.
+    assert refused.message.startswith(
+        f"not launching {RECIPE}: it does not fit (spark-b has no copy of"
+    ), refused.message
+    assert refused.message.endswith("; launching anyway was declined"), refused.message
+    assert "models sync" in refused.remedy and "--force" in refused.remedy
     assert session.argvs == [], "no rank was started"
     (gap,) = _gaps(seen)
     assert gap.severity == "error" and gap.code == "model_missing_on_node"
@@ -95,3 +105,15 @@ async def test_online_a_node_without_the_model_is_a_warning_and_the_launch_goes_
     assert gap.severity == "warning" and gap.message.startswith("spark-b has no copy of")
     assert gap.remedy == "press m to sync", "the interface's own way to sync"
     assert not any(isinstance(e, ev.Question) and e.kind == ev.INSIST for e in seen)
+
+
+async def test_a_refusal_no_one_was_asked_about_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    session = HalfCachedSession(tmp_path / "sim")
+    seen, refused = await _launch(session, insist=None, reply=None)
+    assert refused is not None and session.argvs == []
+    assert refused.message.startswith(f"not launching {RECIPE}: it does not fit ("), refused
+    assert refused.message.endswith("; no terminal could confirm launching anyway"), refused
+    assert refused.remedy.endswith("or pass --force to launch anyway"), refused.remedy

@@ -99,7 +99,9 @@ async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> 
         await pilot.press("n")
         await pilot.pause(0.05)
         assert not any(c.startswith("launch") for c in backend.calls)
-        assert "refused by the fit check" in results_text(app)
+        said = results_text(app)
+        assert "not launching glm-5.3-flash: it does not fit" in said, said
+        assert "launching anyway was declined" in said, said
         await pilot.press("l")
         await pilot.pause(0.05)
         await pilot.press("y")

@@ -599,11 +599,23 @@ def build_plan(
             "`runtime: vllm-ray`), or --set data_parallel=1",
         )
     if required > len(nodes):
+        most = recipe.max_nodes
+        if most is not None and required > most:
+            # More nodes would not do: the recipe itself is made for fewer (eugr's solo
+            # recipes that still write `-tp 2`, which sparkrun starts on one GPU).
+            remedy = (
+                f"the recipe runs on at most {plural(most, 'node')}: change the layout with "
+                f"--set tensor_parallel={max(1, most // (pp * dp))}"
+            )
+        else:
+            remedy = (
+                f"give {plural(required, 'node')}, head first, or change the layout with "
+                "--set tensor_parallel=N (pipeline_parallel, data_parallel)"
+            )
         raise InputError(
             f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {plural(required, 'node')}; "
             f"only {len(nodes)} given ({', '.join(names)})",
-            f"give {plural(required, 'node')}, head first, or change the layout with "
-            "--set tensor_parallel=N (pipeline_parallel, data_parallel)",
+            remedy,
         )
     left_out = [n.name for n in nodes[required:]]
     if left_out:

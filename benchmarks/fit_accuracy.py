@@ -4,7 +4,9 @@
 
 Weight memory per rank (budget: within 5 %, 3 % on GB10), KV tokens / concurrency / KV
 needed where the logs give the inputs (budget: within 10 %), and the "Available KV cache
-memory" of every GB10 log predicted term by term (budget: within 5 %).
+memory" of every GB10 log predicted term by term (budget: within 5 %). Then the held-out
+GB10 logs (no constant was read from them), one row each: weights (3 %), available KV (5 %)
+and KV tokens (2 %) predicted vs logged.
 The sample parsing lives in tests/unit/test_fit_accuracy.py and is shared from there.
 """
 
@@ -86,9 +88,32 @@ def main() -> int:
             f"peak activation {peak.group(2) if peak else '-':>5}  "
             f"weights + non-torch {peak.group(1) if peak else '-':>6}"
         )
+    held_out(s)
     _reference_coverage(s)
     check_startup()
     return 0
+
+
+def held_out(s: ModuleType) -> None:
+    """The held-out logs: predicted / logged and the error of each figure."""
+    print("\nheld-out GB10 logs (not fitted on): predicted / logged (error)")
+    print(
+        f"  {'log':44} {'vLLM':22} {'weights GiB':>22} {'available KV GiB':>22} {'KV tokens':>32}"
+    )
+    for r in s.held_out_rows():
+        w, a, t = r.weights, r.available, r.tokens
+        tokens = (
+            f"{t.predicted:>11,.0f} / {t.logged:>11,.0f} ({t.error:+.1%})"
+            if t is not None
+            else "not compared (no model facts)"
+        )
+        misses = dict(s.HELD_OUT[r.label].misses)
+        flag = f"  known miss: {', '.join(misses)}" if misses else ""
+        print(
+            f"  {r.label:44} {r.version:22} {w.predicted_gib:6.2f} / {w.logged_gib:6.2f} "
+            f"({w.error:+.1%}) {a.predicted_gib:6.2f} / {a.logged_gib:6.2f} ({a.error:+.1%}) "
+            f"{tokens}{flag}"
+        )
 
 
 def _reference_coverage(s: ModuleType) -> None:

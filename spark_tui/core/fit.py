@@ -937,7 +937,7 @@ def check_fit(
         if layout is not None and max_len:
             fit.kv_per_request_bytes = layout.request_bytes(max_len)
             if fit.kv_budget_bytes is not None and fit.kv_budget_bytes > 0:
-                fit.kv_tokens = layout.tokens(fit.kv_budget_bytes)
+                fit.kv_tokens = layout.reported_tokens(fit.kv_budget_bytes, max_len)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         kv_source = CPU_KV_ENV if cpu_kv is not None else "--kv-cache-memory-bytes"
         for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source, plan):

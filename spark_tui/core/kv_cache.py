@@ -23,6 +23,13 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 KERNEL_BLOCK_ALIGNMENT = 16
 FP8_DS_MLA_BYTES_PER_TOKEN = 656  # DeepSeek's fp8 MLA cache layout: 512 + 4*4 + 64*2
 ATTENTION_KINDS = ("full", "sliding", "mla")
+# What "GPU KV cache size: N tokens" counts changed in vLLM 0.21: before, the blocks per
+# group times the block size (num_blocks // groups * block_size), which undercounts a model
+# with sliding-window or Mamba groups; since, max concurrency x max_model_len (the tokens of
+# context the pool holds when every request is as long as allowed). vLLM 0.20.0 / 0.20.1 logs
+# print the first (177,440 tokens at 35.75x of 8,192 for gemma-4-26B), 0.22 and 0.28 logs and
+# the source builds after them the second (the gemma-4-12B log: 336,566 = 41.08 x 8,192).
+TOKENS_AS_CONCURRENCY_SINCE = (0, 21)
 
 
 @dataclass(frozen=True)
@@ -132,12 +139,21 @@ class KVLayout:
         return budget // (page * group)
 
     def tokens(self, budget: int) -> int:
-        """vLLM's "GPU KV cache size: N tokens" for this budget."""
+        """The blocks of every group times the block size: "GPU KV cache size" before 0.21."""
         if budget <= 0 or not self.attention:
             return 0
         page, _, groups = self._grouping()
         smallest = min(self._kind_block(k, page) for k in self.attention)
         return self.num_blocks(budget) // groups * smallest
+
+    def reported_tokens(
+        self, budget: int, max_len: int, vllm_version: tuple[int, int] | None = None
+    ) -> int:
+        """vLLM's "GPU KV cache size: N tokens" line as the given vLLM version prints it
+        (None: the current formula)."""
+        if vllm_version is not None and vllm_version < TOKENS_AS_CONCURRENCY_SINCE:
+            return self.tokens(budget)
+        return int(self.max_concurrency(budget, max_len) * max_len)
 
     def blocks_per_request(self, max_len: int) -> int:
         """Blocks one request of max_len tokens takes across all groups."""

@@ -13,6 +13,8 @@ from spark_tui.core.facts import ModelFacts, NodeFacts
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.serve_args import ServeArgs, human_readable_int
 
+# NVFP4 as a KV cache dtype: 4-bit values plus one FP8 scale per 16 of them (4.5 bits).
+NVFP4_KV_BYTES = 0.5625
 # Bytes per parameter (or per KV element) of the dtypes configs and recipes name.
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4,
@@ -422,7 +424,14 @@ def _linear_state_bytes(cfg: Mapping[str, Any], elem: float) -> int | None:
         # Gated delta-net (Qwen3-Next): conv over q, k, v plus a dk x dv state per value head.
         conv = (2 * nk * dk + nv * dv) * (kernel - 1)
         ssm = nv * dk * dv
-        return int((conv + ssm) * elem)
+        ssm_elem = elem
+        if str(cfg.get("model_type") or "").startswith("qwen3_5"):
+            # vLLM keeps the recurrent state of Qwen3.5 / 3.6 in float32 (the conv state in
+            # the model's dtype). The Qwen3.6 DFlash log shows it: vLLM grows the attention
+            # block to hold one state, to 1168 tokens x 2048 B = 8192 channels x (3 + 15 draft)
+            # conv rows x 2 B + 32 x 128 x 128 x 4 B.
+            ssm_elem = max(elem, 4)
+        return int(conv * elem + ssm * ssm_elem)
     heads = _positive_int(_first(cfg, "mamba_num_heads", "mamba_n_heads"))
     head_dim = _positive_int(_first(cfg, "mamba_head_dim", "mamba_d_head"))
     state = _positive_int(_first(cfg, "ssm_state_size", "mamba_d_state", "state_size"))
@@ -707,6 +716,8 @@ def kv_cache_dtype_bytes(facts: ModelFacts, args: ServeArgs) -> float | None:
     kv = (args.kv_cache_dtype or "auto").lower()
     if kv == "fp8_ds_mla":
         return 1
+    if kv == "nvfp4":
+        return NVFP4_KV_BYTES
     if kv != "auto":
         return dtype_bytes(kv)
     if args.dtype and args.dtype.lower() != "auto":

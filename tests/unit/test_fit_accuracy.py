@@ -1,5 +1,11 @@
 """Accuracy of the fit predictions against real vLLM logs (copies in tests/fixtures/).
 
+Two sets of GB10 logs. WEIGHT_LOGS are the ones the fit constants were read from (the
+weight load factor, non-torch, compile workers, activation per token, CUDA graph terms).
+HELD_OUT logs were collected afterwards from other runs (other models, KV dtypes, vLLM
+versions and settings) and no constant was read from them: each is held to the budgets
+(weights within 3 %, available KV within 5 %, KV tokens within 2 %) where it gives the inputs.
+
 Weight memory: predicted from each log's own "Checkpoint size" (or model_facts.tsv) and
 its TP x PP, against its "Model loading took X GiB". KV cache: tokens and concurrency from
 the model's config and the log's "Available KV cache memory", against "GPU KV cache size"
@@ -36,6 +42,77 @@ WEIGHT_LOGS = {
     "gemma-4-E4B-it (sm120)": "vllm_fail_no_available_memory_cache_blocks.log",
 }
 HEAD_LOG = "vllm_multinode_tp2_head_rank0.log"  # the worker's TP comes from the head's args
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A held-out GB10 log, the config its model facts come from, and what it is held to."""
+
+    fixture: str
+    config: str | None = None  # a config.json fixture: KV tokens are compared when given
+    # Budgets the model is known to miss on this log, with why (pytest xfail, strict).
+    misses: tuple[tuple[str, str], ...] = ()
+
+
+HELD_OUT = {
+    "gemma-3-12b-it (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma3_12b_bf16.log", "constructed_gemma3_12b_it_config.json"
+    ),
+    "gemma-3-12b-it fp8 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma3_12b_fp8kv.log",
+        "constructed_gemma3_12b_it_config.json",
+        misses=(
+            (
+                "available_kv",
+                "vLLM estimates 3.96 GiB of CUDA graphs with fp8 KV here (0.39 GiB with bf16 "
+                "KV, same build and settings): no input of the fit check says so",
+            ),
+        ),
+    ),
+    "gemma-3-27b-it fp8 KV 128k (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma3_27b_fp8kv_128k.log",
+        "constructed_gemma3_27b_it_config.json",
+    ),
+    "gemma-4-26B-A4B-it (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_bf16.log", "constructed_gemma4_26b_a4b_config.json"
+    ),
+    "gemma-4-26B-A4B-it fp8 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_fp8kv.log",
+        "constructed_gemma4_26b_a4b_config.json",
+        misses=(
+            (
+                "available_kv",
+                "this source build loads the weights 2.8 % under the load factor and its runs "
+                "of the same settings spread 33.7-35.0 GiB: the model lands 5.2 % low",
+            ),
+        ),
+    ),
+    "gemma-4-26B-A4B-it QAT (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_qat.log", "constructed_gemma4_26b_a4b_config.json"
+    ),
+    "gemma-4-31B-it (GB10, held out)": HeldOut("vllm_startup_gb10_heldout_gemma4_31b_bf16.log"),
+    "gemma-4-E4B-it (GB10, held out)": HeldOut("vllm_startup_gb10_heldout_gemma4_e4b.log"),
+    "Qwen3.6-35B fp8 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_qwen36_fp8kv.log", "constructed_qwen36_35b_a3b_config.json"
+    ),
+    "Qwen3.6-35B NVFP4 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_qwen36_nvfp4kv.log", "constructed_qwen36_35b_a3b_config.json"
+    ),
+    # KV tokens not compared: the DFlash drafter's own KV layers are not known.
+    "Qwen3.6-35B + DFlash dev (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_qwen36_dflash_dev.log"
+    ),
+    "gemma-4-26B fine-tune + DFlash (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_dflash.log",
+        misses=(
+            (
+                "weights",
+                "a quantised fine-tune whose format the log does not name: vLLM holds 1.07 GiB "
+                "more than its 15.30 + 0.80 GiB of checkpoints",
+            ),
+        ),
+    ),
+}
 
 _CHECKPOINT = re.compile(r"Checkpoint size: ([\d.]+) GiB")
 _LOADING = re.compile(r"Model loading took ([\d.]+) GiB")
@@ -95,7 +172,8 @@ def weight_rows() -> list[WeightRow]:
     """Predicted vs logged weight memory for every sample with the inputs."""
     rows: list[WeightRow] = []
     head_args = non_default_args(_text(HEAD_LOG))
-    for label, name in WEIGHT_LOGS.items():
+    logs = {**WEIGHT_LOGS, **{label: h.fixture for label, h in HELD_OUT.items()}}
+    for label, name in logs.items():
         text = _text(name)
         # A speculative drafter in another checkpoint adds its size; an MTP drafter re-reads
         # the target's own checkpoint (the same size again) and adds nothing new.
@@ -284,6 +362,7 @@ def available_kv_rows() -> list[AvailableKvRow]:
     """Predicted vs logged available KV memory, one row per GB10 log (each rank its own)."""
     total = gb10_total_gib()
     labels = {name: label for label, name in WEIGHT_LOGS.items()}
+    labels.update({h.fixture: label for label, h in HELD_OUT.items()})
     weights = {r.label: r for r in weight_rows()}
     head_text = _text(HEAD_LOG)
     rows: list[AvailableKvRow] = []
@@ -309,16 +388,17 @@ def available_kv_rows() -> list[AvailableKvRow]:
     return rows
 
 
-def test_available_kv_memory_within_5_percent_on_every_gb10_log() -> None:
+def test_available_kv_memory_within_5_percent_on_every_fitted_gb10_log() -> None:
     rows = available_kv_rows()
     for r in rows:
         print(
             f"{r.label:40} predicted {r.predicted_gib:6.2f}  logged {r.logged_gib:6.2f}  "
             f"{r.error:+.1%}"
         )
-    # Every GB10 log with the line is in the comparison, one row per rank.
-    assert len(rows) == len(gb10_kv_logs()) == 6
-    bad = [r for r in rows if abs(r.error) > 0.05]
+    # Every GB10 log with the line is in the comparison, one row per rank; the held-out
+    # ones are held to the budget one by one below.
+    assert len(rows) == len(gb10_kv_logs()) == 6 + len(HELD_OUT)
+    bad = [r for r in rows if abs(r.error) > 0.05 and r.label in WEIGHT_LOGS]
     assert not bad, bad
 
 
@@ -374,3 +454,130 @@ def test_samples_parse_as_expected() -> None:
     assert rows["Qwen3.6-35B + DFlash (GB10)"].checkpoint_gib == pytest.approx(21.75 + 0.88)
     assert rows["gpt-oss-120b (H100)"].logged_gib == pytest.approx(64.38)
     assert rows["gemma-4-E4B-it (sm120)"].logged_gib == pytest.approx(15.19)
+
+
+_ENGINE_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)")
+_RELEASE = re.compile(r"^(\d+)\.(\d+)")
+
+
+def vllm_version(text: str) -> tuple[int, int] | None:
+    """The log's vLLM (major, minor), or None for the newest.
+
+    A source build without release tags calls itself 0.1.devN+g<commit>: those in the set
+    are builds of vLLM's main branch after 0.21 (their logs say CUDA graph profiling is
+    "default since v0.21.0"), so they count as the newest.
+    """
+    m = _ENGINE_VERSION.search(text)
+    if not m or m.group(1).startswith("0.1.dev"):
+        return None
+    release = _RELEASE.match(m.group(1))
+    return (int(release.group(1)), int(release.group(2))) if release else None
+
+
+@dataclass
+class HeldOutRow:
+    """One held-out log: predicted and logged figures (None where the log lacks the inputs)."""
+
+    label: str
+    version: str
+    weights: WeightRow
+    available: AvailableKvRow
+    tokens: KvRow | None
+
+    def errors(self) -> dict[str, float]:
+        out = {"weights": self.weights.error, "available_kv": self.available.error}
+        if self.tokens is not None:
+            out["kv_tokens"] = self.tokens.error
+        return out
+
+
+BUDGETS = {"weights": 0.03, "available_kv": 0.05, "kv_tokens": 0.02}
+
+
+def held_out_kv_tokens(label: str) -> KvRow | None:
+    """KV tokens predicted from the model's config and the log's own inputs and budget."""
+    held = HELD_OUT[label]
+    if held.config is None:
+        return None
+    text = _text(held.fixture)
+    args = _serve_args(text)
+    config = json.loads(_text(held.config))
+    facts = facts_from_hf_config(args.model, config, None)
+    dtype = _DTYPE.search(text)
+    if dtype:
+        facts.dtype = dtype.group(1)  # the engine's dtype: what "auto" KV follows
+    layout = layout_for(facts, args)
+    available = _AVAILABLE_KV.findall(text)
+    tokens = _KV_TOKENS.search(text)
+    assert layout is not None and available and tokens and args.max_model_len
+    budget = int(float(available[-1]) * GIB)
+    predicted = layout.reported_tokens(budget, args.max_model_len, vllm_version(text))
+    return KvRow(label, "KV tokens", predicted, int(tokens.group(1).replace(",", "")))
+
+
+def held_out_rows() -> list[HeldOutRow]:
+    """Every held-out log's figures, in HELD_OUT's order."""
+    weights = {r.label: r for r in weight_rows()}
+    available = {r.label: r for r in available_kv_rows()}
+    rows = []
+    for label, held in HELD_OUT.items():
+        m = _ENGINE_VERSION.search(_text(held.fixture))
+        rows.append(
+            HeldOutRow(
+                label,
+                m.group(1) if m else "?",
+                weights[label],
+                available[label],
+                held_out_kv_tokens(label),
+            )
+        )
+    return rows
+
+
+def _held_out_cases() -> list[object]:
+    cases: list[object] = []
+    for label, held in HELD_OUT.items():
+        for figure in BUDGETS:
+            if figure == "kv_tokens" and held.config is None:
+                continue  # the log gives no model facts to predict tokens from
+            why = dict(held.misses).get(figure)
+            marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+            cases.append(pytest.param(label, figure, marks=marks, id=f"{held.fixture}-{figure}"))
+    return cases
+
+
+@pytest.mark.parametrize(("label", "figure"), _held_out_cases())
+def test_held_out_log_within_budget(label: str, figure: str) -> None:
+    row = next(r for r in held_out_rows() if r.label == label)
+    error = row.errors()[figure]
+    print(f"{label}: {figure} {error:+.2%} (budget {BUDGETS[figure]:.0%})")
+    assert abs(error) <= BUDGETS[figure], (label, figure, f"{error:+.2%}")
+
+
+def test_held_out_logs_are_not_the_fitted_ones() -> None:
+    fitted = set(WEIGHT_LOGS.values())
+    held = [h.fixture for h in HELD_OUT.values()]
+    assert not fitted & set(held)
+    for name in held:
+        first = _text(name).splitlines()[0]
+        assert first.startswith("# source: https://github.com/") and "held out" in first, name
+        # The excerpt still carries every input and figure the comparison reads.
+        text = _text(name)
+        assert _LOADING.search(text) and _AVAILABLE_KV.search(text) and _KV_TOKENS.search(text)
+        assert non_default_args(text), name
+
+
+def test_kv_token_count_follows_the_vllm_version() -> None:
+    # vLLM 0.20 counted blocks per group; from 0.21 on, concurrency x max_model_len.
+    config = json.loads(_text("constructed_gemma4_26b_a4b_config.json"))
+    facts = facts_from_hf_config("google/gemma-4-26B-A4B-it", config, None)
+    facts.dtype = "bfloat16"
+    layout = layout_for(facts, ServeArgs(model="m", max_model_len=8192))
+    assert layout is not None
+    budget = int(40.61 * GIB)
+    old = layout.reported_tokens(budget, 8192, (0, 20))
+    new = layout.reported_tokens(budget, 8192, None)
+    assert old == layout.tokens(budget)
+    assert new == int(layout.max_concurrency(budget, 8192) * 8192) > old
+    assert vllm_version("Initializing a V1 LLM engine (v0.20.1) with") == (0, 20)
+    assert vllm_version("Initializing a V1 LLM engine (v0.1.dev1+g9759e3b06) with") is None

@@ -49,7 +49,7 @@ SPARKRUN_DEFAULT_LAYOUT: dict[str, tuple[str, str]] = {
     "official": ("official-recipes", ""),
     "eugr": ("recipes", "mods"),
     "sparkrun-transitional": ("transitional/recipes", ""),
-    "experimental": ("experimental-recipes", ""),
+    "experimental": ("experimental-recipes", "experimental-mods"),
     "community": ("recipes", ""),
     "atlas": ("recipes", ""),
 }
@@ -251,7 +251,9 @@ def sparkrun_registries(
                 continue
             name = str(item["name"])
             default_sub, default_mods = SPARKRUN_DEFAULT_LAYOUT.get(name, ("recipes", ""))
-            mods = item.get("mods_subpath") or ("mods" if name == EUGR_REGISTRY else "")
+            # An entry without a mods subpath gets the shipped registry's, as sparkrun
+            # fills it in when it reads the file (a blank one makes mods unresolvable).
+            mods = item.get("mods_subpath") or default_mods
             entries.append(
                 (
                     name,

@@ -173,6 +173,21 @@ def test_mod_resolution_order_next_to_recipe_then_registry_then_eugr() -> None:
     assert find_recipe("r").prelaunch[0].source == str(path.parent / "mods" / "fix")
 
 
+def test_the_experimental_registry_serves_its_own_mods_as_sparkrun_ships_it() -> None:
+    # sparkrun 0.4.2 ships `experimental` with `mods_subpath: experimental-mods`; a clone
+    # found without a registries.yaml, or an entry that leaves the subpath out, gets it.
+    reg = sparkrun_clone("experimental")
+    write(reg / "experimental-recipes" / "fam" / "x.yaml", recipe_text(mods=["mods/fix"]))
+    mod(sparkrun_clone("eugr") / "mods" / "fix", "echo eugr\n")
+    mod(reg / "experimental-mods" / "fix", "echo own\n")
+    own = str(reg / "experimental-mods" / "fix")
+    assert find_recipe("@experimental/x").prelaunch[0].source == own
+    cfg = sparkrun_home() / ".config" / "sparkrun" / "registries.yaml"
+    entry = {"name": "experimental", "subpath": "experimental-recipes", "visible": False}
+    write(cfg, yaml.safe_dump({"registries": [entry, {"name": "eugr"}]}))
+    assert find_recipe("@experimental/x").prelaunch[0].source == own
+
+
 def test_a_missing_mod_names_every_place_and_blocks_check_and_plan(tmp_path: Path) -> None:
     path = write(tmp_path / "r.yaml", recipe_text(mods=["mods/ghost", "@eugr/ghost2"]))
     recipe = find_recipe(str(path))

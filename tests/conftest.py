@@ -55,3 +55,8 @@ def _isolated_user_dirs(
     # tests that want a Hub start the simulated one and point HF_ENDPOINT at it.
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # Nor a public container registry: a sentinel image resolves against a closed port
+    # unless the test starts a registry and points this setting at it.
+    monkeypatch.setenv(
+        "SPARK_TUI_REGISTRY_ENDPOINTS", "ghcr.io=http://127.0.0.1:9,docker.io=http://127.0.0.1:9"
+    )

@@ -130,14 +130,16 @@ def _flag_check(args: argparse.Namespace) -> Callable[[LaunchPlan], list[Finding
 
 def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
     """The verdict the cockpit and `launch` give for the recipe, --set and nodes of `args`:
-    model facts from the nodes' caches and the Hub, our running clusters' memory counted
-    free, each node's gaps, the image's flag check. Not `complete`: neither the Hub nor
-    the image is asked (for a plan, which does not depend on them)."""
+    model facts from the nodes' caches and the Hub, a sentinel image resolved to the newest
+    nightly, our running clusters' memory counted free, each node's gaps, the image's flag
+    check. Not `complete`: neither the Hub nor the image's flags are asked (for a plan,
+    which does not depend on them)."""
     from functools import partial
 
     from spark_tui.commands.terminal import err, run_lazily, targets
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.service.evaluate import FactsFor, assess, held_memory
+    from spark_tui.service.images import resolve_now
     from spark_tui.service.model_facts import hub_facts_for, local_facts_for
     from spark_tui.service.targets import node_facts
 
@@ -157,6 +159,7 @@ def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
         facts_for=facts_for,
         where=t.as_flags(live=True),
         flags=_flag_check(args) if complete else None,
+        images=resolve_now,
     )
 
 

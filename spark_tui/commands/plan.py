@@ -27,6 +27,9 @@ def summary(plan: LaunchPlan) -> str:
         f"endpoint  {plan.endpoint['base_url']}  (on {plan.endpoint['node']})",
         "rendezvous " + "  ".join(f"{k}={v}" for k, v in plan.rendezvous.items()),
     ]
+    if plan.image_resolved is not None:
+        r = plan.image_resolved
+        lines.append(f"image     {r.image}  {r.digest}  (the newest nightly for {r.requested})")
     for rank in plan.ranks:
         c = rank.container
         lines += [
@@ -36,6 +39,8 @@ def summary(plan: LaunchPlan) -> str:
             f"  container {c.name}",
             f"  image     {c.image}",
         ]
+        if plan.image_resolved is not None:
+            lines.append(f"  digest    {plan.image_resolved.digest}")
         if rank.prelaunch:
             # What runs in the container before the serve command, in order.
             lines.append("  before serve")

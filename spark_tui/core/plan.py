@@ -20,6 +20,7 @@ from typing import Any
 from spark_tui.core import prelaunch
 from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.facts import NodeFacts
+from spark_tui.core.images import ResolvedImage
 from spark_tui.core.network_env import eth_interface, network_env
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
@@ -210,6 +211,9 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     # Nodes given but not used: the layout needs fewer ranks (the ranks use the first ones).
     nodes_left_out: list[str] = field(default_factory=list)
+    # The sentinel image the recipe names, resolved to a dated tag and its digest (the
+    # ranks' image is that tag); None when the recipe's image is used as written.
+    image_resolved: ResolvedImage | None = None
 
     @property
     def head(self) -> RankSpec:
@@ -236,6 +240,7 @@ class LaunchPlan:
             "notes": list(self.notes),
             "nodes_used": [r.node for r in self.ranks],
             "nodes_left_out": list(self.nodes_left_out),
+            "image_resolved": self.image_resolved.to_dict() if self.image_resolved else None,
         }
 
     def to_shell(self) -> str:

@@ -161,6 +161,8 @@ class Run(BaseModel):
     settings_hash: str | None = None
     image: str | None = None
     image_digests: dict[str, str] = Field(default_factory=dict)
+    # A sentinel image resolved before the launch: {requested, image, tag, digest}.
+    image_resolved: dict[str, str] | None = None
     network: dict[str, dict[str, str]] = Field(default_factory=dict)
     commands: list[dict[str, Any]] = Field(default_factory=list)
     shell: str | None = None
@@ -451,6 +453,7 @@ class History:
             settings_hash=shash,
             image=image,
             image_digests=dict(digests or {}),
+            image_resolved=plan.get("image_resolved") or None,
             network=network,
             commands=commands,
             shell=shell,
@@ -533,6 +536,7 @@ class History:
                 "settings_hash",
                 "image",
                 "image_digests",
+                "image_resolved",
                 "network",
                 "changed",
             ):

@@ -3,7 +3,8 @@
 `launch(plan, pool)` is an async generator of `ops.events` objects:
 - preflight: stale containers of ours on the nodes are listed and removed only after a
   yes (`replace_stale` callback); the image is checked on every node (pulled with
-  progress when missing) and differing digests are warned about, naming both nodes;
+  progress when missing, or when a resolved nightly's digest is not the node's) and
+  nodes that end with differing digests refuse the launch before any rank starts;
   the mount folders are created (`mkdir -p`, each path quoted);
 - start: the head's container, then every worker's at once (secrets resolved from the
   local environment at this moment and never logged): RankStateChanged created/starting;
@@ -561,34 +562,49 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
 async def _ensure_images(
     plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Callable[[Event], None]
 ) -> dict[str, str]:
-    """The image on every node (pulled when missing); returns node -> digest (or id)."""
+    """The image on every node (pulled when missing, or when a resolved nightly's digest
+    is not the node's); returns node -> digest (or id). Nodes that end with different
+    digests are named before any rank starts: every rank must run the same code."""
+    from spark_tui.ops.images import needs_pull
+
+    resolved = plan.image_resolved
 
     async def one(rank: RankSpec) -> tuple[str, str | None]:
         docker, ref = dockers[rank.node], rank.container.image
         info = await docker.image(ref)
-        if info is None:
-            emit(Notice("info", f"{rank.node}: pulling {ref}"))
+        if needs_pull(info, resolved):
+            why = "missing" if info is None else "another digest"
+            emit(Notice("info", f"{rank.node}: pulling {ref} ({why})"))
 
             def progress(line: str, node: str = rank.node) -> None:
                 emit(Notice("info", f"{node}: {line}"))
 
             info = await docker.pull(ref, progress)
+        assert info is not None
         return rank.node, info.digest or info.id
 
     pairs = await asyncio.gather(*(one(r) for r in plan.ranks))
     digests = {node: d for node, d in pairs if d}
+    image = plan.ranks[0].container.image
+    if resolved is not None:
+        off = {n: d for n, d in digests.items() if d != resolved.digest}
+        if off:
+            node, digest = next(iter(off.items()))
+            raise OperationFailed(
+                f"{node} pulled {image} as {digest}, not the registry's {resolved.digest}"
+                + (f" (and {len(off) - 1} more node(s))" if len(off) > 1 else ""),
+                f"check which registry {node} pulls from (its dockerd's mirrors), then launch again",
+            )
     distinct = sorted(set(digests.values()))
     if len(distinct) > 1:
-        first_node = next(n for n, d in digests.items() if d == distinct[0])
-        other_node = next(n for n, d in digests.items() if d != distinct[0])
-        emit(
-            Notice(
-                "warning",
-                f"image {plan.ranks[0].container.image} differs between nodes: "
-                f"{first_node} has {digests[first_node]}, {other_node} has {digests[other_node]}",
-                "pull the same image on every node (or pin it by digest in the recipe) so "
-                "every rank runs the same code",
-            )
+        head = plan.ranks[0].node
+        ref = digests.get(head, distinct[0])
+        other = next(n for n, d in digests.items() if d != ref)
+        raise OperationFailed(
+            f"image {image} differs between nodes: {other} has {digests[other]}, the head "
+            f"{head} has {ref}; no rank was started",
+            "put the head's image on every node (`spark-tui images sync`), or pin the image "
+            "by digest in the recipe, so every rank runs the same code",
         )
     return digests
 

@@ -16,6 +16,7 @@ from typing import Any
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import ModelFacts, NodeFacts
 from spark_tui.core.fit import Finding, FitReport
+from spark_tui.core.images import ResolvedImage
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.recipe import Recipe
 
@@ -220,6 +221,7 @@ def evaluate(
     hf_token_set: bool | None = None,
     cluster_id: str | None = None,
     facts_for: FactsFor | None = None,
+    image: ResolvedImage | None = None,
 ) -> Evaluation:
     """Apply the overrides, render the command, check the fit and build the plan.
 
@@ -229,6 +231,7 @@ def evaluate(
     `hf_token_set`: whether HF_TOKEN reaches the containers (default: this environment's).
     `facts_for(recipe, nodes, argv)`: the model facts and a finding about them (e.g. the
     Hub's, for `check`); default: the recipe's metadata and the nodes' caches.
+    `image`: the recipe's sentinel image resolved (the plan's ranks run that tag).
     """
     from spark_tui.core.fit import check_fit
     from spark_tui.core.model_facts import resolve_model_facts
@@ -263,6 +266,10 @@ def evaluate(
         if finding is not None:
             out.report.findings.append(finding)
         out.plan = build_plan(recipe, out.settings, seen, cluster_id)
+        if image is not None:
+            from spark_tui.core.images import pin_image
+
+            pin_image(out.plan, image)
     except SparkError as exc:
         out.problem = exc
     return out
@@ -278,17 +285,28 @@ def assess(
     where: str = "--inventory FILE",
     remedy: str | None = None,
     flags: Callable[[LaunchPlan], Sequence[Finding] | None] | None = None,
+    images: Callable[[str], ResolvedImage | Finding | None] | None = None,
 ) -> Evaluation:
-    """The verdict `check`, `plan`, the cockpit and `launch` all give: `evaluate`, then a
-    finding per node that lacks the model, the draft model or the image (their remedies
-    name the sync for the nodes `where` names, or `remedy`), then the image's flag check of
-    every rank's argv (`flags(plan)`: its findings, None when not made yet)."""
+    """The verdict `check`, `plan`, the cockpit and `launch` all give: `evaluate` (with the
+    recipe's sentinel image resolved by `images(image)`: the tag and digest, or the finding
+    that says why not), then a finding per node that lacks the model, the draft model or
+    the image, or holds another digest of it (their remedies name the sync for the nodes
+    `where` names, or `remedy`), then the image's flag check of every rank's argv
+    (`flags(plan)`: its findings, None when not made yet)."""
     from spark_tui.service.gaps import gap_findings
 
-    out = evaluate(recipe, overrides, nodes, held=held, facts_for=facts_for)
+    answer = images(recipe.container) if images is not None and recipe.container else None
+    resolved = answer if isinstance(answer, ResolvedImage) else None
+    out = evaluate(recipe, overrides, nodes, held=held, facts_for=facts_for, image=resolved)
+    if isinstance(answer, Finding) and out.plan is not None:
+        out.plan.notes.append(f"{answer.message} → {answer.remedy}")
     if out.report is None:
         return out
-    add_findings(out, gap_findings(recipe, out.argv, out.env, nodes, remedy, where=where))
+    if isinstance(answer, Finding):
+        add_findings(out, [answer])
+    add_findings(
+        out, gap_findings(recipe, out.argv, out.env, nodes, remedy, where=where, image=resolved)
+    )
     if flags is not None and out.plan is not None:
         add_findings(out, flags(out.plan) or [])
     return out

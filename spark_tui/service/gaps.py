@@ -15,11 +15,37 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.fit import Finding
+    from spark_tui.core.images import ResolvedImage
     from spark_tui.core.recipe import Recipe
 
 # The codes of the findings a model sync or an image sync fixes.
 MODEL_GAPS = ("model_missing_on_node", "model_revision_differs", "model_incomplete")
 IMAGE_GAPS = ("image_missing_on_node", "image_differs")
+
+
+def resolved_image_findings(
+    resolved: ResolvedImage, nodes: Sequence[NodeFacts], remedy: str
+) -> list[Finding]:
+    """A warning per node that lacks the resolved nightly or holds another digest under its
+    tag: the launch pulls it there, and refuses to start if the digests still differ."""
+    from spark_tui.core.fit import Finding
+
+    out = []
+    for node in nodes:
+        if not node.images:
+            continue  # the probe listed no images: nothing to say
+        have = next((i for i in node.images if i.ref == resolved.image), None)
+        if have is None:
+            message = f"{node.name} does not have {resolved.image} (the launch pulls it)"
+            out.append(Finding("warning", IMAGE_GAPS[0], message, remedy))
+        elif have.digest != resolved.digest:
+            theirs = (have.digest or "no digest").removeprefix("sha256:")[:12]
+            message = (
+                f"{node.name} has another {resolved.image} ({theirs}, the registry's is "
+                f"{resolved.short_digest}): the launch pulls it again"
+            )
+            out.append(Finding("warning", IMAGE_GAPS[1], message, remedy))
+    return out
 
 
 def image_findings(image: str, nodes: Sequence[NodeFacts], remedy: str) -> list[Finding]:
@@ -62,8 +88,10 @@ def gap_findings(
     nodes: Sequence[NodeFacts],
     remedy: str | None = None,
     where: str = "--inventory FILE",
+    image: ResolvedImage | None = None,
 ) -> list[Finding]:
-    """Each node that lacks the model, the draft model or the image. The remedies name the
+    """Each node that lacks the model, the draft model or the image (`image`: the recipe's
+    sentinel resolved, whose digest every node must hold). The remedies name the
     CLI's sync commands for the nodes `where` names, or `remedy` (how another interface
     runs the sync). Offline (HF_HUB_OFFLINE in the recipe's env or here) a missing model is
     an error: vLLM would stop instead of downloading it."""
@@ -83,5 +111,8 @@ def gap_findings(
         out.append(f)
     if recipe.container:
         image_remedy = remedy or f"spark-tui images sync {shlex.quote(recipe.name)} {where}"
-        out += image_findings(recipe.container, nodes, image_remedy)
+        if image is not None:
+            out += resolved_image_findings(image, nodes, image_remedy)
+        else:
+            out += image_findings(recipe.container, nodes, image_remedy)
     return out

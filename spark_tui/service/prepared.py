@@ -19,6 +19,7 @@ from spark_tui.core.fit import Finding
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.recipe import Recipe
 from spark_tui.service.evaluate import Evaluation, assess
+from spark_tui.service.images import ImageAnswers
 from spark_tui.service.model_facts import HubAnswers
 
 # The flag check's notes that it could not be made (the image is not on the head yet, or
@@ -40,9 +41,11 @@ def flag_key(plan: LaunchPlan) -> FlagKey:
 
 @dataclass
 class Prepared:
-    """The Hub's answers and the flag checks one session has (see module doc)."""
+    """The Hub's answers, the sentinel images resolved and the flag checks one session has
+    (see module doc)."""
 
     hub: HubAnswers
+    images: ImageAnswers = field(default_factory=ImageAnswers)
     flags: dict[FlagKey, list[Finding]] = field(default_factory=dict)
     _inflight: dict[Hashable, asyncio.Task[Any]] = field(default_factory=dict)
 
@@ -66,6 +69,7 @@ class Prepared:
             where=where,
             remedy=remedy,
             flags=lambda plan: self.flags.get(flag_key(plan)),
+            images=self.images.answer,
         )
 
     async def fetch(
@@ -77,9 +81,10 @@ class Prepared:
         retry: bool = False,
         waiting: Callable[[str], None] | None = None,
     ) -> bool:
-        """Fetch what `evaluate()` lacks: the model's Hub facts, then the flag check of its
-        plan. True when anything new came in; `waiting` is told what the Hub is asked, and
-        how long it may take, before it is asked."""
+        """Fetch what `evaluate()` lacks: the model's Hub facts, the newest nightly a
+        sentinel image stands for, then the flag check of its plan (which checks the
+        resolved image). True when anything new came in; `waiting` is told what the Hub is
+        asked, and how long it may take, before it is asked."""
         evaluation = evaluate()
         recipe = evaluation.recipe
         key = self.hub.key(recipe)
@@ -88,6 +93,11 @@ class Prepared:
         new = False
         if self.hub.wanted(recipe, nodes, evaluation.argv):
             new = await self._once(key, self.hub.fetch(recipe, waiting)) or new
+            evaluation = evaluate()
+        image = recipe.container
+        if image and self.images.wanted(image, retry=retry):
+            await self._once(("image", image), self.images.fetch(image))
+            new = True
             evaluation = evaluate()
         plan = evaluation.plan
         if plan is None or evaluation.problem is not None or check_flags is None:

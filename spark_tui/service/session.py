@@ -29,6 +29,7 @@ from spark_tui.service.evaluate import (
     gpu_memory_utilization,
     held_memory,
 )
+from spark_tui.service.images import ImageAnswers, refuse_unresolved
 from spark_tui.service.model_facts import HubAnswers
 from spark_tui.service.prepared import Prepared
 from spark_tui.service.pump import Ask, Emit, pump
@@ -212,7 +213,8 @@ class Session:
     def prepared(self) -> Prepared:
         """The Hub's answers and the image flag checks this session fetched."""
         if self._prepared is None:
-            self._prepared = Prepared(HubAnswers(self.sync_env))
+            # Simulated Sparks hold the images they were given: nothing is resolved there.
+            self._prepared = Prepared(HubAnswers(self.sync_env), ImageAnswers(not self.simulated))
         return self._prepared
 
     def evaluate(self, recipe: Recipe, overrides: Mapping[str, Any]) -> Evaluation:
@@ -414,6 +416,7 @@ class Session:
                 "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
             )
         self._refuse_flags(recipe, evaluation)
+        refuse_unresolved(evaluation.report.findings if evaluation.report else [])
         if evaluation.needs_insisting() and not insist:
             await self._insist(ask, recipe, evaluation)
         if await self._replace_running(emit, ask, replace):

@@ -1,0 +1,118 @@
+"""Resolving sentinel images against a real registry server (Debian's docker-registry on a
+loopback port), through the registry HTTP API v2 as ghcr.io speaks it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spark_tui.core.errors import SparkError
+from spark_tui.core.images import NIGHTLY_REPOSITORY, newest_nightly, parse_endpoints, parse_ref
+from spark_tui.ops.images import configured_endpoints, resolve_image
+from spark_tui.remote.registry import Registry, RegistryError
+from spark_tui.sim.lab.registry import LoopbackRegistry, push_blob_image, registry_binary
+
+REPO = "spark-arena/dgx-vllm-eugr-nightly"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    try:
+        registry_binary()
+    except SparkError as exc:
+        pytest.skip(f"{exc.message} ({exc.remedy})")
+    server = LoopbackRegistry(Path(tmp_path_factory.mktemp("registry")), 0).start()
+    try:
+        base = server.base_url
+        digests = {
+            "old": push_blob_image(base, REPO, ["2026-11-28"], "nightly of 28 Nov"),
+            "new": push_blob_image(base, REPO, ["2026-12-02", "latest"], "nightly of 2 Dec"),
+            # Not a dated nightly: never chosen, however it sorts.
+            "other": push_blob_image(base, REPO, ["zz-experimental", "9999"], "experiment"),
+        }
+        yield base, digests
+    finally:
+        server.stop()
+
+
+def test_latest_resolves_to_the_newest_nightly_tag_and_its_digest(
+    registry: tuple[str, dict[str, str]],
+) -> None:
+    base, digests = registry
+    got = resolve_image(f"{NIGHTLY_REPOSITORY}:latest", Registry({"ghcr.io": base}))
+    assert got is not None
+    assert got.tag == "2026-12-02"
+    assert got.image == f"{NIGHTLY_REPOSITORY}:2026-12-02"
+    assert got.digest == digests["new"] != digests["old"]
+    assert got.requested == f"{NIGHTLY_REPOSITORY}:latest"
+
+
+@pytest.mark.parametrize(
+    "sentinel",
+    [
+        "ghcr.io/spark-arena/dgx-vllm-eugr-nightly-tf5:latest",
+        "eugr/spark-vllm:latest",
+        "docker.io/eugr/spark-vllm:latest",
+    ],
+)
+def test_the_tf5_variant_and_docker_hub_name_resolve_the_same_way(
+    registry: tuple[str, dict[str, str]], sentinel: str
+) -> None:
+    base, digests = registry
+    got = resolve_image(sentinel, Registry({"ghcr.io": base}))
+    assert got is not None
+    assert (got.image, got.digest) == (f"{NIGHTLY_REPOSITORY}:2026-12-02", digests["new"])
+    assert got.requested == sentinel
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        f"{NIGHTLY_REPOSITORY}:2026-11-28",  # a pinned nightly
+        "ghcr.io/spark-arena/dgx-vllm-eugr-nightly-tf5:2026-11-28",
+        "eugr/spark-vllm-b12x:nightly-20261015",
+        "nvcr.io/nvidia/vllm:26.05.post1-py3",
+        "vllm/vllm-openai:latest",  # :latest of an image that is no sentinel
+    ],
+)
+def test_other_tags_are_used_as_written_without_asking_a_registry(image: str) -> None:
+    # A closed port: any request would fail, so None proves none was made.
+    assert resolve_image(image, Registry({"ghcr.io": "http://127.0.0.1:9"})) is None
+
+
+def test_an_unreachable_registry_is_an_error_with_a_remedy() -> None:
+    registry = Registry({"ghcr.io": "http://127.0.0.1:9"}, timeout=2.0)
+    with pytest.raises(RegistryError) as err:
+        resolve_image(f"{NIGHTLY_REPOSITORY}:latest", registry)
+    assert "cannot reach the registry ghcr.io (http://127.0.0.1:9)" in err.value.message
+    assert "SPARK_TUI_REGISTRY_ENDPOINTS=ghcr.io=URL" in err.value.remedy
+    assert f"container: {NIGHTLY_REPOSITORY}:YYYY-MM-DD" in err.value.remedy
+
+
+def test_a_repository_the_registry_lacks_is_named(registry: tuple[str, dict[str, str]]) -> None:
+    base, _ = registry
+    with pytest.raises(RegistryError) as err:
+        Registry({"ghcr.io": base}).tags(parse_ref("ghcr.io/spark-arena/none:latest"))
+    assert err.value.message == (
+        f"ghcr.io ({base}) does not know ghcr.io/spark-arena/none: 404 (not found) for the tag list"
+    )
+    assert "check the recipe's image name" in err.value.remedy
+
+
+def test_nightly_tags_are_dates() -> None:
+    tags = ["latest", "2026-03-01", "20260402", "nightly-20260315", "2026-13-01", "v0.32"]
+    assert newest_nightly(tags) == "20260402"
+    assert newest_nightly(["latest", "main"]) is None
+
+
+def test_the_endpoints_setting() -> None:
+    assert parse_endpoints("ghcr.io=http://10.77.0.2, docker.io=https://mirror:5000/") == {
+        "ghcr.io": "http://10.77.0.2",
+        "docker.io": "https://mirror:5000",
+    }
+    assert configured_endpoints({}) == {}
+    with pytest.raises(SparkError) as err:
+        parse_endpoints("ghcr.io")
+    assert "SPARK_TUI_REGISTRY_ENDPOINTS=ghcr.io=http://" in err.value.remedy

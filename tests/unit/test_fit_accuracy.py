@@ -102,6 +102,16 @@ HELD_OUT = {
     "Qwen3.6-35B + DFlash dev (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_qwen36_dflash_dev.log"
     ),
+    "Qwen3.8-Flash-Next TP2 sparkrun rank 0 (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_qwen38_tp2_sparkrun_rank0.log",
+        misses=(
+            (
+                "available_kv",
+                "the log's own accounting: 1.97 GiB of peak activation at 8,192 batched tokens "
+                "(the per-token constant gives 1.50) and 0.94 GiB non-torch (0.50 assumed)",
+            ),
+        ),
+    ),
     "gemma-4-26B fine-tune + DFlash (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_gemma4_26b_dflash.log",
         misses=(

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from spark_tui import cli
+from spark_tui.core.recipe_loader import find_recipe
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PARITY = FIXTURES / "sparkrun_registries"
@@ -275,3 +276,12 @@ def test_the_comparison_tells_a_different_flag_apart() -> None:
         assert serve_flags(other) != allowing(serve_flags(theirs), serve_flags(other)), other
     named = ["vllm", "serve", "m", "-tp", "2", "--served-model-name", "x", "--master-port", "1"]
     assert serve_flags(same) != allowing(serve_flags(named), serve_flags(same))
+
+
+def test_a_plain_name_reaches_the_recipe_sparkrun_takes_for_it(sparkrun_user: Path) -> None:
+    """The name without `@REGISTRY/`, as a sparkrun user types it: the same file as
+    sparkrun's; a hidden registry's recipe, which sparkrun finds only by `@REGISTRY/NAME`,
+    spark-tui finds by its plain name too unless a visible one of that name comes first."""
+    for expected in RECIPES:
+        found = fixture_path(str(find_recipe(expected["plain"]).path), sparkrun_user)
+        assert found == (expected["plain_path"] or expected["path"]), expected["name"]

@@ -105,7 +105,7 @@ def held_out(s: ModuleType) -> None:
         tokens = (
             f"{t.predicted:>11,.0f} / {t.logged:>11,.0f} ({t.error:+.1%})"
             if t is not None
-            else "not compared (no model facts)"
+            else f"not compared: {s.HELD_OUT[r.label].no_tokens}"
         )
         misses = dict(s.HELD_OUT[r.label].misses)
         flag = f"  known miss: {', '.join(misses)}" if misses else ""

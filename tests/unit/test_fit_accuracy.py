@@ -50,6 +50,7 @@ class HeldOut:
 
     fixture: str
     config: str | None = None  # a config.json fixture: KV tokens are compared when given
+    no_tokens: str = "no config of the model at hand"  # why KV tokens are not compared
     # Budgets the model is known to miss on this log, with why (pytest xfail, strict).
     misses: tuple[tuple[str, str], ...] = ()
 
@@ -98,9 +99,9 @@ HELD_OUT = {
     "Qwen3.6-35B NVFP4 KV (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_qwen36_nvfp4kv.log", "constructed_qwen36_35b_a3b_config.json"
     ),
-    # KV tokens not compared: the DFlash drafter's own KV layers are not known.
     "Qwen3.6-35B + DFlash dev (GB10, held out)": HeldOut(
-        "vllm_startup_gb10_heldout_qwen36_dflash_dev.log"
+        "vllm_startup_gb10_heldout_qwen36_dflash_dev.log",
+        no_tokens="the DFlash drafter's own KV layers are not known",
     ),
     "Qwen3.8-Flash-Next TP2 sparkrun rank 0 (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_qwen38_tp2_sparkrun_rank0.log",
@@ -591,3 +592,22 @@ def test_kv_token_count_follows_the_vllm_version() -> None:
     assert new == int(layout.max_concurrency(budget, 8192) * 8192) > old
     assert vllm_version("Initializing a V1 LLM engine (v0.20.1) with") == (0, 20)
     assert vllm_version("Initializing a V1 LLM engine (v0.1.dev1+g9759e3b06) with") is None
+
+
+_BLOCK = re.compile(r"Setting attention block size to (\d+) tokens")
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    ["vllm_startup_gb10_heldout_qwen36_fp8kv.log", "vllm_startup_gb10_heldout_qwen36_nvfp4kv.log"],
+)
+def test_hybrid_attention_block_matches_the_log(fixture: str) -> None:
+    # vLLM grows the attention block until a page holds one Gated DeltaNet state (conv in
+    # bf16, recurrent state in float32): 2096 tokens of fp8 KV, 3728 of NVFP4 KV.
+    text = _text(fixture)
+    config = json.loads(_text("constructed_qwen36_35b_a3b_config.json"))
+    facts = facts_from_hf_config("Qwen3.6-35B", config, None)
+    layout = layout_for(facts, _serve_args(text))
+    logged = _BLOCK.search(text)
+    assert layout is not None and logged
+    assert layout.attention_block_size() == int(logged.group(1))

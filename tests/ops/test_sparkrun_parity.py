@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -228,7 +229,16 @@ def test_serve_flags_equal_sparkruns_and_the_mods_run_before_serve(
         copies = [fixture_path(s["source"], sparkrun_user) for s in steps if s["kind"] == "copy"]
         runs = [s["command"] for s in steps if s["kind"] == "exec"]
         assert list(zip(copies, runs, strict=True)) == mods
-        assert (rank["entrypoint"] is not None) == bool(mods)
+        dests = [f"/workspace/mods/{Path(folder).name}" for folder, _run in mods]
+        assert [c["dest"] for c in rank["copies"]] == dests
+        if not mods:
+            assert rank["entrypoint"] is None
+            continue
+        # The container's entrypoint runs them in order, then execs the serve command.
+        script = rank["entrypoint"][2]
+        at = [script.index(f"sh -c {shlex.quote(run)} ") for _folder, run in mods]
+        assert at == sorted(at) and script.rstrip().endswith('exec "$@"')
+        assert rank["command"] == rank["argv"]
 
 
 @pytest.mark.parametrize("expected", OTHER, ids=[r["name"] for r in OTHER])

@@ -52,6 +52,16 @@ ALLOWED_DIFFERENCES = {
     "--master-port": "the rendezvous port is the plan's, NVIDIA's playbook's 29501 "
     "(sparkrun's init_port is 25000): allowed only as a different value of the flag both "
     "pass on the same ranks",
+    "a setting the user gives": "spark-tui applies a setting given on the command line that "
+    "the recipe's command does not write as a placeholder (sparkrun drops it without a "
+    "word): allowed only as that setting's flag with the value given",
+}
+# The flags sparkrun's shortcut words of the fixtures set (`--max-model-len 8192 --gpu-mem
+# 0.5 -o max_num_batched_tokens=4096`), with their values.
+SHORTCUT_FLAGS = {
+    "--max-model-len": ("8192",),
+    "--gpu-memory-utilization": ("0.5",),
+    "--max-num-batched-tokens": ("4096",),
 }
 
 
@@ -166,10 +176,14 @@ def serve_flags(argv: list[str]) -> tuple[list[str], dict[str, list[tuple[str, .
 def allowing(
     sparkrun: tuple[list[str], dict[str, list[tuple[str, ...]]]],
     ours: tuple[list[str], dict[str, list[tuple[str, ...]]]],
+    given: dict[str, tuple[str, ...]] | None = None,
 ) -> tuple[list[str], dict[str, list[tuple[str, ...]]]]:
     """sparkrun's flags with the ALLOWED_DIFFERENCES taken as spark-tui has them, each only
-    where its reason holds."""
+    where its reason holds (`given`: the flags of the settings the user gave)."""
     positionals, flags = sparkrun[0], dict(sparkrun[1])
+    for flag, value in (given or {}).items():
+        if ours[1].get(flag) == [value]:
+            flags[flag] = [value]
     served = flags.get("--served-model-name")
     if served == [(positionals[0],)] and "--served-model-name" not in ours[1]:
         del flags["--served-model-name"]
@@ -241,6 +255,30 @@ def test_serve_flags_equal_sparkruns_and_the_mods_run_before_serve(
         assert rank["command"] == rank["argv"]
 
 
+@pytest.mark.parametrize("expected", VLLM, ids=[r["name"] for r in VLLM])
+def test_sparkruns_shortcut_words_give_sparkruns_serve_flags(
+    expected: dict[str, Any],
+    sparkrun_user: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    facts = facts_file(tmp_path, expected["ranks"])
+    shortcuts = SOURCE["shortcuts"]
+    code, out, err = run_cli(
+        capsys, "plan", expected["name"], "--facts", str(facts), "--json", *shortcuts
+    )
+    assert code == 0, err
+    plan = json.loads(out)
+    ours = (
+        [plan["serve_exec"]]
+        if plan["runtime"] == "vllm-ray"
+        else [r["argv"] for r in plan["ranks"]]
+    )
+    for rank, (theirs, mine) in enumerate(zip(expected["shortcut_argv"], ours, strict=True)):
+        parsed = serve_flags(mine)
+        assert parsed == allowing(serve_flags(theirs), parsed, SHORTCUT_FLAGS), f"rank {rank}"
+
+
 @pytest.mark.parametrize("expected", OTHER, ids=[r["name"] for r in OTHER])
 def test_a_recipe_of_another_runtime_is_refused_with_sparkruns_command(
     expected: dict[str, Any],
@@ -286,6 +324,13 @@ def test_the_comparison_tells_a_different_flag_apart() -> None:
         assert serve_flags(other) != allowing(serve_flags(theirs), serve_flags(other)), other
     named = ["vllm", "serve", "m", "-tp", "2", "--served-model-name", "x", "--master-port", "1"]
     assert serve_flags(same) != allowing(serve_flags(named), serve_flags(same))
+    given = {"--max-model-len": ("8192",)}
+    applied = [*same, "--max-model-len", "8192"]
+    assert serve_flags(applied) == allowing(serve_flags(theirs), serve_flags(applied), given)
+    other_value = [*same, "--max-model-len", "4096"]
+    assert serve_flags(other_value) != allowing(
+        serve_flags(theirs), serve_flags(other_value), given
+    )
 
 
 def test_a_plain_name_reaches_the_recipe_sparkrun_takes_for_it(sparkrun_user: Path) -> None:

@@ -56,8 +56,8 @@ def node_keys(lab: Lab) -> None:
 
 async def _runs(lab: Lab, size: int, runs: int) -> list[tuple[float, float, float]]:
     from spark_tui.core.model_presence import ModelNeed
+    from spark_tui.ops.events import SyncDone, SyncFinished, SyncStep
     from spark_tui.ops.model_sync import ModelSync
-    from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncStep
     from spark_tui.remote.probe import probe_pool
     from spark_tui.remote.ssh import ConnectionPool
 

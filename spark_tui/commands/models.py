@@ -16,9 +16,15 @@ from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncProgress, SyncStep
-from spark_tui.service.sync import IMAGE, SyncStarted, SyncTally
+from spark_tui.service.events import (
+    Notice,
+    SyncDone,
+    SyncFinished,
+    SyncProgress,
+    SyncStarted,
+    SyncStep,
+)
+from spark_tui.service.sync import IMAGE, SyncTally
 
 
 def where_of(args: argparse.Namespace) -> str:

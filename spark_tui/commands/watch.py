@@ -12,7 +12,7 @@ import signal
 import sys
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
-from spark_tui.ops import events as ev
+from spark_tui.service import events as ev
 
 
 def _gb(n: int | None) -> str:

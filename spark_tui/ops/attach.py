@@ -19,7 +19,7 @@ from spark_tui.ops.cluster import (
     status,
 )
 from spark_tui.ops.event_stream import stream_events
-from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged
+from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged
 from spark_tui.ops.launch import ClusterWatch, WatchedRank
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool
@@ -85,13 +85,13 @@ def attach(
     ready_timeout: float = 1800.0,
     api_host: str = "127.0.0.1",
     settle: float = 1.0,
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[ClusterEvent]:
     """Find our running cluster on the pool's (opened) nodes and watch it like a launch:
     RankStateChanged for every rank found, then every rank's log from its last `tail`
     lines on, ClusterReady once /health answers through the forward. A rank that is down
     or fails is reported (and the others stopped, unless `keep_failed`): LaunchFailed."""
 
-    async def runner(emit: Callable[[Event], None]) -> None:
+    async def runner(emit: Callable[[ClusterEvent], None]) -> None:
         dockers = await open_dockers(pool)
         try:
             cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)

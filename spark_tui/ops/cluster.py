@@ -15,7 +15,7 @@ from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.plan import LABEL_PREFIX
-from spark_tui.ops.events import Event, Notice, RankState, RankStateChanged
+from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool, combine_errors
 
@@ -27,7 +27,7 @@ HASH_LABEL = LABEL_PREFIX + "settings-hash"
 NODE_LABEL = LABEL_PREFIX + "node"
 MODEL_LABEL = LABEL_PREFIX + "model"
 
-EventSink = Callable[[Event], None]
+EventSink = Callable[[ClusterEvent], None]
 
 
 @dataclass

@@ -1,4 +1,9 @@
-"""Events that operations emit and both the cockpit and the headless CLI consume."""
+"""Every event the operations emit: a launch's and an attach's (rank states, log lines,
+notices, ready, outages, the Ray cluster forming), the watch's samples and alerts, and the
+model and image syncs' steps and progress.
+
+The interfaces never import this module: `service.events` is their vocabulary, these
+events included (the operations sit below the service and cannot import it)."""
 
 from __future__ import annotations
 
@@ -226,7 +231,60 @@ def alert_line(line: str) -> str:
     return f"{text[:ALERT_LINE_CHARS]}… ({len(text) - ALERT_LINE_CHARS} more characters)"
 
 
-WatchEvent = (
+@dataclass(frozen=True)
+class SyncStep:
+    """A sync's step taken: `action` is e.g. "check", "download", "copy", "pull", "load"."""
+
+    node: str
+    item: str  # a model id or an image reference
+    action: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SyncProgress:
+    """How far one transfer of a sync to `node` is: `total_bytes` None when not known."""
+
+    node: str
+    item: str
+    action: str
+    done_bytes: int
+    total_bytes: int | None
+    rate_bytes_per_s: float | None = None
+    eta_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total_bytes:
+            return None
+        return min(1.0, self.done_bytes / self.total_bytes)
+
+
+@dataclass(frozen=True)
+class SyncDone:
+    """`item` is complete on `node`: `sent_bytes` went over the wire, `skipped` files were
+    there already; `source` is where it came from ("" when nothing had to be sent)."""
+
+    node: str
+    item: str
+    sent_bytes: int = 0
+    skipped: int = 0
+    source: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SyncFinished:
+    """The end of a sync: `ok` when every item is complete on every node."""
+
+    ok: bool
+    items: tuple[str, ...] = ()
+    failed_nodes: tuple[str, ...] = ()
+
+
+# What a watch yields: one sample each (its start, the tiny request, the /metrics gauges, a
+# node's memory, the containers, a node that did not answer), then the alert that ends it.
+WatchSample = (
     WatchStarted
     | ProbeResult
     | ServiceGauges
@@ -236,8 +294,8 @@ WatchEvent = (
     | WatchAlert
 )
 
-
-Event = (
+# What following a cluster's ranks gives (a launch, an attach, a stop's removals).
+ClusterEvent = (
     RankStateChanged
     | LogLine
     | Notice
@@ -247,3 +305,7 @@ Event = (
     | NodeReachable
     | RayClusterState
 )
+
+# What a model or image sync yields: its steps, progress, per-node results, notices for
+# warnings and errors (with their remedy), and one SyncFinished at the end.
+SyncUpdate = SyncStep | SyncProgress | SyncDone | SyncFinished | Notice

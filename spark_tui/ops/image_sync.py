@@ -19,17 +19,9 @@ import asyncssh
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
-from spark_tui.ops.events import Notice
+from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
 from spark_tui.ops.model_sync import DD_BYTES, PEER_CHECK, last_error, sh
-from spark_tui.ops.sync_events import (
-    RateMeter,
-    SyncDone,
-    SyncEvent,
-    SyncFinished,
-    SyncStep,
-    drain,
-    relay,
-)
+from spark_tui.ops.transfer import RateMeter, drain, relay
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
 # $1 the image: "ID SIZE DIGEST..." (nothing when the node does not have it).
@@ -76,9 +68,9 @@ class ImageSync:
     peer_port: int = 22
     pull_timeout: float = 600.0
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
-    _queue: asyncio.Queue[SyncEvent] = field(default_factory=asyncio.Queue)
+    _queue: asyncio.Queue[SyncUpdate] = field(default_factory=asyncio.Queue)
 
-    async def run(self) -> AsyncIterator[SyncEvent]:
+    async def run(self) -> AsyncIterator[SyncUpdate]:
         """Sync the image; yields events as they happen, SyncFinished last."""
         async for item in drain(self._all(), self._queue):
             if isinstance(item, set):
@@ -86,7 +78,7 @@ class ImageSync:
             else:
                 yield item
 
-    def emit(self, event: SyncEvent) -> None:
+    def emit(self, event: SyncUpdate) -> None:
         self._queue.put_nowait(event)
 
     async def inspect(self, conn: NodeConnection) -> ImageState:

@@ -50,8 +50,8 @@ from spark_tui.ops.cluster import (
 )
 from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
-    Event,
     LogLine,
     NodeReachable,
     NodeUnreachable,
@@ -152,7 +152,7 @@ class ClusterWatch:
         self,
         cluster_id: str,
         ranks: list[WatchedRank],
-        emit: Callable[[Event], None],
+        emit: Callable[[ClusterEvent], None],
         *,
         api_host: str = "127.0.0.1",
         api_port: int = 8000,
@@ -479,7 +479,7 @@ class ClusterWatch:
             f"{where} {reason}", remedy, rank=first.rank, node=first.node, lines=lines
         )
 
-    def _stopped_emit(self, ev: Event) -> None:
+    def _stopped_emit(self, ev: ClusterEvent) -> None:
         if isinstance(ev, RankStateChanged):
             r = next((x for x in self.ranks if x.rank == ev.rank), None)
             if r is not None and r.state is RankState.FAILED:
@@ -560,7 +560,7 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
 
 
 async def _ensure_images(
-    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Callable[[Event], None]
+    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Callable[[ClusterEvent], None]
 ) -> dict[str, str]:
     """The image on every node (pulled when missing, or when a resolved nightly's digest
     is not the node's); returns node -> digest (or id). Nodes that end with different
@@ -612,7 +612,7 @@ async def _ensure_images(
 async def _start_rank(
     r: WatchedRank,
     local_env: Mapping[str, str],
-    emit: Callable[[Event], None],
+    emit: Callable[[ClusterEvent], None],
     halt: asyncio.Event | None = None,
 ) -> None:
     """Create and start one rank's container; `halt` set: begin no further Docker call."""
@@ -639,7 +639,7 @@ async def _remove_cluster(
     plan: LaunchPlan,
     pool: ConnectionPool,
     dockers: dict[str, RemoteDocker],
-    emit: Callable[[Event], None],
+    emit: Callable[[ClusterEvent], None],
 ) -> None:
     """Remove every container labelled with the plan's cluster id (an interrupted launch);
     what cannot be removed is named in an error Notice with the command that removes it."""
@@ -710,7 +710,7 @@ def launch(
     api_host: str = "127.0.0.1",
     local_env: Mapping[str, str] | None = None,
     settle: float = 1.0,
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[ClusterEvent]:
     """Start the plan's ranks on the pool's (opened) nodes and watch them (see module doc).
 
     `replace_stale`: called with the stale containers; True removes them. None refuses
@@ -721,7 +721,7 @@ def launch(
     once every rank has started. Raises LaunchFailed when a rank fails.
     """
 
-    async def runner(emit: Callable[[Event], None]) -> None:
+    async def runner(emit: Callable[[ClusterEvent], None]) -> None:
         env = dict(os.environ if local_env is None else local_env)
         dockers = await open_dockers(pool)
         try:
@@ -749,7 +749,7 @@ async def _launch(
     plan: LaunchPlan,
     pool: ConnectionPool,
     dockers: dict[str, RemoteDocker],
-    emit: Callable[[Event], None],
+    emit: Callable[[ClusterEvent], None],
     env: Mapping[str, str],
     keep_failed: bool,
     replace_stale: StaleConfirm | None,

@@ -37,16 +37,8 @@ from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.model_presence import FileCopy, ModelNeed, files_to_copy
 from spark_tui.core.weight_files import UNUSED_PATTERNS
-from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import (
-    RateMeter,
-    SyncDone,
-    SyncEvent,
-    SyncFinished,
-    SyncStep,
-    drain,
-    relay,
-)
+from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
+from spark_tui.ops.transfer import RateMeter, drain, relay
 from spark_tui.remote.hub import DEFAULT_ENDPOINT, is_transport_error
 from spark_tui.remote.parsers import index_shards, parse_df_b1
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
@@ -268,12 +260,12 @@ class ModelSync:
     peer_port: int = 22
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
     progress_interval: float = 1.0
-    _queue: asyncio.Queue[SyncEvent] = field(default_factory=asyncio.Queue)
+    _queue: asyncio.Queue[SyncUpdate] = field(default_factory=asyncio.Queue)
     _wanted: dict[ModelNeed, tuple[str, list[str]]] = field(default_factory=dict)
 
     # --- the run ------------------------------------------------------------------------
 
-    async def run(self, needs: Sequence[ModelNeed]) -> AsyncIterator[SyncEvent]:
+    async def run(self, needs: Sequence[ModelNeed]) -> AsyncIterator[SyncUpdate]:
         """Sync every model in `needs`; yields events as they happen, SyncFinished last."""
         async for item in drain(self._all(needs), self._queue):
             if isinstance(item, set):
@@ -285,7 +277,7 @@ class ModelSync:
             else:
                 yield item
 
-    def emit(self, event: SyncEvent) -> None:
+    def emit(self, event: SyncUpdate) -> None:
         self._queue.put_nowait(event)
 
     async def _all(self, needs: Sequence[ModelNeed]) -> set[str]:

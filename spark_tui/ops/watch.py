@@ -44,7 +44,7 @@ from spark_tui.ops.events import (
     RankContainer,
     ServiceGauges,
     WatchAlert,
-    WatchEvent,
+    WatchSample,
     WatchStarted,
 )
 from spark_tui.ops.prometheus import parse_prometheus, vllm_gauges
@@ -136,7 +136,7 @@ class _Watch:
         self.client = client
         self.interval = interval
         self.request_timeout = request_timeout
-        self.queue: asyncio.Queue[WatchEvent] = asyncio.Queue()
+        self.queue: asyncio.Queue[WatchSample] = asyncio.Queue()
         self.model: str | None = cluster.model
         self.model_checked = False
         self.down_since: dict[str, float] = {}
@@ -234,7 +234,7 @@ class _Watch:
         return NodeNotAnswering(node, round(time.monotonic() - since, 1), message)
 
     async def _memory_once(self) -> None:
-        async def one(node: str) -> WatchEvent:
+        async def one(node: str) -> WatchSample:
             try:
                 res = await asyncio.wait_for(
                     self.pool[node].run(pc.MEMINFO, timeout=self.request_timeout),
@@ -437,7 +437,7 @@ def _probe_text(p: ProbeResult) -> str:
     return f"answered {p.status}: {p.error}"
 
 
-def is_failure(ev: WatchEvent, timeouts: int) -> bool:
+def is_failure(ev: WatchSample, timeouts: int) -> bool:
     """Whether this event (with `timeouts` probe timeouts in a row so far) means failed."""
     if isinstance(ev, ContainerStates):
         return bool(ev.missing) or any(r.state != "running" for r in ev.ranks)
@@ -458,7 +458,7 @@ async def watch(
     cleanup: str | None = None,
     api_host: str = "127.0.0.1",
     transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[WatchEvent]:
+) -> AsyncIterator[WatchSample]:
     """Watch our cluster on the pool's (opened) nodes until it fails (a WatchAlert, then the
     generator ends) or the caller stops iterating. `transport` replaces the HTTP transport
     (tests). Raises OperationFailed when there is no cluster to watch."""

@@ -1,10 +1,13 @@
-"""The typed events the service's actions emit, questions to the user included.
+"""The events of the service's actions: the one vocabulary the CLI and the cockpit render.
 
-The operations' events (rank states, log lines, notices, ready, the watch's samples and
-alerts) pass through unchanged;
-the service adds what a whole action produces (a probe, an endpoint, a smoke check, a
-benchmark level, a record in the history, a comparison) and `Question`, which the
-consumer answers with `reply()` before it asks for the next event.
+Each action streams one typed union of them (`LaunchEvent`, `WatchEvent`, `SyncEvent`, ...;
+see the end of this module). The operations' events (rank states, log lines, notices, ready,
+outages, the Ray cluster forming, the watch's samples and alert, the syncs' steps and
+progress) are defined in `ops.events`, below the service, and belong to this vocabulary
+unchanged: the interfaces take them from here, never from the operations. The service adds
+what a whole action produces (a probe, an evaluation, an endpoint, a smoke check, a benchmark
+level, a record in the history, a comparison, a stop, a sync's start) and `Question`, which
+the consumer answers with `reply()` before it asks for the next event.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
     ContainerStates,
     LogLine,
@@ -22,12 +26,19 @@ from spark_tui.ops.events import (
     NodeUnreachable,
     Notice,
     ProbeResult,
+    RankContainer,
     RankState,
     RankStateChanged,
+    RayClusterState,
     ResultEvent,
     ServiceGauges,
+    SyncDone,
+    SyncFinished,
+    SyncProgress,
+    SyncStep,
+    SyncUpdate,
     WatchAlert,
-    WatchEvent,
+    WatchSample,
     WatchStarted,
     alert_line,
 )
@@ -40,14 +51,19 @@ if TYPE_CHECKING:
     from spark_tui.service.evaluate import Evaluation
 
 __all__ = [
+    "AttachEvent",
     "BenchDone",
+    "BenchEvent",
     "BenchLevel",
     "BenchProgressed",
+    "ClusterEvent",
     "ClusterReady",
     "Compared",
     "ContainerStates",
+    "DiscoverEvent",
     "Endpoint",
     "Evaluated",
+    "LaunchEvent",
     "LogLine",
     "NodeMemory",
     "NodeNotAnswering",
@@ -57,16 +73,30 @@ __all__ = [
     "ProbeResult",
     "Probed",
     "Question",
+    "RankContainer",
     "RankState",
     "RankStateChanged",
+    "RayClusterState",
     "Recorded",
     "ResultEvent",
+    "ServiceEvent",
     "ServiceGauges",
     "SmokeChecked",
     "SmokeDone",
+    "SmokeEvent",
+    "StopEvent",
     "Stopped",
+    "SyncDone",
+    "SyncEvent",
+    "SyncFinished",
+    "SyncProgress",
+    "SyncStarted",
+    "SyncStep",
+    "SyncUpdate",
+    "TuneEvent",
     "WatchAlert",
     "WatchEvent",
+    "WatchSample",
     "WatchStarted",
     "alert_line",
 ]
@@ -197,3 +227,54 @@ class Stopped:
     removed: list[tuple[str, str]]
     left: list[tuple[str, str]] = field(default_factory=list)
     killed: list[tuple[str, str]] = field(default_factory=list)  # ignored SIGTERM: SIGKILLed
+
+
+@dataclass(frozen=True)
+class SyncStarted:
+    """A sync begins: `kind` is "models" or "image", `items` the model ids or the image
+    reference, `nodes` the nodes in rank order (the head first)."""
+
+    kind: str
+    recipe: str
+    items: tuple[str, ...]
+    nodes: tuple[str, ...]
+
+
+# -- what each action streams ------------------------------------------------------------
+# Any action that opens the nodes may ask first whether to trust an unknown host key.
+
+# `discover` and `probe`.
+DiscoverEvent = Question | Probed
+
+# `attach`: the endpoint, then the ranks followed as a launch follows them.
+AttachEvent = Endpoint | ClusterEvent
+
+# `stop`: each rank removed, then what is left.
+StopEvent = Question | Stopped | ClusterEvent
+
+# `launch`: the nodes probed and the recipe evaluated (questions when the fit check
+# refuses, when a cluster of ours or stale containers are in the way), a running cluster
+# replaced, the endpoint, the ranks followed to ready, the launch recorded; an alert when
+# a rank fails after ready.
+LaunchEvent = (
+    Question | Probed | Evaluated | Stopped | Endpoint | Recorded | WatchAlert | ClusterEvent
+)
+
+# `watch`: its samples until the alert that ends it.
+WatchEvent = Question | WatchSample
+
+# `smoke`: each check, the record, then every check's result.
+SmokeEvent = Question | Notice | SmokeChecked | Recorded | SmokeDone
+
+# `bench`: progress and levels, the record, then the result.
+BenchEvent = Question | Notice | BenchProgressed | BenchLevel | Recorded | BenchDone
+
+# `tune`: the baseline measured, a stop, a launch with the change, the smoke checks and the
+# benchmark, then the comparison.
+TuneEvent = LaunchEvent | SmokeEvent | BenchEvent | Compared
+
+# `sync_models` and `sync_image`: the nodes probed, the sync announced, then its updates.
+SyncEvent = Question | Probed | SyncStarted | SyncUpdate
+
+# Whatever an action streams (the cockpit renders every action with one consumer).
+ServiceEvent = DiscoverEvent | TuneEvent | StopEvent | WatchEvent | SyncEvent

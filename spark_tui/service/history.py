@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError, SparkError
 from spark_tui.core.wording import change_text
-from spark_tui.ops.events import LogLine, RankState, RankStateChanged
 from spark_tui.ops.history import History, Run
+from spark_tui.service.events import LogLine, RankState, RankStateChanged
 
 if TYPE_CHECKING:
     # The comparison and the export reach the benchmark's HTTP client and a stop's report

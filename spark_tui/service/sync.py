@@ -3,8 +3,8 @@
 `models` puts the recipe's model (and its speculative draft model) on every node, `image`
 the recipe's container image; both run on the session's pool (`Session.sync_models`,
 `Session.sync_image`), probe the nodes first (`Probed`), announce what they sync
-(`SyncStarted`) and then pass the operations' events through unchanged (`SyncStep`,
-`SyncProgress`, `SyncDone`, `Notice`, `SyncFinished`; see `ops.sync_events`).
+(`SyncStarted`) and then pass the operations' updates through unchanged (`SyncStep`,
+`SyncProgress`, `SyncDone`, `Notice`, `SyncFinished`): `service.events.SyncEvent`.
 
 `SyncTally` folds those events into one row per node and item (state, bytes, rate, ETA,
 and at the end what was done there): the CLI prints it, the cockpit draws it. The gaps a
@@ -19,8 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError
-from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncProgress, SyncStep
+from spark_tui.service.events import (
+    Notice,
+    SyncDone,
+    SyncFinished,
+    SyncProgress,
+    SyncStarted,
+    SyncStep,
+)
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -33,17 +39,6 @@ MODELS = "models"
 IMAGE = "image"
 # A download on the control machine (no Hub CLI on the head) reports as this node.
 THIS_MACHINE = "(this machine)"
-
-
-@dataclass(frozen=True)
-class SyncStarted:
-    """A sync begins: `kind` is "models" or "image", `items` the model ids or the image
-    reference, `nodes` the nodes in rank order (the head first)."""
-
-    kind: str
-    recipe: str
-    items: tuple[str, ...]
-    nodes: tuple[str, ...]
 
 
 # -- what a recipe needs --------------------------------------------------------------

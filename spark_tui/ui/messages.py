@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from spark_tui.ops import events as ops_ev
     from spark_tui.service import events as ev
 
 
@@ -114,7 +113,7 @@ class WatchSampled(Message, bubble=False):
     """One sample of the watch after ready: its start, the tiny request, the /metrics
     gauges, a node's memory, the containers, or a node that did not answer this round."""
 
-    def __init__(self, event: ops_ev.WatchEvent) -> None:
+    def __init__(self, event: ev.WatchSample) -> None:
         super().__init__()
         self.event = event
 
@@ -131,7 +130,7 @@ class RankAlert(Message, bubble=False):
     """A rank of the watched cluster failed: which, why, its lines and, after a worker's
     death, the head's. `remedy` says what to do now."""
 
-    def __init__(self, alert: ops_ev.WatchAlert, remedy: str) -> None:
+    def __init__(self, alert: ev.WatchAlert, remedy: str) -> None:
         super().__init__()
         self.alert = alert
         self.remedy = remedy

@@ -16,9 +16,8 @@ from labkit import lab_guard
 from test_lab_model_sync import node_keys  # noqa: F401 - the fixture
 
 from spark_tui.core.inventory import InventoryNode
-from spark_tui.ops.events import Notice
+from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncProgress, SyncStep, SyncUpdate
 from spark_tui.ops.image_sync import ImageSync
-from spark_tui.ops.sync_events import SyncDone, SyncEvent, SyncFinished, SyncProgress, SyncStep
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
 from spark_tui.sim.lab import Lab
@@ -26,7 +25,7 @@ from spark_tui.sim.lab import Lab
 lab_guard()
 
 
-def notices(events: list[SyncEvent]) -> list[str]:
+def notices(events: list[SyncUpdate]) -> list[str]:
     return [f"{e.message} / {e.remedy}" for e in events if isinstance(e, Notice)]
 
 
@@ -60,7 +59,7 @@ def head_only_image(lab: Lab) -> Iterator[str]:
         c.close()
 
 
-async def sync(nodes: list[InventoryNode], ref: str) -> list[SyncEvent]:
+async def sync(nodes: list[InventoryNode], ref: str) -> list[SyncUpdate]:
     async with ConnectionPool(nodes) as pool:
         facts = await probe_pool(pool, docker=False)
         return [e async for e in ImageSync(pool, facts, ref).run()]

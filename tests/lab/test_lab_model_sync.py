@@ -18,9 +18,8 @@ from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.model_presence import ModelNeed
-from spark_tui.ops.events import Notice
+from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncProgress, SyncStep, SyncUpdate
 from spark_tui.ops.model_sync import ModelSync, repo_folder
-from spark_tui.ops.sync_events import SyncDone, SyncEvent, SyncFinished, SyncProgress, SyncStep
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
 from spark_tui.sim.lab import Lab
@@ -29,7 +28,7 @@ from spark_tui.sim.lab.sshd import generate_key
 lab_guard()
 
 
-def notices(events: list[SyncEvent]) -> list[str]:
+def notices(events: list[SyncUpdate]) -> list[str]:
     return [f"{e.message} / {e.remedy}" for e in events if isinstance(e, Notice)]
 
 
@@ -101,9 +100,9 @@ def node_keys(lab: Lab) -> Iterator[None]:
 
 async def sync(
     nodes: list[InventoryNode], env: dict[str, str] | None = None, stop_at: float | None = None
-) -> list[SyncEvent]:
+) -> list[SyncUpdate]:
     """The events of one sync; `stop_at` cancels it once a copy is that far (0..1)."""
-    events: list[SyncEvent] = []
+    events: list[SyncUpdate] = []
     async with ConnectionPool(nodes) as pool:
         facts = await probe_pool(pool, docker=False)
         run = ModelSync(pool, facts, "tiny", env=env or {}, where="--inventory lab.yaml")

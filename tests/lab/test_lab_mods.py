@@ -14,7 +14,7 @@ from fixtures_stack import lab_plan, lab_pool, leaves_no_container
 from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
-from spark_tui.ops.events import ClusterReady, Event, LogLine
+from spark_tui.ops.events import ClusterEvent, ClusterReady, LogLine
 from spark_tui.sim.lab import Lab
 
 lab_guard()
@@ -48,14 +48,16 @@ def recipe_with(tmp_path: Path, mods: dict[str, str]) -> Path:
     return path
 
 
-async def launch_events(nodes: list[InventoryNode], path: Path) -> tuple[Any, list[Event], Any]:
+async def launch_events(
+    nodes: list[InventoryNode], path: Path
+) -> tuple[Any, list[ClusterEvent], Any]:
     """(plan, events, the LaunchFailed or None) of one launch of the recipe on the lab."""
     from spark_tui.ops.cluster import stop
     from spark_tui.ops.launch import LaunchFailed, launch
 
     pool = lab_pool(nodes)
     await pool.open()
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     failure = None
     try:
         plan = await lab_plan(pool, path, [f"chat_template={TEMPLATE}"])
@@ -73,7 +75,7 @@ async def launch_events(nodes: list[InventoryNode], path: Path) -> tuple[Any, li
             await pool.close()
 
 
-def log(events: list[Event], rank: int) -> list[str]:
+def log(events: list[ClusterEvent], rank: int) -> list[str]:
     return [e.text for e in events if isinstance(e, LogLine) and e.rank == rank]
 
 

@@ -29,8 +29,8 @@ from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
-    Event,
     LogLine,
     RankState,
     RankStateChanged,
@@ -61,7 +61,7 @@ def _no_containers_left(lab: Lab) -> Iterator[None]:
 
 async def _launch_events(
     plan: Any, pool: Any, *, follow: bool = False, wait_ready: bool = True
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[ClusterEvent]:
     from spark_tui.ops.launch import launch
 
     async for ev in launch(
@@ -144,7 +144,7 @@ async def test_a_killed_worker_stops_the_head_and_the_failure_is_reported(
 
     pool = lab_pool(lab_nodes)
     await pool.open()
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     try:
         plan = await lab_plan(pool, RECIPE)
         worker = plan.ranks[1].container.name

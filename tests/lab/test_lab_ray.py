@@ -31,8 +31,8 @@ from labkit import lab_guard
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
-    Event,
     LogLine,
     RankState,
     RankStateChanged,
@@ -70,7 +70,7 @@ def _no_containers_left(lab: Lab) -> Iterator[None]:
 
 async def _launch(
     plan: Any, pool: Any, *, follow: bool, settle: float = 0.5, lines: bool = True
-) -> AsyncIterator[Event]:
+) -> AsyncIterator[ClusterEvent]:
     from spark_tui.ops.launch import LaunchFailed, launch
 
     try:
@@ -94,7 +94,7 @@ async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
 ) -> None:
     pool = lab_pool(lab_nodes)
     await pool.open()
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     try:
         plan = await lab_plan(pool, files["recipe"])
         assert plan.runtime == "vllm-ray"
@@ -181,7 +181,7 @@ async def test_a_killed_ray_worker_is_reported_and_the_cluster_torn_down(
 
     pool = lab_pool(lab_nodes)
     await pool.open()
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     try:
         plan = await lab_plan(pool, files["recipe"])
         worker = plan.ranks[1].container.name

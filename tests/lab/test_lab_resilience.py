@@ -28,8 +28,8 @@ from labkit import until as _until
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
-    Event,
     LogLine,
     NodeReachable,
     NodeUnreachable,
@@ -143,7 +143,7 @@ async def test_an_sshd_outage_after_ready_is_a_state_and_the_cluster_keeps_runni
 
     pool = _pool(lab_nodes)
     await pool.open()
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     try:
         plan = await _plan(pool)
         api = _head_api(lab, plan)
@@ -297,7 +297,7 @@ async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
     await _stop_all(lab_nodes)
 
 
-async def _launch(plan: Any, pool: Any) -> AsyncIterator[Event]:
+async def _launch(plan: Any, pool: Any) -> AsyncIterator[ClusterEvent]:
     from spark_tui.ops.launch import launch
 
     async for ev in launch(plan, pool, wait_ready=True, follow=False, ready_timeout=60):

@@ -11,7 +11,7 @@ import pytest
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.plan import build_plan
 from spark_tui.core.recipe import Recipe
-from spark_tui.ops.events import Event, RayClusterState
+from spark_tui.ops.events import ClusterEvent, RayClusterState
 from spark_tui.ops.launch import LaunchFailed, WatchedRank
 from spark_tui.ops.ray import status_argv, wait_formed, worker_ray_lines
 
@@ -81,7 +81,7 @@ def _rank(docker: FakeDocker, rank: int = 0, node: str = "spark-a") -> WatchedRa
 async def test_the_head_is_polled_until_both_nodes_joined_and_each_change_is_an_event() -> None:
     plan = _plan()
     docker = FakeDocker([ONE, ONE, TWO])
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     status = await wait_formed(plan, _rank(docker), events.append, timeout=30, poll=0)
     assert status.active == 2 and status.resources["CPU"] == 4.0
     states = [e for e in events if isinstance(e, RayClusterState)]

@@ -12,7 +12,7 @@ import yaml
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.plan import LaunchPlan, build_plan
 from spark_tui.core.recipe_loader import bundled_recipes_dir, find_recipe
-from spark_tui.ops.events import ClusterReady, Event, LogLine, RankState, RankStateChanged
+from spark_tui.ops.events import ClusterEvent, ClusterReady, LogLine, RankState, RankStateChanged
 from spark_tui.ops.launch import LaunchFailed, launch
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
@@ -43,7 +43,7 @@ async def plan_for(pool: ConnectionPool, path: Path) -> LaunchPlan:
     return build_plan(recipe, apply_overrides(recipe, [f"chat_template={TEMPLATE}"]), facts)
 
 
-def lines(events: list[Event], rank: int) -> list[str]:
+def lines(events: list[ClusterEvent], rank: int) -> list[str]:
     return [e.text for e in events if isinstance(e, LogLine) and e.rank == rank]
 
 
@@ -80,7 +80,7 @@ async def test_a_failing_mod_is_the_ranks_failure_with_its_lines(
 ) -> None:
     bad = "echo 'applying fix-attn'\necho 'fix-attn: vllm/attention.py not found' >&2\nexit 3\n"
     path = recipe_with(tmp_path, {"chat-tmpl": WRITE_TEMPLATE, "fix-attn": bad})
-    events: list[Event] = []
+    events: list[ClusterEvent] = []
     async with SimCluster(sim_scenario(2)) as sim:
         async with ConnectionPool(sim.inventory, ssh_config=None) as pool:
             plan = await plan_for(pool, path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from test_launch_sim import ENV, make_plan, pool_for
 
-from spark_tui.ops.events import ClusterReady, Event
+from spark_tui.ops.events import ClusterEvent, ClusterReady
 from spark_tui.ops.launch import LaunchFailed, launch
 from spark_tui.sim.nodes import SimCluster
 
@@ -16,7 +16,7 @@ async def test_healthy_head_that_cannot_answer_is_not_ready(sim_scenario) -> Non
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
         plan.ranks[0].container.env["SPARK_SIM_ENGINE_DEAD_HEALTH_OK"] = "1"
-        events: list[Event] = []
+        events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
             async for ev in launch(plan, pool, follow=False, ready_timeout=8, local_env=ENV):
                 events.append(ev)

@@ -11,7 +11,14 @@ from spark_tui.core.plan import LaunchPlan, build_plan
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.ops.attach import attach, find_api
 from spark_tui.ops.cluster import close_dockers, open_dockers, status, stop
-from spark_tui.ops.events import ClusterReady, Event, LogLine, Notice, RankState, RankStateChanged
+from spark_tui.ops.events import (
+    ClusterEvent,
+    ClusterReady,
+    LogLine,
+    Notice,
+    RankState,
+    RankStateChanged,
+)
 from spark_tui.ops.launch import LaunchFailed, StaleContainer, launch
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.probe import probe_pool
@@ -28,7 +35,7 @@ async def make_plan(pool: ConnectionPool, recipe: str = "glm-5.3-flash", sets=()
     return build_plan(r, apply_overrides(r, list(sets)), facts)
 
 
-def states(events: list[Event], rank: int) -> list[RankState]:
+def states(events: list[ClusterEvent], rank: int) -> list[RankState]:
     return [e.state for e in events if isinstance(e, RankStateChanged) and e.rank == rank]
 
 
@@ -95,7 +102,7 @@ async def test_worker_killed_head_stopped_failure_explained(sim_scenario) -> Non
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
         worker = plan.ranks[1]
-        events: list[Event] = []
+        events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
             async for ev in launch(plan, pool, ready_timeout=60, settle=1.5, local_env=ENV):
                 events.append(ev)
@@ -233,7 +240,7 @@ async def test_forced_launch_that_does_not_fit_fails_with_vllms_words(sim_scenar
     # The 128 GB recipe on 64 GB nodes: the engine refuses, as vLLM does, and says why.
     async with SimCluster(sim_scenario(2, memory_gb=64)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
-        events: list[Event] = []
+        events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
             async for ev in launch(plan, pool, ready_timeout=60, local_env=ENV):
                 events.append(ev)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from spark_tui.core.model_presence import ModelNeed
-from spark_tui.ops.events import Notice
+from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep
 from spark_tui.ops.model_sync import ModelSync, repo_folder
-from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncStep
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
 from spark_tui.sim.hub.repos import SafetensorsFile, model_repo

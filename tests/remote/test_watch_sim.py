@@ -19,7 +19,7 @@ from spark_tui.ops.events import (
     ProbeResult,
     ServiceGauges,
     WatchAlert,
-    WatchEvent,
+    WatchSample,
     WatchStarted,
 )
 from spark_tui.ops.launch import launch
@@ -57,7 +57,7 @@ async def test_watch_samples_then_reports_the_killed_worker(sim_scenario) -> Non
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await ready_cluster(pool)
         worker = plan.ranks[1]
-        events: list[WatchEvent] = []
+        events: list[WatchSample] = []
         killed = False
 
         async def run() -> None:
@@ -105,7 +105,7 @@ async def test_hung_head_with_healthy_health_is_a_failure(sim_scenario) -> None:
                     await asyncio.sleep(3600)
                 return await real.handle_async_request(request)
 
-        events: list[WatchEvent] = []
+        events: list[WatchSample] = []
 
         async def run() -> None:
             async for ev in watch(

@@ -17,10 +17,9 @@ from ops_helpers import FAKE_HF_TOKEN
 from spark_tui import cli
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.ops.model_sync import repo_folder
-from spark_tui.ops.sync_events import SyncDone, SyncFinished
 from spark_tui.service import events as ev
+from spark_tui.service.events import SyncDone, SyncFinished, SyncStarted
 from spark_tui.service.session import Session
-from spark_tui.service.sync import SyncStarted
 from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
 
 MODEL, DRAFT = "sim-org/sync-main", "sim-org/sync-draft"
@@ -159,7 +158,7 @@ async def test_the_image_sync_action_probes_announces_then_syncs() -> None:
 
 
 async def test_model_copy_progress_never_goes_back_and_ends_at_the_total(tmp_path) -> None:
-    from spark_tui.ops.sync_events import SyncProgress
+    from spark_tui.service.events import SyncProgress
 
     async with SimCluster(scenario()) as sim:
         head, worker = (n.home for n in sim.nodes)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from spark_tui.core.facts import CachedModel, ImageInfo, NodeFacts
 from spark_tui.core.recipe import Recipe
 from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import SyncDone, SyncFinished, SyncProgress, SyncStep
+from spark_tui.service.events import SyncDone, SyncFinished, SyncProgress, SyncStarted, SyncStep
 from spark_tui.service.gaps import gap_findings
-from spark_tui.service.sync import IMAGE, MODELS, SyncStarted, SyncTally
+from spark_tui.service.sync import IMAGE, MODELS, SyncTally
 
 M = "org/model"
 

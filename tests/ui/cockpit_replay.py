@@ -27,8 +27,8 @@ from spark_tui.core.serve_flags import FlagTable
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import (
+    ClusterEvent,
     ClusterReady,
-    Event,
     LogLine,
     NodeMemory,
     NodeUnreachable,
@@ -39,7 +39,7 @@ from spark_tui.ops.events import (
     ResultEvent,
     ServiceGauges,
     WatchAlert,
-    WatchEvent,
+    WatchSample,
     WatchStarted,
 )
 from spark_tui.ops.launch import LaunchFailed
@@ -58,7 +58,7 @@ def recording() -> dict[str, Any]:
     return _RECORDING
 
 
-def to_event(data: dict[str, Any]) -> Event:
+def to_event(data: dict[str, Any]) -> ClusterEvent:
     """A recorded event dict back into its `ops.events` dataclass."""
     data = dict(data)
     kind = data.pop("type")
@@ -113,7 +113,7 @@ class ReplaySession(Session):
         *,
         scenario: str = "launch",
         simulated: bool = True,
-        freeze_when: Callable[[Event], bool] | None = None,
+        freeze_when: Callable[[ClusterEvent], bool] | None = None,
         host_key: tuple[str, str] | None = None,
         smoke_fails: bool = False,
         watch_alert: WatchAlert | None = None,
@@ -176,7 +176,7 @@ class ReplaySession(Session):
 
     async def _launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"launch {plan.cluster_id}")
         self.launched = plan
         recorded = recording()[self.scenario]
@@ -201,7 +201,7 @@ class ReplaySession(Session):
             yield outage
         await asyncio.Event().wait()  # a real launch keeps following the logs
 
-    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchEvent]:
+    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchSample]:
         self.calls.append(f"watch {cluster_id}")
         plan = self.launched
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
@@ -211,7 +211,7 @@ class ReplaySession(Session):
             tuple(n.name for n in nodes),
             "http://127.0.0.1:40000",
         )
-        samples: list[WatchEvent] = [
+        samples: list[WatchSample] = [
             ProbeResult(True, 0.015, 200),
             ServiceGauges(1, 0, 0.042, None, None),
             *(NodeMemory(n.name, n.memory_total_bytes, 21 * 1024**3) for n in nodes),
@@ -225,7 +225,7 @@ class ReplaySession(Session):
             return
         await asyncio.Event().wait()  # samples every few seconds, until cancelled
 
-    async def _attach_events(self, cluster_id: str) -> AsyncIterator[Event]:
+    async def _attach_events(self, cluster_id: str) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"attach {cluster_id}")
         await asyncio.Event().wait()
         yield Notice("info", "unreachable")  # pragma: no cover - never reached

@@ -10,7 +10,7 @@ from cockpit_helpers import settle, wait_until
 from cockpit_replay import ReplaySession
 from textual.pilot import Pilot
 
-from spark_tui.ops.events import Event, RankState, RankStateChanged, WatchAlert
+from spark_tui.ops.events import ClusterEvent, RankState, RankStateChanged, WatchAlert
 from spark_tui.ui.app import SparkApp
 
 
@@ -141,7 +141,7 @@ WORKER_KILLED = WatchAlert(
 )
 
 
-def frozen_at_half_loaded(event: Event) -> bool:
+def frozen_at_half_loaded(event: ClusterEvent) -> bool:
     return (
         isinstance(event, RankStateChanged)
         and event.state is RankState.LOADING

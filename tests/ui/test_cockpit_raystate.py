@@ -18,7 +18,13 @@ import yaml
 from cockpit_helpers import plain, wait_until
 from cockpit_replay import ReplaySession
 
-from spark_tui.ops.events import ClusterReady, Event, RankState, RankStateChanged, RayClusterState
+from spark_tui.ops.events import (
+    ClusterEvent,
+    ClusterReady,
+    RankState,
+    RankStateChanged,
+    RayClusterState,
+)
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.screens.dialogs import Dialog
 from spark_tui.ui.widgets.raystate import RayStatePanel
@@ -54,7 +60,7 @@ class RayReplay(ReplaySession):
 
     async def _launch_events(
         self, plan: Any, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncIterator[ClusterEvent]:
         self.launched = plan
         self.plan_ranks = len(plan.ranks)
         assert plan.serve_exec is not None, "a vllm-ray plan"

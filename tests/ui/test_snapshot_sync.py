@@ -16,7 +16,7 @@ from cockpit_replay import ReplaySession
 from textual.pilot import Pilot
 
 from spark_tui.ops.events import Notice
-from spark_tui.ops.sync_events import SyncProgress, SyncStep
+from spark_tui.service.events import SyncProgress, SyncStep
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.widgets.sync import SyncScreen
 

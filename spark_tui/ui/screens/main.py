@@ -24,7 +24,6 @@ from textual.widgets import Footer, OptionList, Static
 from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
-from spark_tui.ops.events import RayClusterState
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
@@ -249,9 +248,9 @@ class MainScreen(Screen[None]):
         elif isinstance(event, ev.WatchAlert):
             alert = msg.RankAlert(event, self._alert_remedy())
             self._send(alert, gauges, *self._panes_of([event.rank]))
-        elif isinstance(event, ev.WatchEvent):
+        elif isinstance(event, ev.WatchSample):
             self._send(msg.WatchSampled(event), gauges, nodes, screen=False)
-        elif isinstance(event, RayClusterState):
+        elif isinstance(event, ev.RayClusterState):
             self._send(RayStateChanged(event), self._ray_panel(), screen=False)
 
     def _send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:

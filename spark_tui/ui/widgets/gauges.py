@@ -42,7 +42,7 @@ class WatchView:
         self.remedy = ""
         self.ended: str | None = None
 
-    def take(self, event: ev.WatchEvent) -> None:
+    def take(self, event: ev.WatchSample) -> None:
         if isinstance(event, ev.WatchStarted):
             self.started = event
         elif isinstance(event, ev.ServiceGauges):

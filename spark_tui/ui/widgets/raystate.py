@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-from spark_tui.ops.events import RayClusterState
+from spark_tui.service.events import RayClusterState
 
 GIB = 1024**3
 

@@ -270,8 +270,7 @@ class CockpitSync:
     def take(self, event: object) -> bool:
         """Fold a sync event into the tally (True: nothing else shows it); a notice is
         taken and still shown as usual."""
-        from spark_tui.ops.events import Notice
-        from spark_tui.ops.sync_events import SyncProgress
+        from spark_tui.service.events import Notice, SyncProgress
 
         if self.tally is None or not self.running or not self.tally.apply(event):
             return False
@@ -280,7 +279,7 @@ class CockpitSync:
         return not isinstance(event, Notice)
 
     def updated(self, event: object) -> None:
-        from spark_tui.ops.sync_events import SyncStep
+        from spark_tui.service.events import SyncStep
 
         self._redraw()
         if isinstance(event, SyncStep):

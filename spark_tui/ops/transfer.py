@@ -1,9 +1,6 @@
-"""Events of the model and image syncs, shared by the CLI and the cockpit.
-
-A sync yields `SyncStep`s (what it is doing, on which node), `SyncProgress` (bytes so far of
-one transfer, with its rate and ETA), `SyncDone` per node and item, `Notice`s for warnings
-and errors with their remedy, and one `SyncFinished` at the end.
-"""
+"""What the model and image syncs share to move bytes: a transfer's rate and ETA, a relay
+from one node's process to another's, and the drain that yields a sync's events while its
+work runs."""
 
 from __future__ import annotations
 
@@ -13,61 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tui.ops.events import Notice
-
-
-@dataclass(frozen=True)
-class SyncStep:
-    """A step taken: `action` is e.g. "check", "download", "copy", "pull", "load"."""
-
-    node: str
-    item: str  # a model id or an image reference
-    action: str
-    message: str
-
-
-@dataclass(frozen=True)
-class SyncProgress:
-    """How far one transfer to `node` is: `total_bytes` None when not known."""
-
-    node: str
-    item: str
-    action: str
-    done_bytes: int
-    total_bytes: int | None
-    rate_bytes_per_s: float | None = None
-    eta_seconds: float | None = None
-
-    @property
-    def fraction(self) -> float | None:
-        if not self.total_bytes:
-            return None
-        return min(1.0, self.done_bytes / self.total_bytes)
-
-
-@dataclass(frozen=True)
-class SyncDone:
-    """`item` is complete on `node`: `sent_bytes` went over the wire, `skipped` files were
-    there already; `source` is where it came from ("" when nothing had to be sent)."""
-
-    node: str
-    item: str
-    sent_bytes: int = 0
-    skipped: int = 0
-    source: str = ""
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class SyncFinished:
-    """The end of a sync: `ok` when every item is complete on every node."""
-
-    ok: bool
-    items: tuple[str, ...] = ()
-    failed_nodes: tuple[str, ...] = ()
-
-
-SyncEvent = SyncStep | SyncProgress | SyncDone | SyncFinished | Notice
+from spark_tui.ops.events import SyncProgress, SyncUpdate
 
 
 @dataclass
@@ -89,8 +32,8 @@ class RateMeter:
 
 
 async def drain(
-    work: Coroutine[Any, Any, set[str]], queue: asyncio.Queue[SyncEvent]
-) -> AsyncIterator[SyncEvent | set[str]]:
+    work: Coroutine[Any, Any, set[str]], queue: asyncio.Queue[SyncUpdate]
+) -> AsyncIterator[SyncUpdate | set[str]]:
     """Run `work`, yielding what it puts on `queue` as it comes, then its result (the nodes
     that failed) last; a consumer that stops early cancels the work."""
     task = asyncio.create_task(work)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.commands._interrupts import run_command
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+from spark_tui.core.images import image_line
 
 if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
@@ -78,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
         )
         for r in c.ranks:
             print(f"  rank {r.rank}  {r.node:<16} {r.role or '?':<7} {r.container}  {r.status}")
+        head = min(c.ranks, key=lambda r: r.rank, default=None)
+        if head is not None:
+            print(f"  image   {image_line(head.image, head.labels)}")
         print(f"  API     {endpoint.api_url}  (on {endpoint.head})")
         print(f"  tunnel  {endpoint.tunnel}")
         print(f"          then http://127.0.0.1:{endpoint.api_url.rsplit(':', 1)[-1]}")

@@ -169,3 +169,21 @@ def pin_image(plan: LaunchPlan, resolved: ResolvedImage) -> None:
         rank.container.image = resolved.image
         rank.container.labels[REQUESTED_LABEL] = resolved.requested
         rank.container.labels[DIGEST_LABEL] = resolved.digest
+
+
+def running_image(image: str | None, labels: Mapping[str, str]) -> ResolvedImage | None:
+    """What a rank's container labels say its image was resolved from (None: the image was
+    used as written, or the container predates resolution)."""
+    requested, digest = labels.get(REQUESTED_LABEL), labels.get(DIGEST_LABEL)
+    if not image or not requested or not digest:
+        return None
+    return ResolvedImage(requested, image, image.rpartition(":")[2], digest)
+
+
+def image_line(image: str | None, labels: Mapping[str, str]) -> str:
+    """A rank's image as `status` and the cockpit show it: the tag, and for a resolved
+    sentinel its digest and what it was asked for as."""
+    found = running_image(image, labels)
+    if found is None:
+        return image or "?"
+    return f"{found.image}  {found.digest}  (the newest nightly for {found.requested})"

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.core.images import ResolvedImage, running_image
 from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged
 from spark_tui.remote.docker_remote import RemoteDocker
@@ -76,10 +77,18 @@ class ClusterStatus:
             return "degraded"
         return "stopped"
 
+    @property
+    def image_resolved(self) -> ResolvedImage | None:
+        """The sentinel the head's image was resolved from, with its digest (its labels)."""
+        head = min(self.ranks, key=lambda r: r.rank, default=None)
+        return running_image(head.image, head.labels) if head is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["state"] = self.state
         data["nodes"] = self.nodes
+        resolved = self.image_resolved
+        data["image_resolved"] = resolved.to_dict() if resolved is not None else None
         return data
 
 

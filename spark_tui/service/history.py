@@ -113,6 +113,12 @@ class RunDetail:
                 "changed from the recipe's defaults: "
                 + ", ".join(change_text(c["name"], c["before"], c["after"]) for c in run.changed)
             )
+        if run.kind == "launch" and run.image_resolved:
+            r = run.image_resolved
+            out.append(
+                f"image {r.get('image')} {r.get('digest')} (the newest nightly for "
+                f"{r.get('requested')})"
+            )
         if run.failure:
             out.append(f"failed: {run.failure}")
         out += list(run.notes)

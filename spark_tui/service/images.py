@@ -92,6 +92,24 @@ class ImageAnswers:
             )
         return found
 
+    def runs(self, image: str | None) -> str | None:
+        """The image a launch of `image` runs: a sentinel's resolved tag (None while it is
+        not resolved: its `latest` is not what will run), any other image as written."""
+        answer = self.answer(image) if image else None
+        if isinstance(answer, ResolvedImage):
+            return answer.image
+        return None if isinstance(answer, Finding) else image
+
+    async def to_run(self, image: str) -> str:
+        """The image a launch of `image` runs, asking the registry when it has not answered
+        (an image sync puts that on the nodes); a sentinel it cannot resolve raises."""
+        if self.wanted(image, retry=True):
+            await self.fetch(image)
+        answer = self.answer(image)
+        if isinstance(answer, Finding):
+            raise OperationFailed(answer.message, answer.remedy)
+        return answer.image if answer is not None else image
+
     def wanted(self, image: str | None, *, retry: bool = False) -> bool:
         """Whether the registry is still to be asked about `image`."""
         if not image or not self.enabled or not is_sentinel(image):

@@ -271,6 +271,7 @@ class Session:
             if plan is None or evaluation.problem is not None:
                 return  # no flag check will be made
             head, image = plan.head.node, plan.head.container.image
+        image = self.prepared.images.runs(image)  # a sentinel: its nightly, once resolved
         if head is None or not image:
             return
         from spark_tui.ops.image_flags import start_flag_table

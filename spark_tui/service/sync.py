@@ -104,8 +104,9 @@ async def sync_image(
     *,
     probe_after: bool = False,
 ) -> bool:
-    """The image sync of `recipe` on every node; True when every node has the head's."""
-    image = image_of(recipe)
+    """The image sync of `recipe` (a sentinel: its newest nightly) on every node; True when
+    every node has the head's."""
+    image = await session.prepared.images.to_run(image_of(recipe))
     facts = await _probed(session, emit, ask)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(IMAGE, recipe.name, (image,), nodes))

@@ -179,3 +179,31 @@ def test_plan_shows_the_tag_and_digest(
     )
     assert doc["image_resolved"]["digest"] == digests["new"]
     assert {r["image"] for r in doc["ranks"]} == {NEWEST}
+
+
+def test_the_head_builds_the_flag_table_of_the_nightly_not_of_latest() -> None:
+    from spark_tui.core.images import ResolvedImage
+    from spark_tui.service.images import ImageAnswers
+
+    answers = ImageAnswers()
+    assert answers.runs(SENTINEL) is None  # not resolved yet: `latest` is not what runs
+    answers.answers[SENTINEL] = ResolvedImage(SENTINEL, NEWEST, "2026-12-02", "sha256:" + "0" * 64)
+    assert answers.runs(SENTINEL) == NEWEST
+    assert (
+        answers.runs("nvcr.io/nvidia/vllm:26.05.post1-py3") == "nvcr.io/nvidia/vllm:26.05.post1-py3"
+    )
+    # Simulated Sparks: every image as written.
+    assert ImageAnswers(enabled=False).runs(SENTINEL) == SENTINEL
+
+
+async def test_an_image_sync_puts_the_newest_nightly_on_the_nodes(
+    registry: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_tui.service.images import ImageAnswers
+
+    assert await ImageAnswers().to_run("nvcr.io/nvidia/vllm:1") == "nvcr.io/nvidia/vllm:1"
+    with pytest.raises(OperationFailed) as err:
+        await ImageAnswers().to_run(SENTINEL)  # ghcr.io is a closed port here
+    assert "SPARK_TUI_REGISTRY_ENDPOINTS" in err.value.remedy
+    monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", f"ghcr.io={registry[0]}")
+    assert await ImageAnswers().to_run(SENTINEL) == NEWEST

@@ -391,7 +391,10 @@ class MainScreen(Screen[None]):
             problem = (
                 f"{result.problem.message}\n→ {result.problem.remedy}" if result.problem else None
             )
-            fit.show(result.report.to_dict() if result.report else {}, problem)
+            report = result.report.to_dict() if result.report else {}
+            if report and result.plan is not None and result.plan.image_resolved is not None:
+                report["image_resolved"] = result.plan.image_resolved.to_dict()
+            fit.show(report, problem)
 
     # -------------------------------------------------------------- log panes
     def _build_panes(self, ranks: list[tuple[int, str]]) -> None:

@@ -47,6 +47,15 @@ def render_fit(
     grid.add_row(
         Text(label, style=style) + Text("  " if wide else "\n") + Text(layout, style="dim")
     )
+    image = report.get("image_resolved")
+    if image:
+        # The sentinel a launch runs as a dated nightly: which one, and which build.
+        digest = str(image.get("digest", "")).removeprefix("sha256:")[:12]
+        grid.add_row(
+            Text(f"image {image.get('image')}", style="dim")
+            + Text(" " if wide else "\n", style="dim")
+            + Text(f"{digest} (newest nightly)", style="dim")
+        )
     if problem:
         grid.add_row(Text(problem, style="red"))
     if report.get("missing"):

@@ -51,11 +51,11 @@ def render_fit(
     if image:
         # The sentinel a launch runs as a dated nightly: which one, and which build.
         digest = str(image.get("digest", "")).removeprefix("sha256:")[:12]
-        grid.add_row(
-            Text(f"image {image.get('image')}", style="dim")
-            + Text(" " if wide else "\n", style="dim")
-            + Text(f"{digest} (newest nightly)", style="dim")
-        )
+        if wide:
+            line = f"image {image.get('image')} {digest} (newest nightly)"
+        else:  # the repository does not fit a narrow panel: the nightly's date tag does
+            line = f"nightly {image.get('tag')} {digest}"
+        grid.add_row(Text(line, style="dim"))
     if problem:
         grid.add_row(Text(problem, style="red"))
     if report.get("missing"):

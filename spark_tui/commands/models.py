@@ -13,12 +13,15 @@ import argparse
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO, assert_never
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.service.events import (
     Notice,
+    Probed,
+    Question,
     SyncDone,
+    SyncEvent,
     SyncFinished,
     SyncProgress,
     SyncStarted,
@@ -52,7 +55,7 @@ def progress_line(event: SyncProgress) -> str:
     )
 
 
-def render(event: Any, out: TextIO, tally: SyncTally, *, tty: bool = False) -> None:
+def render(event: SyncEvent, out: TextIO, tally: SyncTally, *, tty: bool = False) -> None:
     """One line per event (progress lines overwrite each other on a terminal); `tally` has
     already taken the event."""
     if isinstance(event, SyncProgress):
@@ -62,36 +65,39 @@ def render(event: Any, out: TextIO, tally: SyncTally, *, tty: bool = False) -> N
         return
     if tty:
         out.write("\n" if isinstance(event, SyncDone) else "")
-    if isinstance(event, SyncStarted):
-        what = "model" if event.kind != IMAGE else "image"
-        out.write(
-            f"syncing {event.recipe}'s {what} {', '.join(event.items)} on "
-            f"{', '.join(event.nodes)}\n"
-        )
-    elif isinstance(event, SyncStep):
-        out.write(f"{event.node}: {event.message}\n")
-    elif isinstance(event, SyncDone):
-        row = tally.row(event.node, event.item)
-        if row.kind == IMAGE:
-            out.write(f"{event.node}: {event.item}: {row.outcome}\n")
-        else:
-            sent = (
-                f"{event.sent_bytes / 1e9:.2f} GB from {event.source}" if event.sent_bytes else ""
-            )
-            skipped = f"{event.skipped} file(s) already complete"
-            out.write(
-                f"{event.node}: {event.item} complete "
-                f"({', '.join(filter(None, [sent, skipped]))})\n"
-            )
-    elif isinstance(event, Notice):
-        out.write(f"{event.level}: {event.message}\n")
-        if event.remedy:
-            out.write(f"  remedy: {event.remedy}\n")
-    elif isinstance(event, SyncFinished):
-        if event.ok:
-            out.write(f"complete on every node: {', '.join(event.items)}\n")
-        else:
-            out.write(f"not complete on: {', '.join(event.failed_nodes) or 'every node'}\n")
+    match event:
+        case SyncStarted(kind=kind, recipe=recipe, items=items, nodes=nodes):
+            what = "model" if kind != IMAGE else "image"
+            out.write(f"syncing {recipe}'s {what} {', '.join(items)} on {', '.join(nodes)}\n")
+        case SyncStep(node=node, message=message):
+            out.write(f"{node}: {message}\n")
+        case SyncDone():
+            row = tally.row(event.node, event.item)
+            if row.kind == IMAGE:
+                out.write(f"{event.node}: {event.item}: {row.outcome}\n")
+            else:
+                sent = (
+                    f"{event.sent_bytes / 1e9:.2f} GB from {event.source}"
+                    if event.sent_bytes
+                    else ""
+                )
+                skipped = f"{event.skipped} file(s) already complete"
+                out.write(
+                    f"{event.node}: {event.item} complete "
+                    f"({', '.join(filter(None, [sent, skipped]))})\n"
+                )
+        case Notice(level=level, message=message, remedy=remedy):
+            out.write(f"{level}: {message}\n")
+            if remedy:
+                out.write(f"  remedy: {remedy}\n")
+        case SyncFinished(ok=True, items=items):
+            out.write(f"complete on every node: {', '.join(items)}\n")
+        case SyncFinished(failed_nodes=failed):
+            out.write(f"not complete on: {', '.join(failed) or 'every node'}\n")
+        case Probed() | Question():
+            pass  # the nodes as probed are the tally's; a question is answered by show_sync
+        case _:
+            assert_never(event)
     out.flush()
 
 
@@ -104,10 +110,9 @@ def summary(tally: SyncTally, out: TextIO) -> None:
     out.flush()
 
 
-async def show_sync(events: AsyncIterator[Any], as_json: bool) -> bool:
+async def show_sync(events: AsyncIterator[SyncEvent], as_json: bool) -> bool:
     """Print a sync's events (or, with `as_json`, one document at the end); True when ok."""
     from spark_tui.commands.terminal import answer
-    from spark_tui.service.events import Question
 
     tally = SyncTally()
     tty = sys.stdout.isatty() and not as_json

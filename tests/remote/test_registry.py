@@ -116,3 +116,32 @@ def test_the_endpoints_setting() -> None:
     with pytest.raises(SparkError) as err:
         parse_endpoints("ghcr.io")
     assert "SPARK_TUI_REGISTRY_ENDPOINTS=ghcr.io=http://" in err.value.remedy
+
+
+def test_a_public_repository_answers_once_an_anonymous_token_is_fetched() -> None:
+    # ghcr.io's flow for a public image: 401 with a Bearer challenge, a token from the
+    # realm it names (scope: pull of that repository), then the answer with the token.
+    import httpx
+
+    digest = "sha256:" + "c" * 64
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.url.path == "/token":
+            assert request.url.params["scope"] == f"repository:{REPO}:pull"
+            assert request.url.params["service"] == "ghcr.io"
+            return httpx.Response(200, json={"token": "anon"})
+        if request.headers.get("authorization") != "Bearer anon":
+            challenge = f'Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:{REPO}:pull"'
+            return httpx.Response(401, headers={"www-authenticate": challenge})
+        if request.url.path.endswith("/tags/list"):
+            return httpx.Response(200, json={"name": REPO, "tags": ["2026-12-01", "latest"]})
+        return httpx.Response(200, headers={"docker-content-digest": digest})
+
+    registry = Registry(transport=httpx.MockTransport(answer))
+    got = resolve_image("eugr/spark-vllm:latest", registry)
+    assert got is not None and (got.tag, got.digest) == ("2026-12-01", digest)
+    # One token, reused for the manifest.
+    assert seen.count("GET /token") == 1
+    assert seen[-1] == f"HEAD /v2/{REPO}/manifests/2026-12-01"

@@ -420,6 +420,11 @@ def _lab(sub: Any) -> None:
         help="the image's vllm: the stand-in (sim) or real vLLM's CPU build (vllm)",
     )
     p.add_argument("--cache-dir", metavar="DIR", help="where built images are kept")
+    p.add_argument(
+        "--registry",
+        action="store_true",
+        help="a real registry server the nodes reach as ghcr.io and Docker Hub (up)",
+    )
     p.add_argument("--memory-gb", type=int, default=128, help="memory each node reports (up)")
     p.add_argument("--inventory", metavar="FILE", help="where `up` writes the inventory")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")

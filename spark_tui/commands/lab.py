@@ -48,6 +48,7 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         subnet=getattr(args, "subnet", None) or DEFAULT_SUBNET,
         state_dir=state_dir,
         engine=getattr(args, "engine", None) or "sim",
+        registry=bool(getattr(args, "registry", False)),
         cache_dir=Path(args.cache_dir) if getattr(args, "cache_dir", None) else DEFAULT_CACHE_DIR,
     )
     engine = "real vLLM (CPU build)" if cfg.engine == "vllm" else "the simulated engine"
@@ -68,6 +69,12 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
     recipe = lab.write_recipe(inventory.parent)
     if recipe is not None:
         _say(f"  recipe for the lab's model written to {recipe}")
+    if info.registry:
+        _say(
+            f"  registry: {info.registry['url']} stands in for ghcr.io and Docker Hub; "
+            f"resolve sentinel images there with: export SPARK_TUI_REGISTRY_ENDPOINTS="
+            f"{info.registry['endpoints']}"
+        )
     _say(f"  next: spark-tui probe --inventory {inventory}")
     if recipe is not None:
         _say(f"  then: spark-tui launch {recipe} --inventory {inventory} --wait")

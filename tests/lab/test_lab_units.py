@@ -405,3 +405,26 @@ def test_lab_down_removes_only_the_names_its_config_gives(
     Lab(cfg).down(quiet=True)
     deleted = {argv[-1] for argv in ran if argv[:2] in (["ip", "netns"], ["ip", "link"])}
     assert deleted == {"ab-n1", "ab0", "abv1", "abp1"}
+
+
+def test_the_registry_stands_in_for_ghcr_and_docker_hub() -> None:
+    import json
+
+    from spark_tui.sim.lab.dockerd import daemon_json
+    from spark_tui.sim.lab.registry import hosts_text
+
+    cfg = LabConfig(nodes=2, prefix="ab", subnet="10.77.5.0/24", registry=True)
+    assert cfg.registry_url == "http://10.77.5.2"
+    assert cfg.registry_endpoints == "ghcr.io=http://10.77.5.2,docker.io=http://10.77.5.2"
+    assert cfg.registry_netns == "ab-reg" and cfg.registry_veths == ("abr0", "abq0")
+    config = json.loads(daemon_json(cfg.node(1), cfg.registry_url))
+    assert config["insecure-registries"] == [
+        "ghcr.io",
+        "registry-1.docker.io",
+        "index.docker.io",
+        "10.77.5.2",
+    ]
+    assert config["registry-mirrors"] == ["http://10.77.5.2"]
+    assert "insecure-registries" not in json.loads(daemon_json(cfg.node(1)))
+    hosts = hosts_text(cfg.registry_address).splitlines()
+    assert hosts[-1] == "10.77.5.2 ghcr.io registry-1.docker.io index.docker.io"

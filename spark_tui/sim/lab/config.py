@@ -111,7 +111,9 @@ class LabConfig:
     ends of the veths (`<prefix>v1`...); two labs with different prefixes and subnets can run
     side by side. `pace` and `token_scale` are baked into the image for the simulated engine.
     `engine` is "sim" (the stand-in as `vllm`) or "vllm" (real vLLM's CPU build and a tiny
-    model in every node's Hugging Face cache).
+    model in every node's Hugging Face cache). `registry`: a real registry server in its own
+    namespace on the bridge, which the nodes reach as ghcr.io and Docker Hub (see
+    sim.lab.registry).
     """
 
     nodes: int = 2
@@ -124,6 +126,7 @@ class LabConfig:
     state_dir: Path = DEFAULT_STATE_DIR
     cache_dir: Path = DEFAULT_CACHE_DIR
     engine: str = "sim"
+    registry: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -181,6 +184,34 @@ class LabConfig:
             address=str(self.network.network_address + 10 + index),
             dir=self.state_dir / "nodes" / f"n{index}",
         )
+
+    @property
+    def registry_netns(self) -> str:
+        return f"{self.prefix}-reg"
+
+    @property
+    def registry_veths(self) -> tuple[str, str]:
+        """The registry's veth pair: the bridge's end, the end inside its namespace."""
+        return f"{self.prefix}r0", f"{self.prefix}q0"
+
+    @property
+    def registry_address(self) -> str:
+        return str(self.network.network_address + 2)
+
+    @property
+    def registry_url(self) -> str:
+        # Port 80: Docker reaches an insecure registry named without a port (ghcr.io) there.
+        return f"http://{self.registry_address}"
+
+    @property
+    def registry_endpoints(self) -> str:
+        """The SPARK_TUI_REGISTRY_ENDPOINTS value that points resolution at the lab's
+        registry, standing in for ghcr.io and Docker Hub."""
+        return f"ghcr.io={self.registry_url},docker.io={self.registry_url}"
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.state_dir / "registry"
 
     def all_nodes(self) -> list[NodeLayout]:
         return [self.node(i) for i in range(1, self.nodes + 1)]

@@ -64,9 +64,17 @@ def real_runc() -> str:
     return runc
 
 
-def daemon_json(node: NodeLayout) -> str:
-    """dockerd's config: its identity key in the node's directory, not /etc/docker."""
-    return json.dumps({"deprecated-key-path": str(node.dir / "key.json")}) + "\n"
+def daemon_json(node: NodeLayout, registry_url: str | None = None) -> str:
+    """dockerd's config: its identity key in the node's directory, not /etc/docker. With the
+    lab's registry (`registry_url`): the names it stands in for (the node's /etc/hosts
+    points them at it) are trusted over plain HTTP, and Docker Hub pulls go to it."""
+    config: dict[str, Any] = {"deprecated-key-path": str(node.dir / "key.json")}
+    if registry_url is not None:
+        from spark_tui.sim.lab.registry import STANDS_IN_FOR
+
+        config["insecure-registries"] = [*STANDS_IN_FOR, registry_url.split("://", 1)[1]]
+        config["registry-mirrors"] = [registry_url]
+    return json.dumps(config) + "\n"
 
 
 def dockerd_env(node: NodeLayout) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from spark_tui.core.errors import InputError, OperationFailed
 from spark_tui.core.inventory import InventoryNode, inventory_to_yaml
-from spark_tui.sim.lab import dockerd, network, procs, shims, vllm_image
+from spark_tui.sim.lab import dockerd, network, procs, registry, shims, vllm_image
 from spark_tui.sim.lab import sshd as sshd_mod
 from spark_tui.sim.lab.config import MARKER, LabConfig, NodeLayout
 from spark_tui.sim.lab.image import ImageResult, build_and_load
@@ -47,6 +47,7 @@ rmdir /run/.cgroup
 mount --bind "$3" /proc/meminfo
 mount --bind "$4" "$5"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+if [ -n "$6" ]; then mount --bind "$6" /etc/hosts; fi
 echo $$ > "$1"
 exec sleep infinity
 """
@@ -78,6 +79,8 @@ class LabInfo:
     inventory: list[dict[str, Any]]
     image: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    # The lab's registry: its address and the SPARK_TUI_REGISTRY_ENDPOINTS value for it.
+    registry: dict[str, str] = field(default_factory=dict)
 
 
 def _tcp_banner(address: str, port: int = 22, timeout: float = 1.0) -> bool:
@@ -115,6 +118,7 @@ class Lab:
             state_dir=Path(state_dir),
             cache_dir=Path(c["cache_dir"]),
             engine=str(c.get("engine", "sim")),
+            registry=bool(c.get("registry", False)),
         )
         return cls(cfg, say)
 
@@ -163,6 +167,7 @@ class Lab:
         "known_hosts",
         "nodes",
         "image",
+        "registry",
     }
 
     def _foreign_files(self) -> dict[str, bytes]:
@@ -206,6 +211,8 @@ class Lab:
             cfg.client_key.with_name(cfg.client_key.name + ".pub").read_text()
         )
         network.create_bridge(cfg)
+        if cfg.registry:
+            self._start_registry()
         for node in self.nodes:
             network.create_node_network(cfg, node)
             self._prepare_node(node)
@@ -233,6 +240,11 @@ class Lab:
             inventory=[n.to_dict() for n in self.inventory_nodes()],
             image=image_info,
             seconds=round(time.monotonic() - started, 2),
+            registry=(
+                {"url": cfg.registry_url, "endpoints": cfg.registry_endpoints}
+                if cfg.registry
+                else {}
+            ),
         )
         cfg.state_file.write_text(json.dumps({**asdict(info), "complete": True}, indent=2) + "\n")
         return info
@@ -289,6 +301,7 @@ class Lab:
             "subnet": c.subnet,
             "cache_dir": str(c.cache_dir),
             "engine": c.engine,
+            "registry": c.registry,
         }
 
     def _node_dict(self, node: NodeLayout) -> dict[str, Any]:
@@ -317,7 +330,10 @@ class Lab:
         ):
             path.write_text(text)
             path.chmod(0o755)
-        (node.dir / "daemon.json").write_text(dockerd.daemon_json(node))
+        registry_url = self.cfg.registry_url if self.cfg.registry else None
+        (node.dir / "daemon.json").write_text(dockerd.daemon_json(node, registry_url))
+        if registry_url is not None:
+            (node.dir / "hosts").write_text(registry.hosts_text(self.cfg.registry_address))
         sshd_mod.generate_key(node.host_key, node.name)
         node.sshd_config.write_text(sshd_mod.sshd_config(self.cfg, node))
 
@@ -347,6 +363,7 @@ class Lab:
             str(node.meminfo),
             str(node.home),
             root_home,
+            str(node.dir / "hosts") if self.cfg.registry else "",
         ]
         node.keeper_pidfile.unlink(missing_ok=True)
         spawn_detached(argv, node.log("keeper"))
@@ -371,6 +388,24 @@ class Lab:
         """The argv prefix that runs a command inside node `index` (its net, mount, UTS)."""
         nsenter = which("nsenter") or "nsenter"
         return [nsenter, "-t", str(self.keeper_pid(index)), "-n", "-m", "-u", "-i", "--"]
+
+    def _start_registry(self) -> None:
+        """The registry server in its own namespace on the bridge (see sim.lab.registry)."""
+        cfg = self.cfg
+        network.create_registry_network(cfg)
+        folder = cfg.registry_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "config.yml"
+        config.write_text(registry.config_text(folder / "data", "0.0.0.0:80"))
+        log = folder / "registry.log"
+        netns = f"--net={network.NETNS_DIR / cfg.registry_netns}"
+        nsenter = which("nsenter") or "nsenter"
+        spawn_detached([nsenter, netns, registry.registry_binary(), "serve", config], log)
+        wait_for("the lab's registry", lambda: registry.answers(cfg.registry_url), 15.0, log)
+        self.say(
+            f"registry: {cfg.registry_url} stands in for {', '.join(registry.STANDS_IN_FOR)}; "
+            f"SPARK_TUI_REGISTRY_ENDPOINTS={cfg.registry_endpoints}"
+        )
 
     def _start_dockerd(self, node: NodeLayout) -> None:
         spawn_detached(

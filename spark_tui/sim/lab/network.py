@@ -28,13 +28,13 @@ def link_exists(name: str) -> bool:
 
 def lab_links(prefix: str) -> list[str]:
     """The root-namespace links this lab prefix names: its bridge and the veths' host ends."""
-    pattern = re.compile(rf"^{re.escape(prefix)}(0|v\d+|p\d+)$")
+    pattern = re.compile(rf"^{re.escape(prefix)}(0|v\d+|p\d+|r0|q0)$")
     return [str(link["ifname"]) for link in _links() if pattern.match(str(link.get("ifname")))]
 
 
 def lab_namespaces(prefix: str) -> list[str]:
-    """The named network namespaces this lab prefix names (`<prefix>-n1`...)."""
-    pattern = re.compile(rf"^{re.escape(prefix)}-n\d+$")
+    """The named network namespaces this lab prefix names (`<prefix>-n1`..., `<prefix>-reg`)."""
+    pattern = re.compile(rf"^{re.escape(prefix)}-(n\d+|reg)$")
     try:
         return sorted(p.name for p in NETNS_DIR.iterdir() if pattern.match(p.name))
     except OSError:
@@ -82,16 +82,31 @@ def create_node_network(cfg: LabConfig, node: NodeLayout) -> None:
     run([*inside, "link", "set", "lo", "up"])
 
 
+def create_registry_network(cfg: LabConfig) -> None:
+    """The registry's own namespace on the bridge, at the subnet's second address."""
+    host_end, inner = cfg.registry_veths
+    run(["ip", "netns", "add", cfg.registry_netns])
+    run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", inner])
+    run(["ip", "link", "set", inner, "netns", cfg.registry_netns])
+    run(["ip", "link", "set", host_end, "master", cfg.bridge])
+    run(["ip", "link", "set", host_end, "up"])
+    inside = ["ip", "-n", cfg.registry_netns]
+    run([*inside, "addr", "add", f"{cfg.registry_address}/{cfg.prefixlen}", "dev", inner])
+    run([*inside, "link", "set", inner, "up"])
+    run([*inside, "link", "set", "lo", "up"])
+
+
 def own_namespaces(cfg: LabConfig) -> list[str]:
-    """The named network namespaces of exactly this lab's nodes that exist."""
-    wanted = {n.netns for n in cfg.all_nodes()}
+    """The named network namespaces of exactly this lab's nodes (and its registry) that exist."""
+    wanted = {n.netns for n in cfg.all_nodes()} | {cfg.registry_netns}
     return [ns for ns in lab_namespaces(cfg.prefix) if ns in wanted]
 
 
 def own_links(cfg: LabConfig) -> list[str]:
     """The root-namespace links of exactly this lab (its bridge, its nodes' veths) that exist.
     By name, not by pattern: lab `ab`'s pattern would also match lab `abv`'s bridge `abv0`."""
-    wanted = {cfg.bridge} | {name for n in cfg.all_nodes() for name in (n.veth_host, n.veth_peer)}
+    wanted = {cfg.bridge, *cfg.registry_veths}
+    wanted |= {name for n in cfg.all_nodes() for name in (n.veth_host, n.veth_peer)}
     return [str(link["ifname"]) for link in _links() if str(link.get("ifname")) in wanted]
 
 

@@ -27,6 +27,20 @@ PACKAGE = "docker-registry"
 STANDS_IN_FOR = ("ghcr.io", "registry-1.docker.io", "index.docker.io")
 
 
+def hosts_text(address: str) -> str:
+    """A lab node's /etc/hosts: this machine's, plus the registry names the lab's registry
+    stands in for (SIMULATED: they never reach the real ghcr.io or Docker Hub)."""
+    try:
+        base = Path("/etc/hosts").read_text()
+    except OSError:
+        base = "127.0.0.1 localhost\n"
+    names = " ".join(STANDS_IN_FOR)
+    return (
+        base.rstrip("\n")
+        + f"\n# spark-tui lab: its simulated registry stands in for these\n{address} {names}\n"
+    )
+
+
 def registry_binary() -> str:
     found = which("docker-registry") or which("registry")
     if found is None:

@@ -103,7 +103,7 @@ async def _bench(args: argparse.Namespace) -> int:
     s = session(args, nodes_needed=False)
     done: list[ev.BenchDone] = []
 
-    def on_event(event: object) -> None:
+    def on_event(event: ev.BenchEvent) -> None:
         if isinstance(event, ev.BenchDone):
             done.append(event)
         elif isinstance(event, ev.Notice):

@@ -13,10 +13,11 @@ from spark_tui.core.errors import InputError
 from spark_tui.service.targets import Targets
 
 if TYPE_CHECKING:
-    from spark_tui.service.events import Question
+    from spark_tui.service.events import Question, ServiceEvent
     from spark_tui.service.session import Session
 
-T = TypeVar("T")
+# The events of one action (`LaunchEvent`, `SmokeEvent`, ...).
+E = TypeVar("E", bound="ServiceEvent")
 
 
 def targets(args: argparse.Namespace) -> Targets:
@@ -72,71 +73,72 @@ def answer(question: Question, flags: Mapping[str, bool | None]) -> None:
     question.reply(sys.stdin.readline().strip().lower() in ("yes", "y"))
 
 
-def show(event: Any) -> None:
-    """One progress line on stderr for an event (log lines only when they matter)."""
+def show(event: ServiceEvent) -> None:
+    """One progress line on stderr for an event (log lines only when they matter); what an
+    action ends with (results, a stop, a comparison) is its command's to print."""
     from spark_tui.service import events as ev
 
-    if isinstance(event, ev.RankStateChanged):
-        extra = ""
-        if event.state is ev.RankState.LOADING and event.progress is not None:
-            extra = f" {event.progress:.0%}"
-        if event.reason:
-            extra = f": {event.reason}"
-        err(f"rank {event.rank} {event.node}: {event.state.value}{extra}")
-        for line in event.explaining_lines:
-            err(f"    | {line}")
-    elif isinstance(event, ev.LogLine):
-        if event.kind in ("error", "warning", "phase", "ready"):
+    match event:
+        case ev.RankStateChanged(rank=rank, node=node, state=state, reason=reason):
+            extra = ""
+            if state is ev.RankState.LOADING and event.progress is not None:
+                extra = f" {event.progress:.0%}"
+            if reason:
+                extra = f": {reason}"
+            err(f"rank {rank} {node}: {state.value}{extra}")
+            for line in event.explaining_lines:
+                err(f"    | {line}")
+        case ev.LogLine(kind="error" | "warning" | "phase" | "ready"):
             err(f"[{event.rank} {event.node}] {event.text}")
-    elif isinstance(event, ev.Notice):
-        err(
-            f"{event.level}: {event.message}"
-            + (f"\n  remedy: {event.remedy}" if event.remedy else "")
-        )
-    elif isinstance(event, ev.ClusterReady):
-        err(f"cluster {event.cluster_id} is ready")
-    elif isinstance(event, ev.NodeUnreachable):
-        err(f"warning: {event.text}\n  remedy: {event.remedy}")
-    elif isinstance(event, ev.NodeReachable):
-        err(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
-    elif isinstance(event, ev.Evaluated):
-        e = event.evaluation
-        err(f"fit: {e.verdict}")
-        for f in e.report.findings if e.report else []:
-            if f.severity in ("error", "warning"):
-                err(f"  {f.severity}: {f.message}\n    remedy: {f.remedy}")
-    elif isinstance(event, ev.Endpoint):
-        err(f"API on {event.head}: {event.api_url}\n  from your machine: {event.tunnel}")
-    elif isinstance(event, ev.Recorded) and event.error:
-        err(f"warning: {event.error}")
-    elif isinstance(event, ev.BenchProgressed):
-        p = event.progress
-        tty = sys.stderr.isatty()
-        if tty or p.done == p.total:
-            end = "\n" if p.done == p.total else ""
-            sys.stderr.write(
-                ("\r" if tty else "")
-                + f"  level {p.level_index + 1}/{p.levels} (concurrency {p.concurrency}, repeat "
-                f"{p.repeat + 1}): {p.done}/{p.total} requests, {p.errors} errors, "
-                f"{p.elapsed_s:.1f} s{end}"
-            )
-            sys.stderr.flush()
+        case ev.Notice(level=level, message=message, remedy=remedy):
+            err(f"{level}: {message}" + (f"\n  remedy: {remedy}" if remedy else ""))
+        case ev.ClusterReady(cluster_id=cluster_id):
+            err(f"cluster {cluster_id} is ready")
+        case ev.NodeUnreachable():
+            err(f"warning: {event.text}\n  remedy: {event.remedy}")
+        case ev.NodeReachable(node=node, outage_seconds=seconds):
+            err(f"{node} reachable again after {seconds:.0f} s")
+        case ev.Evaluated(evaluation=e):
+            err(f"fit: {e.verdict}")
+            for f in e.report.findings if e.report else []:
+                if f.severity in ("error", "warning"):
+                    err(f"  {f.severity}: {f.message}\n    remedy: {f.remedy}")
+        case ev.Endpoint(head=head, api_url=api_url, tunnel=tunnel):
+            err(f"API on {head}: {api_url}\n  from your machine: {tunnel}")
+        case ev.Recorded(error=str() as error):
+            err(f"warning: {error}")
+        case ev.BenchProgressed(progress=p):
+            tty = sys.stderr.isatty()
+            if tty or p.done == p.total:
+                end = "\n" if p.done == p.total else ""
+                sys.stderr.write(
+                    ("\r" if tty else "")
+                    + f"  level {p.level_index + 1}/{p.levels} (concurrency {p.concurrency}, "
+                    f"repeat {p.repeat + 1}): {p.done}/{p.total} requests, {p.errors} errors, "
+                    f"{p.elapsed_s:.1f} s{end}"
+                )
+                sys.stderr.flush()
+        case _:
+            pass
 
 
 async def consume(
-    events: AsyncIterator[Any],
+    events: AsyncIterator[E],
     flags: Mapping[str, bool | None] | None = None,
-    on_event: Callable[[Any], None] = show,
-) -> list[Any]:
-    """Every event of an action, questions answered (see `answer`); returns them."""
+    on_event: Callable[[E], None] | None = None,
+) -> list[E]:
+    """Every event of an action, questions answered (see `answer`), the others shown by
+    `on_event` (else `show`); returns them."""
     from spark_tui.service.events import Question
 
-    seen = []
+    seen: list[E] = []
     async for event in events:
         if isinstance(event, Question):
             answer(event, flags or {})
-        else:
+        elif on_event is not None:
             on_event(event)
+        else:
+            show(event)
         seen.append(event)
     return seen
 

@@ -31,7 +31,7 @@ async def _tune(args: argparse.Namespace) -> int:
     compared: list[ev.Compared] = []
     smoke: list[Any] = []
 
-    def on_event(event: object) -> None:
+    def on_event(event: ev.TuneEvent) -> None:
         if isinstance(event, ev.Compared):
             compared.append(event)
         elif isinstance(event, ev.SmokeChecked):

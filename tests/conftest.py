@@ -1,10 +1,12 @@
 """Shared test setup: every test gets its own config and data folders, so a developer's
-recipes, themes and run history never leak into a test, nor a test's into them."""
+recipes, themes and run history never leak into a test, nor a test's into them; the suite's
+split over pytest-xdist workers (`--dist loadgroup`, see pyproject.toml) is decided here."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +39,42 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     report = outcome.get_result()
     if UNDER_CI and report.skipped:
         _failed_instead(report)
+
+
+# The tests that run one at a time, in one xdist group on one worker: the namespace lab with its
+# real sshd, dockerd and real vLLM (root-wide names, iptables rules, and CPU enough for one
+# real engine on a 2-core machine). Every other test is safe beside another: loopback
+# addresses and ports of its own, its own temp and XDG folders, tmux sockets named by pid.
+SERIAL_GROUP = "serial"
+SERIAL_MARKERS = ("lab", "vllm")
+SERIAL_DIRS = (Path(__file__).resolve().parent / "lab",)
+
+
+def _runs_alone(item: pytest.Item) -> bool:
+    if any(item.get_closest_marker(name) for name in SERIAL_MARKERS):
+        return True
+    path = item.path.resolve()
+    return any(path.is_relative_to(d) for d in SERIAL_DIRS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the lab tests in the serial group and each other module in a group of its own,
+    so a module's module-scoped fixtures (a `spark-tui sim`, an engine) start once."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        item.add_marker(
+            pytest.mark.xdist_group(SERIAL_GROUP if _runs_alone(item) else _module(item))
+        )
+
+
+def _module(item: pytest.Item) -> str:
+    """A short group name for the test's module ("cli/test_contract"): xdist appends it to
+    the test's id."""
+    path = item.path.resolve().with_suffix("")
+    here = Path(__file__).resolve().parent
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import pytest
 
 from spark_tui.core.inventory import parse_inventory
 from spark_tui.sim.nodes import random_loopback_base
@@ -53,9 +56,19 @@ def _sim(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def test_sim_writes_the_inventory_and_stops_everything_on_sigterm(tmp_path: Path) -> None:
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A temp folder with a short path: the nodes' Docker sockets are in the state dir only
+    while their path fits a unix socket's (a pytest-xdist worker's tmp_path is deeper)."""
+    with tempfile.TemporaryDirectory(prefix="simcmd-") as folder:
+        yield Path(folder)
+
+
+def test_sim_writes_the_inventory_and_stops_everything_on_sigterm(
+    tmp_path: Path, short_dir: Path
+) -> None:
     inventory = tmp_path / "inv.yaml"
-    state = tmp_path / "state"
+    state = short_dir / "state"
     base = random_loopback_base()
     proc = _sim(
         "--nodes", "2", "--inventory", str(inventory), "--ssh-port", "0",

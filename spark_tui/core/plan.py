@@ -76,9 +76,17 @@ DP_SIZE, DP_RANK, DP_ADDRESS, DP_RPC_PORT = (
     "--data-parallel-address",
     "--data-parallel-rpc-port",
 )
+DP_SIZE_LOCAL, DP_START_RANK = "--data-parallel-size-local", "--data-parallel-start-rank"
 EXECUTOR_BACKEND = "--distributed-executor-backend"
 # Short spellings vLLM accepts for the flags above (underscore forms are handled generically).
-_FLAG_ALIASES = {DP_SIZE: ("-dp",)}
+_FLAG_ALIASES = {
+    DP_SIZE: ("-dp",),
+    DP_RANK: ("-dpn",),
+    DP_ADDRESS: ("-dpa",),
+    DP_RPC_PORT: ("-dpp",),
+    DP_SIZE_LOCAL: ("-dpl",),
+    DP_START_RANK: ("-dpr",),
+}
 
 
 def is_secret_name(name: str) -> bool:
@@ -672,8 +680,8 @@ def build_plan(
             role = "head" if rank == 0 else "worker"
             argv = _distributed_argv(
                 base,
-                nnodes=replica_size,
-                node_rank=intra,
+                nnodes=len(nodes) if dp > 1 else replica_size,
+                node_rank=rank if dp > 1 else intra,
                 master_ip=master_ip,
                 master_port=master_port,
                 dp=dp,
@@ -681,7 +689,8 @@ def build_plan(
                 dp_address=head_ip,
                 rpc_port=rpc_port,
             )
-            serves_api = intra == 0
+            # One API server for all replicas: the head's (vLLM's internal load balancing).
+            serves_api = rank == 0
         env, env_notes = _rank_env(recipe_env, node, master_ip, master_port)
         notes.extend(n for n in env_notes if n not in notes)
         # `{rank}` in a recipe's env value is this rank's number (e.g. a CPU core to bind).
@@ -748,9 +757,9 @@ def build_plan(
         if dp > 1:
             rendezvous.update(data_parallel_address=head_ip, data_parallel_rpc_port=rpc_port)
             notes.append(
-                f"data parallel: {dp} replicas of {plural(replica_size, 'node')}; each replica leader "
-                "runs its own API server (vLLM's external load balancing, meant for MoE "
-                "models), the head's is the endpoint"
+                f"data parallel: {dp} replicas of {plural(replica_size, 'node')}; the head's API "
+                "server balances requests over every replica's engine (the other replica "
+                "leaders run headless and join it at the data-parallel RPC port)"
             )
     head = nodes[0]
     endpoint = {
@@ -793,21 +802,33 @@ def _distributed_argv(
     dp_address: str,
     rpc_port: int,
 ) -> list[str]:
-    """The serve argv of one vllm-distributed rank, in the playbook's flag order."""
+    """The serve argv of one vllm-distributed rank, in the playbook's flag order.
+
+    Data parallelism takes vLLM's internally balanced multi-node form: one API server on
+    the head (`--data-parallel-size-local 1`), every other node `--headless` with
+    `--data-parallel-start-rank` naming its replica. vLLM 0.32 refuses the per-node form
+    (`--data-parallel-rank` on every node, an API per replica) for a dense model ("Non-MoE
+    models do not support external data parallel mode"); this form runs dense and MoE
+    models alike. Under data parallelism vLLM counts `--nnodes`/`--node-rank` over the whole
+    deployment and takes the replica's place from them, while `--master-addr` is the
+    replica's own leader (its tensor-parallel group's rendezvous).
+    """
     argv = list(base)
-    if nnodes > 1:
+    if nnodes > 1 and (dp == 1 or nnodes > dp):
         argv = set_flag(argv, NNODES, str(nnodes))
         argv = set_flag(argv, MASTER_ADDR, master_ip)
         argv = set_flag(argv, MASTER_PORT, str(master_port))
         argv = set_flag(argv, NODE_RANK, str(node_rank))
-        argv = set_flag(argv, HEADLESS, node_rank > 0)
     else:
-        for flag in (NNODES, MASTER_ADDR, MASTER_PORT, NODE_RANK, HEADLESS):
+        for flag in (NNODES, MASTER_ADDR, MASTER_PORT, NODE_RANK):
             argv = set_flag(argv, flag, None)
+    argv = set_flag(argv, HEADLESS, node_rank > 0)
     if dp > 1:
         if flag_value(argv, DP_SIZE) is None:
             argv = set_flag(argv, DP_SIZE, str(dp))
-        argv = set_flag(argv, DP_RANK, str(dp_rank))
+        argv = set_flag(argv, DP_RANK, None)
+        argv = set_flag(argv, DP_SIZE_LOCAL, "1")
+        argv = set_flag(argv, DP_START_RANK, str(dp_rank) if node_rank > 0 else None)
         argv = set_flag(argv, DP_ADDRESS, dp_address)
         argv = set_flag(argv, DP_RPC_PORT, str(rpc_port))
     return argv

@@ -222,10 +222,17 @@ async def test_differing_image_digests_warn_naming_both(sim_scenario) -> None:
         await stop(pool)
 
 
-async def test_four_nodes_tp2_dp2(sim_scenario) -> None:
+@pytest.mark.parametrize(
+    ("recipe", "sets"),
+    [("glm-5.3-flash", ["data_parallel=2"]), ("gpt-oss-120b", ["data_parallel=4"])],
+    ids=["tp2xdp2", "dp4"],
+)
+async def test_four_nodes_data_parallel(sim_scenario, recipe: str, sets: list[str]) -> None:
+    # vLLM's internally balanced form: one API (the head's), every other rank headless.
     async with SimCluster(sim_scenario(4)) as sim, pool_for(sim) as pool:
-        plan = await make_plan(pool, sets=["data_parallel=2"])
+        plan = await make_plan(pool, recipe, sets=sets)
         assert len(plan.ranks) == 4
+        assert [r.serves_api for r in plan.ranks] == [True, False, False, False]
         events = [
             ev async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV)
         ]

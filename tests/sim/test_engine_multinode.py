@@ -124,12 +124,12 @@ def test_worker_dies_after_ready_scenario() -> None:
         p.stop()
 
 
-def test_data_parallel_ranks_meet_and_fail_together() -> None:
-    rpc = free_port()
-    ports = [free_port(), free_port()]
-    dp = [
+def _dp_argv(rpc: int) -> list[str]:
+    return [
         "--data-parallel-size",
         "2",
+        "--data-parallel-size-local",
+        "1",
         "--data-parallel-address",
         "127.0.0.1",
         "--data-parallel-rpc-port",
@@ -137,18 +137,61 @@ def test_data_parallel_ranks_meet_and_fail_together() -> None:
         "--max-model-len",
         "4096",
     ]
+
+
+def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
+    # The form real vLLM 0.32 runs for a dense model: one API on the head, the other
+    # replica headless with its start rank.
+    rpc = free_port()
+    ports = [free_port(), free_port()]
+    head = Engine(serve_argv("Qwen/Qwen3-8B", ports[0], *_dp_argv(rpc)))
+    other = Engine(
+        serve_argv(
+            "Qwen/Qwen3-8B",
+            ports[1],
+            *_dp_argv(rpc),
+            "--headless",
+            "--data-parallel-start-rank",
+            "1",
+        )
+    )
+    try:
+        head.wait_healthy(ports[0])
+        assert "All 2 data parallel engines are connected." in head.output
+        assert (
+            f"Launching 1 data parallel engine(s) in headless mode, with head node address "
+            f"tcp://127.0.0.1:{rpc}." in other.output
+        )
+        assert "(EngineCore_DP1 pid=" in other.output
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{ports[1]}/health", timeout=2)  # no API there
+        other.proc.send_signal(signal.SIGKILL)
+        assert head.wait_exit(15) == 1
+        assert "EngineDeadError" in head.output
+    finally:
+        for engine in (head, other):
+            engine.stop()
+
+
+@pytest.mark.parametrize("how", [["--data-parallel-rank"], ["--data-parallel-external-lb", "-dpn"]])
+def test_the_per_replica_api_form_is_refused_for_a_dense_model_as_vllm_does(
+    how: list[str],
+) -> None:
+    # vLLM 0.32 refuses external load balancing for a non-MoE model on every rank, at startup.
+    rpc = free_port()
     ranks = [
-        Engine(serve_argv("Qwen/Qwen3-8B", ports[r], *dp, "--data-parallel-rank", str(r)))
+        Engine(serve_argv("Qwen/Qwen3-8B", free_port(), *_dp_argv(rpc), *how, str(r)))
         for r in (0, 1)
     ]
     try:
-        for engine, port in zip(ranks, ports, strict=True):
-            engine.wait_healthy(port)
-        assert "All 2 data parallel engines are connected." in ranks[0].output
-        assert "(EngineCore_DP1 pid=" in ranks[1].output
-        ranks[1].proc.send_signal(signal.SIGKILL)
-        assert ranks[0].wait_exit(15) == 1
-        assert "EngineDeadError" in ranks[0].output
+        for engine in ranks:
+            assert engine.wait_exit(30) == 1
+            assert (
+                "ValueError: Non-MoE models do not support external data parallel mode. For "
+                "external load balancing, launch independent vLLM instances without "
+                "--data-parallel-* arguments." in engine.output
+            )
+            assert "Traceback (most recent call last):" in engine.output
     finally:
         for engine in ranks:
             engine.stop()

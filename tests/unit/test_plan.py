@@ -334,22 +334,28 @@ def test_four_node_tensor_times_pipeline() -> None:
     assert _flag(plan.ranks[3].argv, "-tp") == "2"
 
 
-def test_pure_data_parallel_flags() -> None:
-    recipe = simple_recipe("vllm serve {model} --port {port}")
-    nodes = cluster(2)
-    plan = build_plan(recipe, apply_overrides(recipe, ["data_parallel=2"]), nodes)
+def test_pure_data_parallel_is_one_api_on_the_head_and_headless_replicas() -> None:
+    # vLLM 0.32 refuses the per-node form (--data-parallel-rank everywhere) for a dense
+    # model; this is the form it runs: the head's API balances over every replica's engine.
+    recipe = simple_recipe("vllm serve {model} --port {port} --data-parallel-rank 5")
+    nodes = cluster(3)
+    plan = build_plan(recipe, apply_overrides(recipe, ["data_parallel=3"]), nodes)
     for rank in plan.ranks:
         argv = rank.argv
         assert argv.count("--data-parallel-size") == 1
-        assert _flag(argv, "--data-parallel-size") == "2"
-        assert _flag(argv, "--data-parallel-rank") == str(rank.rank)
+        assert _flag(argv, "--data-parallel-size") == "3"
+        assert _flag(argv, "--data-parallel-size-local") == "1"
         assert _flag(argv, "--data-parallel-address") == "192.168.50.1"
         assert _flag(argv, "--data-parallel-rpc-port") == "13345"
-        for flag in ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless"):
+        assert "--data-parallel-rank" not in argv
+        assert _flag(argv, "--data-parallel-start-rank") == (str(rank.rank) if rank.rank else None)
+        assert ("--headless" in argv) == (rank.rank > 0)
+        for flag in ("--nnodes", "--node-rank", "--master-addr", "--master-port"):
             assert flag not in argv
-        assert rank.serves_api
+        assert rank.serves_api == (rank.rank == 0)
+        assert rank.replica == rank.rank
     assert plan.rendezvous["data_parallel_rpc_port"] == 13345
-    assert [r["node"] for r in plan.endpoint["replicas"]] == ["spark-0", "spark-1"]
+    assert [r["node"] for r in plan.endpoint["replicas"]] == ["spark-0"]
 
 
 def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
@@ -363,21 +369,27 @@ def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
         replica, intra = divmod(rank.rank, 2)
         leader_ip = f"192.168.50.{replica * 2 + 1}"
         argv = rank.argv
-        assert _flag(argv, "--nnodes") == "2"
-        assert _flag(argv, "--node-rank") == str(intra)
+        # vLLM 0.32 counts nodes over the whole deployment and derives each one's replica
+        # from its node rank; the tensor-parallel group meets at its own leader.
+        assert _flag(argv, "--nnodes") == "8"
+        assert _flag(argv, "--node-rank") == str(rank.rank)
         assert _flag(argv, "--master-addr") == leader_ip
-        assert ("--headless" in argv) == (intra == 1)
+        assert ("--headless" in argv) == (rank.rank > 0)
         assert _flag(argv, "--data-parallel-size") == "4"
-        assert _flag(argv, "--data-parallel-rank") == str(replica)
+        assert _flag(argv, "--data-parallel-size-local") == "1"
+        assert _flag(argv, "--data-parallel-start-rank") == (str(replica) if rank.rank else None)
+        assert "--data-parallel-rank" not in argv
         assert _flag(argv, "--data-parallel-address") == "192.168.50.1"
         assert _flag(argv, "--data-parallel-rpc-port") == "14000"
         assert rank.env["HEAD_IP"] == leader_ip
         assert rank.replica == replica
-        assert rank.serves_api == (intra == 0)
+        assert rank.serves_api == (rank.rank == 0)
     # Both flag sets, torch rendezvous first as in the playbook, then data parallel.
     argv = plan.ranks[5].argv
     assert (
-        argv.index("--master-port") < argv.index("--node-rank") < argv.index("--data-parallel-rank")
+        argv.index("--master-port")
+        < argv.index("--node-rank")
+        < argv.index("--data-parallel-start-rank")
     )
 
 

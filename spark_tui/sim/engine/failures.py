@@ -184,6 +184,28 @@ def world_exceeds_gpus(world: int, gpus: int) -> Failure:
     return Failure(exc, frames, "config", exit_code=1)
 
 
+# vLLM 0.32's words (vllm/engine/arg_utils.py, create_engine_config) for the per-replica API
+# form of data parallelism with a dense model; every rank prints them and exits 1.
+EXTERNAL_DP_NON_MOE = (
+    "Non-MoE models do not support external data parallel mode. For external load "
+    "balancing, launch independent vLLM instances without --data-parallel-* arguments."
+)
+
+
+def external_dp_non_moe() -> Failure:
+    """--data-parallel-rank (external load balancing) with DP > 1 for a dense model."""
+    frames = CLI_FRAMES + [
+        _f(
+            "vllm/entrypoints/openai/api_server.py",
+            1944,
+            "run_server",
+            "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)",
+        ),
+        _f("vllm/engine/arg_utils.py", 2420, "create_engine_config", "raise ValueError("),
+    ]
+    return Failure(f"ValueError: {EXTERNAL_DP_NON_MOE}", frames, "config", exit_code=1)
+
+
 def unknown_model(model: str) -> Failure:
     """A model the simulated catalogue (and so the simulated Hub) does not have."""
     exc = (

@@ -66,13 +66,50 @@ class Context:
         self.pid = os.getpid()
         self.hostname = socket.gethostname()
         self.log = EngineLog()
-        self.multi = args.nnodes > 1
-        self.headless = bool(args.headless) or (self.multi and args.node_rank > 0)
         self.tp = args.tensor_parallel_size
         self.pp = args.pipeline_parallel_size
         self.world = self.tp * self.pp
-        self.local_world = max(1, self.world // max(1, args.nnodes))
-        self.rank = args.node_rank * self.local_world
+        # Data parallelism: --data-parallel-rank (or --data-parallel-external-lb) means one API
+        # server per replica (external load balancing, MoE models only); otherwise the head's
+        # API balances over every replica and the others run --headless, their replica given
+        # by --data-parallel-start-rank or inferred from --node-rank, as vLLM 0.32 does.
+        self.dp = max(1, args.data_parallel_size)
+        self.external_lb = args.data_parallel_rank is not None or bool(
+            args.data_parallel_external_lb
+        )
+        nnodes = max(1, args.nnodes)
+        local = args.data_parallel_size_local
+        if local is None:
+            if self.external_lb:
+                local = 1
+            elif nnodes > 1 and self.dp > 1:
+                local = max(1, (self.world * self.dp // nnodes) // self.world)
+            else:
+                local = 1 if args.data_parallel_address else self.dp
+        self.dp_local = max(1, local)
+        self.dp_multi = self.dp > self.dp_local
+        # Under data parallelism --nnodes and --node-rank count the whole deployment; one
+        # replica spans nnodes // (dp // dp_local) of them (vLLM's nnodes_within_dp).
+        self.nnodes = nnodes
+        self.node_rank = args.node_rank
+        if nnodes > 1 and self.dp > 1:
+            self.nnodes = max(1, nnodes // max(1, self.dp // self.dp_local))
+            self.node_rank = args.node_rank % self.nnodes
+        inferred = (args.node_rank * (self.world * self.dp // nnodes)) // self.world
+        if self.external_lb:
+            self.dp_rank = (
+                args.data_parallel_rank if args.data_parallel_rank is not None else inferred
+            )
+        elif args.data_parallel_start_rank is not None:
+            self.dp_rank = args.data_parallel_start_rank
+        else:
+            self.dp_rank = inferred if nnodes > 1 else 0
+        self.multi = self.nnodes > 1
+        self.headless = bool(args.headless) or (self.multi and self.node_rank > 0)
+        # The leader of its replica's ranks (its torch rendezvous is at --master-addr).
+        self.tp_leader = self.node_rank == 0
+        self.local_world = max(1, self.world // self.nnodes)
+        self.rank = self.node_rank * self.local_world
         self.tp_rank = self.rank % self.tp
         self.pp_rank = self.rank // self.tp
         self.ep = bool(args.enable_expert_parallel)
@@ -80,18 +117,6 @@ class Context:
         # The Ray executor: one Ray node per rank, this process drives them all.
         self.ray = ray_path.wanted(args) and self.world > 1 and args.nnodes <= 1
         self.ray_workers: ray_path.RayWorkers | None = None
-        # Data parallelism: --data-parallel-rank means one API server per rank (external load
-        # balancing); --data-parallel-start-rank a headless node of the leader's replicas.
-        self.dp = max(1, args.data_parallel_size)
-        self.external_lb = args.data_parallel_rank is not None
-        self.dp_rank = (
-            args.data_parallel_rank if self.external_lb else (args.data_parallel_start_rank or 0)
-        )
-        local = args.data_parallel_size_local
-        if local is None:
-            local = 1 if (self.external_lb or args.data_parallel_address) else self.dp
-        self.dp_local = max(1, local)
-        self.dp_multi = self.dp > self.dp_local
         pid = self.pid
         dp_tag = f"_DP{self.dp_rank}" if self.dp > 1 else ""
         if self.headless:
@@ -172,7 +197,7 @@ class Context:
             "model": canonical_id(a.model),
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
-            "nnodes": a.nnodes,
+            "nnodes": self.nnodes,
             "max_model_len": a.max_model_len,
             "kv_cache_dtype": a.kv_cache_dtype,
         }
@@ -289,6 +314,8 @@ def _config_phase(ctx: Context) -> ModelSpec:
     ):
         raise failures.max_len_too_long(max_len, spec.max_position_embeddings)
     out.info("model.py:2152", f"Using max model len {max_len}")
+    if ctx.dp > 1 and ctx.external_lb and not spec.is_moe:
+        raise failures.external_dp_non_moe()
     if a.kv_cache_dtype.startswith("fp8"):
         kind = "fp8_e4m3" if a.kv_cache_dtype == "fp8" else a.kv_cache_dtype
         out.info(
@@ -297,8 +324,11 @@ def _config_phase(ctx: Context) -> ModelSpec:
             "memory footprint and boosts the performance. Meanwhile, it may cause accuracy "
             "drop without a proper scaling factor",
         )
-    if ctx.multi:
-        out.info("arg_utils.py:2395", f"Inferred data_parallel_rank 0 from node_rank {a.node_rank}")
+    if a.nnodes > 1:
+        out.info(
+            "arg_utils.py:2429",
+            f"Inferred data_parallel_rank {ctx.dp_rank} from node_rank {a.node_rank}",
+        )
     spec_cfg = a.speculative_config or {}
     if spec_cfg.get("method") == "mtp":
         draft_arch = spec.architecture.replace("ForConditionalGeneration", "MTP")
@@ -331,7 +361,7 @@ def _config_phase(ctx: Context) -> ModelSpec:
         )
     if spec.num_attention_heads % ctx.tp != 0:
         raise failures.heads_not_divisible(spec.num_attention_heads, ctx.tp)
-    local = -(-ctx.world // max(1, a.nnodes))
+    local = -(-ctx.world // ctx.nnodes)
     if local > ctx.st.gpus_per_node and not ctx.ray:  # Ray places ranks on other nodes
         raise failures.world_exceeds_gpus(ctx.world, ctx.st.gpus_per_node)
     return spec
@@ -341,16 +371,22 @@ def _distributed_phase(ctx: Context) -> None:
     """Engine init, the rendezvous with the other ranks, NCCL, rank assignment."""
     a = ctx.args
     master = f"{a.master_addr}:{a.master_port}"
-    if ctx.multi and not ctx.headless:
-        assert ctx.engine is not None
-        ctx.engine.info(
+    if ctx.headless and ctx.tp_leader and ctx.dp > 1:
+        ctx.bare.info(
+            "serve.py:239",
+            f"Launching {ctx.dp_local} data parallel engine(s) in headless mode, with head "
+            f"node address tcp://{a.data_parallel_address or a.master_addr}:"
+            f"{a.data_parallel_rpc_port or 29550}.",
+        )
+    if ctx.multi and ctx.tp_leader:
+        (ctx.engine or ctx.runner).info(
             "multiproc_executor.py:153",
-            f"DP group leader: node_rank=0, "
+            f"DP group leader: node_rank={a.node_rank}, "
             f"node_rank_within_dp=0, master_addr={a.master_addr}, mq_connect_ip="
             f"{a.master_addr} (local), world_size={ctx.world}, "
             f"local_world_size={ctx.local_world}",
         )
-    if ctx.headless:
+    if ctx.headless and not ctx.tp_leader:
         ctx.bare.info(
             "serve.py:224",
             f"Launching vLLM (v{VERSION}) headless multiproc executor, "
@@ -504,8 +540,8 @@ def _listening_head(
 def _rendezvous(ctx: Context) -> None:
     a = ctx.args
     timeout = ctx.st.rendezvous_timeout_s
-    if a.node_rank == 0:
-        expected = list(range(1, a.nnodes))
+    if ctx.tp_leader:
+        expected = list(range(1, ctx.nnodes))
         head = ctx.head = _listening_head(ctx, a.master_port, expected, ctx.fingerprint())
         # Real vLLM's head waits in gloo's init for its workers and SIGTERM/SIGINT do not
         # reach it there: only SIGKILL ends it (a container stop waits its whole timeout).
@@ -513,7 +549,7 @@ def _rendezvous(ctx: Context) -> None:
         try:
             head.wait_all(float("inf") if ctx.st.head_waits_forever else timeout, lambda: False)
         except JoinTimeout as exc:
-            raise failures.clients_timeout(timeout, exc.joined, a.nnodes) from exc
+            raise failures.clients_timeout(timeout, exc.joined, ctx.nnodes) from exc
         finally:
             ctx.deaf = False
         ctx.check()
@@ -522,7 +558,7 @@ def _rendezvous(ctx: Context) -> None:
     member = Member(
         a.master_addr,
         a.master_port,
-        a.node_rank,
+        ctx.node_rank,
         ctx.fingerprint(),
         ctx.hostname,
         ctx.st.bind_address,
@@ -544,7 +580,7 @@ def _rendezvous(ctx: Context) -> None:
     except Rejected as exc:
         raise Failure(
             f"RuntimeError: The head node at {a.master_addr}:{a.master_port} rejected rank "
-            f"{a.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
+            f"{ctx.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
             failures.DIST_FRAMES,
             "engine",
             log_source="multiproc_executor.py:761",

@@ -539,6 +539,7 @@ class Handler(BaseHTTPRequestHandler):
             pieces,
             finish,
             reply.stop_reason,
+            max_tokens=max_tokens,
         )
         stream = bool(body.get("stream"))
         options = body.get("stream_options") or {}
@@ -825,6 +826,7 @@ class Handler(BaseHTTPRequestHandler):
             pieces,
             finish,
             stop_reason,
+            max_tokens=max_tokens,
         )
         with st.lock:
             st.in_flight += 1

@@ -31,6 +31,7 @@ class Request:
         pieces: list[Piece],
         finish_reason: str,
         stop_reason: str | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.request_id = request_id
         self.prompt_ids = prompt_ids
@@ -53,6 +54,8 @@ class Request:
         self.cached_tokens = 0
         self.spec_credit = 0.0
         self.aborted = False
+        self.max_tokens = max_tokens  # the request's max_tokens (vLLM's histogram of it)
+        self.preemptions = 0
 
     @property
     def context(self) -> int:
@@ -178,8 +181,6 @@ class Scheduler(threading.Thread):
             self.waiting.popleft()
             if req.scheduled_at is None:
                 req.scheduled_at = time.monotonic()
-                with self.metrics.lock:
-                    self.metrics.queue_time.observe(req.scheduled_at - req.arrival)
             if self.prefix_caching and req.computed == 0 and req.generated == 0:
                 hit = 0
                 for h in self._block_hashes(req.prompt_ids):
@@ -206,16 +207,29 @@ class Scheduler(threading.Thread):
             self.cache.popitem(last=False)
 
     def _finish_metrics(self, req: Request, reason: str) -> None:
-        now = time.monotonic()
+        key = "stop" if reason == "tool_calls" else reason
         with self.metrics.lock:
-            key = reason if reason in self.metrics.success else "stop"
-            if reason == "tool_calls":
-                key = "stop"
-            self.metrics.success[key] += 1
-            if reason != "abort":
-                self.metrics.e2e.observe(now - req.arrival)
-                self.metrics.prompt_hist.observe(req.prompt_len)
-                self.metrics.gen_hist.observe(req.generated)
+            if req.first_token_at is None or req.scheduled_at is None:
+                # Aborted before its first token: counted, no phases to observe.
+                self.metrics.success[key if key in self.metrics.success else "stop"] += 1
+                return
+            last = req.last_token_at if req.last_token_at is not None else req.first_token_at
+            times = {
+                "e2e": time.monotonic() - req.arrival,
+                "queue": req.scheduled_at - req.arrival,
+                "prefill": req.first_token_at - req.scheduled_at,
+                "decode": last - req.first_token_at,
+                "inference": last - req.scheduled_at,
+            }
+            self.metrics.finished(
+                key,
+                times,
+                req.prompt_len,
+                req.generated,
+                req.cached_tokens,
+                req.preemptions,
+                req.max_tokens,
+            )
 
     def run(self) -> None:
         """Step the running requests until stopped."""
@@ -263,7 +277,7 @@ class Scheduler(threading.Thread):
             return True
         return False
 
-    def _emit(self, req: Request, count: int, now: float) -> None:
+    def _emit(self, req: Request, count: int, now: float) -> int:
         start = req.generated
         end = min(len(req.pieces), start + count)
         if end > start:
@@ -278,16 +292,19 @@ class Scheduler(threading.Thread):
                 req.first_token_at = now
                 req.first_token_clock = self.clock
                 self.metrics.ttft.observe(now - req.arrival)
+                self.metrics.prefill_done(req.prompt_len, req.cached_tokens)
             elif req.last_token_at is not None:
                 self.metrics.itl.observe(now - req.last_token_at)
         self.interval_generation += emitted
         req.last_token_at = now
+        return emitted
 
     def _apply(
         self, decoding: list[Request], chunks: list[tuple[Request, int]], drafted: int
     ) -> None:
         now = time.monotonic()
         done: list[Request] = []
+        step_tokens = 0  # prompt (or recompute) tokens and generated tokens of this step
         for req, chunk in chunks:
             if req.aborted or req not in self.running:
                 continue
@@ -296,12 +313,11 @@ class Scheduler(threading.Thread):
             new_prompt = max(0, min(req.computed, req.prompt_len) - (req.computed - chunk))
             if was_prompt:
                 self.interval_prompt += new_prompt
-                with self.metrics.lock:
-                    self.metrics.prompt_tokens += new_prompt
+            step_tokens += chunk
             if not req.prefilling:
                 self._remember_prefix(req)
                 if req.generated == 0:
-                    self._emit(req, 1, now)
+                    step_tokens += self._emit(req, 1, now)
                 if req.generated >= len(req.pieces):
                     done.append(req)
         per_step = self.timing.expected_tokens_per_step()
@@ -317,12 +333,13 @@ class Scheduler(threading.Thread):
                 self.interval_drafted += drafted
                 self.interval_accepted += accepted
                 with self.metrics.lock:
-                    self.metrics.spec_drafts += 1
-                    self.metrics.spec_draft_tokens += drafted
-                    self.metrics.spec_accepted += accepted
-            self._emit(req, count, now)
+                    self.metrics.spec_step(drafted, accepted)
+            step_tokens += self._emit(req, count, now)
             if req.generated >= len(req.pieces):
                 done.append(req)
+        if step_tokens:
+            with self.metrics.lock:
+                self.metrics.step_done(step_tokens)
         for req in done:
             if req in self.running:
                 self.running.remove(req)
@@ -332,6 +349,7 @@ class Scheduler(threading.Thread):
         while len(self.running) > 1 and self._used() > self.capacity:
             victim = self.running.pop()
             victim.computed = 0
+            victim.preemptions += 1
             self.waiting.appendleft(victim)
             with self.metrics.lock:
                 self.metrics.preemptions += 1

@@ -864,6 +864,7 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
             "gpu_memory_utilization": str(lay.util),
             "num_gpu_blocks": str(max(1, plan.kv_tokens // lay.block)),
         },
+        num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
     )
     model = TimingModel(
         weight_bytes_rank=float(plan.weights),

@@ -39,6 +39,7 @@ import httpx
 
 from spark_tui.core import logclass, prelaunch
 from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
+from spark_tui.core.facts import ImageInfo
 from spark_tui.core.launch_rules import rank_failure_remedy
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
 from spark_tui.ops.cluster import (
@@ -564,12 +565,12 @@ async def _ensure_images(
 ) -> dict[str, str]:
     """The image on every node (pulled when missing, or when a resolved nightly's digest
     is not the node's); returns node -> digest (or id). Nodes that end with different
-    digests are named before any rank starts: every rank must run the same code."""
+    images are named before any rank starts: every rank must run the same code."""
     from spark_tui.ops.images import needs_pull
 
     resolved = plan.image_resolved
 
-    async def one(rank: RankSpec) -> tuple[str, str | None]:
+    async def one(rank: RankSpec) -> tuple[str, ImageInfo]:
         docker, ref = dockers[rank.node], rank.container.image
         info = await docker.image(ref)
         if needs_pull(info, resolved):
@@ -581,32 +582,34 @@ async def _ensure_images(
 
             info = await docker.pull(ref, progress)
         assert info is not None
-        return rank.node, info.digest or info.id
+        return rank.node, info
 
-    pairs = await asyncio.gather(*(one(r) for r in plan.ranks))
-    digests = {node: d for node, d in pairs if d}
+    infos = dict(await asyncio.gather(*(one(r) for r in plan.ranks)))
     image = plan.ranks[0].container.image
     if resolved is not None:
-        off = {n: d for n, d in digests.items() if d != resolved.digest}
+        off = {n: i.digest for n, i in infos.items() if i.digest != resolved.digest}
         if off:
             node, digest = next(iter(off.items()))
             raise OperationFailed(
-                f"{node} pulled {image} as {digest}, not the registry's {resolved.digest}"
+                f"{node} pulled {image} as {digest or 'an image with no registry digest'}, not "
+                f"the registry's {resolved.digest}"
                 + (f" (and {len(off) - 1} more node(s))" if len(off) > 1 else ""),
                 f"check which registry {node} pulls from (its dockerd's mirrors), then launch again",
             )
-    distinct = sorted(set(digests.values()))
-    if len(distinct) > 1:
-        head = plan.ranks[0].node
-        ref = digests.get(head, distinct[0])
-        other = next(n for n, d in digests.items() if d != ref)
+    # Image IDs, not repo digests: a copy made with `docker save | docker load` has the
+    # same ID as the pulled original but no repo digest.
+    ids = {n: i.id for n, i in infos.items() if i.id}
+    head = plan.ranks[0].node
+    ref = ids.get(head) or next(iter(ids.values()), None)
+    other = next((n for n, i in ids.items() if i != ref), None)
+    if other is not None:
         raise OperationFailed(
-            f"image {image} differs between nodes: {other} has {digests[other]}, the head "
-            f"{head} has {ref}; no rank was started",
+            f"image {image} differs between nodes: {other} has {ids[other][:19]}, the head "
+            f"{head} has {str(ref)[:19]}; no rank was started",
             "put the head's image on every node (`spark-tui images sync`), or pin the image "
             "by digest in the recipe, so every rank runs the same code",
         )
-    return digests
+    return {n: d for n, i in infos.items() if (d := i.digest or i.id)}
 
 
 async def _start_rank(

@@ -209,17 +209,22 @@ async def _true() -> bool:
     return True
 
 
-async def test_differing_image_digests_warn_naming_both(sim_scenario) -> None:
+async def test_differing_images_refuse_the_launch_before_any_rank_starts(sim_scenario) -> None:
+    # Ranks running different builds of one image fail in ways no log explains: both nodes
+    # are named, and nothing is started.
     async with SimCluster(sim_scenario(2, odd_digest_node=2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
-        events = [
-            ev async for ev in launch(plan, pool, wait_ready=False, follow=False, local_env=ENV)
-        ]
-        warnings = [e for e in events if isinstance(e, Notice) and e.level == "warning"]
-        assert len(warnings) == 1
-        assert plan.ranks[0].node in warnings[0].message
-        assert plan.ranks[1].node in warnings[0].message
-        await stop(pool)
+        events = []
+        with pytest.raises(OperationFailed) as err:
+            async for ev in launch(plan, pool, wait_ready=False, follow=False, local_env=ENV):
+                events.append(ev)
+        head, other = plan.ranks[0].node, plan.ranks[1].node
+        assert f"differs between nodes: {other} has sha256:" in err.value.message
+        assert f"the head {head} has sha256:" in err.value.message
+        assert err.value.message.endswith("no rank was started")
+        assert "images sync" in err.value.remedy
+        assert not any(isinstance(e, RankStateChanged) for e in events)
+        assert await containers(pool) == []
 
 
 @pytest.mark.parametrize(

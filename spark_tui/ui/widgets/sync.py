@@ -9,7 +9,7 @@ step, a result or an error arrives (`SyncUpdated`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.progress_bar import ProgressBar
@@ -26,6 +26,7 @@ from spark_tui.service.sync import IMAGE, SyncRow, SyncTally
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
+    from spark_tui.service.events import ServiceEvent, SyncEvent
     from spark_tui.ui.screens.main import MainScreen
 
 REDRAW_SECONDS = 0.25
@@ -44,7 +45,7 @@ _LABEL = {"copy": "copying", "download": "downloading", "pull": "pulling", "chec
 class SyncUpdated(Message, bubble=False):
     """A sync took a step, finished an item or said something (progress is not posted)."""
 
-    def __init__(self, event: object) -> None:
+    def __init__(self, event: ServiceEvent) -> None:
         super().__init__()
         self.event = event
 
@@ -242,7 +243,7 @@ class CockpitSync:
         screen, session = self.screen, self.screen.session
         screen._status(f"syncing {recipe.name}: the model, then the image, on every node…")
         try:
-            actions: list[tuple[str, Callable[[], AsyncIterator[Any]]]] = [
+            actions: list[tuple[str, Callable[[], AsyncIterator[SyncEvent]]]] = [
                 (MODELS, lambda: session.sync_models(recipe, sets, where=session.where)),
                 (IMAGE, lambda: session.sync_image(recipe, probe_after=True)),
             ]
@@ -267,7 +268,7 @@ class CockpitSync:
             self._redraw()
             self._say_result()
 
-    def take(self, event: object) -> bool:
+    def take(self, event: ServiceEvent) -> bool:
         """Fold a sync event into the tally (True: nothing else shows it); a notice is
         taken and still shown as usual."""
         from spark_tui.service.events import Notice, SyncProgress
@@ -278,7 +279,7 @@ class CockpitSync:
             self.screen.post_message(SyncUpdated(event))
         return not isinstance(event, Notice)
 
-    def updated(self, event: object) -> None:
+    def updated(self, event: ServiceEvent) -> None:
         from spark_tui.service.events import SyncStep
 
         self._redraw()

@@ -50,6 +50,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "linear_state_bytes": _BYTES,
     "mtp_layers": _COUNT0,
     "ple_table_bytes": _BYTES,
+    "num_experts": _COUNT0,
 }
 
 # Built straight on pydantic-core (what `import pydantic` loads anyway): a BaseModel would

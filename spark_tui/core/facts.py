@@ -93,6 +93,8 @@ class ModelFacts:
     ple_table_bytes: int | None = None
     # The sampler's logits are vocab_size wide (the fit check's runtime overhead).
     vocab_size: int | None = None
+    # Routed experts (0: a dense model); vLLM runs some data-parallel forms only for MoE.
+    num_experts: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

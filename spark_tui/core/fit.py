@@ -18,7 +18,7 @@ from spark_tui.core.plan import undeclared_reference_error, undeclared_reference
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.render import placeholder_flags, uses_escapes
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
-from spark_tui.core.serve_rules import refusals
+from spark_tui.core.serve_rules import data_parallel_refusals, refusals
 from spark_tui.core.wording import plural
 
 MIB = 1024**2
@@ -853,6 +853,12 @@ def check_fit(
     # A mod nobody found blocks: the serve command would start without what it needs.
     findings += [Finding("error", *f) for f in prelaunch.findings(recipe)]
     findings += [Finding("error", r.code, r.message, r.remedy) for r in refusals(args)]
+    findings += [
+        Finding(
+            "error" if facts.num_experts is not None else "warning", r.code, r.message, r.remedy
+        )
+        for r in data_parallel_refusals(args, facts.num_experts)
+    ]
     for token in undeclared_references(argv, env):
         err = undeclared_reference_error(token, recipe.name)
         findings.append(Finding("error", "undeclared_variable", err.message, err.remedy))

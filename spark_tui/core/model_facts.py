@@ -100,6 +100,7 @@ _INT_FIELDS = (
     "mtp_layers",
     "ple_table_bytes",
     "vocab_size",
+    "num_experts",
 )
 _FACT_FIELDS = tuple(f.name for f in fields(ModelFacts) if f.name not in ("model_id", "sources"))
 
@@ -482,6 +483,7 @@ def facts_from_hf_config(
     put("num_attention_heads", heads)
     put("hidden_size", hidden)
     put("vocab_size", _positive_int(_first(cfg, "vocab_size", "padded_vocab_size")))
+    put("num_experts", _num_experts(cfg), "expert count, as vLLM reads it")
     put("weight_bytes", _positive_int(weight_bytes), "weight size")
     dtype = _first(cfg, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype")
     put("dtype", str(dtype).removeprefix("torch.") if dtype else None)
@@ -541,6 +543,28 @@ def facts_from_hf_config(
         _positive_int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers")),
     )
     return ModelFacts(model_id=model_id, sources=sources, **values)
+
+
+def _num_experts(cfg: Mapping[str, Any]) -> int | None:
+    """The routed-expert count by vLLM 0.32's names (0 for a dense model's config)."""
+    value = _first(cfg, "num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+    if isinstance(value, list):
+        value = value[0] if value else None
+    count = _positive_int(value)
+    if count is None:
+        blocks = cfg.get("block_configs")
+        if isinstance(blocks, list):
+            count = max(
+                (
+                    _positive_int(b.get("n_routed_experts")) or 0
+                    for b in blocks
+                    if isinstance(b, Mapping) and b.get("block_type") == "moe"
+                ),
+                default=0,
+            )
+    if count is None and cfg.get("num_hidden_layers") is not None:
+        return 0
+    return count
 
 
 def merge_facts(primary: ModelFacts, fallback: ModelFacts) -> ModelFacts:

@@ -66,3 +66,48 @@ def refusals(args: ServeArgs) -> list[Refusal]:
             )
         )
     return out
+
+
+# vLLM 0.32's words (vllm/engine/arg_utils.py, create_engine_config) for an externally
+# load-balanced data-parallel rank of a dense model, and for one with no rank of its own.
+NON_MOE_EXTERNAL_DP = (
+    "ValueError: Non-MoE models do not support external data parallel mode. For external "
+    "load balancing, launch independent vLLM instances without --data-parallel-* arguments."
+)
+EXTERNAL_DP_WITHOUT_RANK = (
+    "ValueError: Invalid data-parallel launch options: `--data-parallel-external-lb` "
+    "requires a data-parallel rank. Set `--data-parallel-rank`, or set "
+    "`--data-parallel-size` greater than 1 and use `--nnodes` with `--node-rank` so the "
+    "rank can be inferred."
+)
+_LB_SWITCHES = ("data-parallel-external-lb", "data-parallel-hybrid-lb")
+
+
+def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal]:
+    """What vLLM refuses in a data-parallel command the launch plan completes.
+
+    The plan runs every replica behind the head's API (internal load balancing: the
+    replicas are headless and carry --data-parallel-start-rank, never a rank of their own).
+    A recipe that asks for external or hybrid load balancing on top of that makes the head
+    an external-LB rank: vLLM refuses it for a dense model (`experts` 0) and, with no
+    --data-parallel-rank, for a MoE model too. `experts` None: not known, so said as a
+    warning-worthy refusal of the dense case only.
+    """
+    if args.data_parallel_size <= 1:
+        return []
+    asked = [f"--{f}" for f in _LB_SWITCHES if args.has(f)]
+    if not asked:
+        return []
+    remedy = (
+        f"drop {' and '.join(asked)} from the recipe's command: spark-tui runs data "
+        "parallelism with one API server on the head balancing over every replica, which "
+        "vLLM runs for dense and MoE models alike"
+    )
+    if experts:
+        words = EXTERNAL_DP_WITHOUT_RANK
+    elif experts == 0:
+        words = NON_MOE_EXTERNAL_DP
+    else:
+        words = f"{NON_MOE_EXTERNAL_DP} (if the model is dense; a MoE model: {EXTERNAL_DP_WITHOUT_RANK})"
+    code = "external_data_parallel"
+    return [Refusal(code, f"vLLM will stop at startup on the head: {words}", remedy)]

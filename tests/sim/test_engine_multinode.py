@@ -3,9 +3,11 @@ meet over TCP, reach ready, and fail as a real cluster does when one node dies."
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -144,7 +146,8 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
     # replica headless with its start rank.
     rpc = free_port()
     ports = [free_port(), free_port()]
-    head = Engine(serve_argv("Qwen/Qwen3-8B", ports[0], *_dp_argv(rpc)))
+    fast_stats = {"SPARK_SIM_STATS_INTERVAL_S": "0.2"}
+    head = Engine(serve_argv("Qwen/Qwen3-8B", ports[0], *_dp_argv(rpc)), fast_stats)
     other = Engine(
         serve_argv(
             "Qwen/Qwen3-8B",
@@ -165,6 +168,41 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
         assert "(EngineCore_DP1 pid=" in other.output
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"http://127.0.0.1:{ports[1]}/health", timeout=2)  # no API there
+        # Both replicas serve: the head's API gives each engine its share, and its
+        # per-engine counters and stats lines say so (engine="0" and engine="1").
+        body = {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}
+        with ThreadPoolExecutor(8) as pool:
+            got = list(
+                pool.map(
+                    lambda _: (
+                        httpx.post(
+                            f"http://127.0.0.1:{ports[0]}/v1/chat/completions",
+                            json={**body, "max_tokens": 8},
+                            timeout=60,
+                        ).status_code
+                    ),
+                    range(8),
+                )
+            )
+        assert got == [200] * 8
+        text = httpx.get(f"http://127.0.0.1:{ports[0]}/metrics", timeout=10).text
+        served = {
+            m.group(1): float(m.group(2))
+            for m in re.finditer(
+                r'^vllm:request_success_total\{engine="(\d)",finished_reason="length"[^}]*\} (\S+)$',
+                text,
+                re.M,
+            )
+        }
+        assert served["0"] > 0 and served["1"] > 0 and served["0"] + served["1"] == 8, served
+        assert text.count("# HELP vllm:request_success_total ") == 1
+        deadline = time.monotonic() + 10
+        while (
+            "Engine 001: Avg prompt throughput" not in head.output and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        assert "Engine 000: Avg prompt throughput" in head.output
+        assert "Engine 001: Avg prompt throughput" in head.output
         other.proc.send_signal(signal.SIGKILL)
         assert head.wait_exit(15) == 1
         assert "EngineDeadError" in head.output

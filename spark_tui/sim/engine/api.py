@@ -23,8 +23,8 @@ from typing import Any
 from spark_tui.sim.engine import VERSION, generate
 from spark_tui.sim.engine.catalogue import ModelSpec
 from spark_tui.sim.engine.logs import Channel
-from spark_tui.sim.engine.metrics import EngineMetrics
-from spark_tui.sim.engine.scheduler import Request, Scheduler
+from spark_tui.sim.engine.replicas import MetricsText, RequestQueue
+from spark_tui.sim.engine.scheduler import Request
 
 ROUTES: list[tuple[str, str]] = [
     ("/openapi.json", "GET, HEAD"),
@@ -156,8 +156,8 @@ class ApiState:
         args: Any,
         served_names: list[str],
         max_model_len: int,
-        scheduler: Scheduler,
-        metrics: EngineMetrics,
+        scheduler: RequestQueue,
+        metrics: MetricsText,
         channel: Channel,
     ) -> None:
         self.spec = spec

@@ -35,6 +35,7 @@ from spark_tui.sim.engine.rendezvous import (
     Rejected,
     lost_peer,
 )
+from spark_tui.sim.engine.replicas import Balancer, MergedMetrics, MetricsText, RequestQueue
 from spark_tui.sim.engine.scheduler import Scheduler
 from spark_tui.sim.engine.settings import SimSettings
 from spark_tui.sim.engine.timing import TimingModel
@@ -147,6 +148,8 @@ class Context:
         self.server: api.SimHTTPServer | None = None
         self.state: api.ApiState | None = None
         self.scheduler: Scheduler | None = None
+        # The engines this API server serves, by DP index (every replica's on a DP head).
+        self.engines: dict[int, Scheduler] = {}
 
     # --- helpers --------------------------------------------------------------------------
     @property
@@ -853,19 +856,6 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     a = ctx.args
     assert ctx.api is not None and ctx.server is not None
     names = _served_names(a)
-    metrics = EngineMetrics(
-        names[0],
-        str(ctx.dp_rank if ctx.external_lb else 0),
-        lay.max_model_len,
-        {
-            "block_size": str(lay.block),
-            "cache_dtype": a.kv_cache_dtype,
-            "enable_prefix_caching": str(_prefix_caching(a)),
-            "gpu_memory_utilization": str(lay.util),
-            "num_gpu_blocks": str(max(1, plan.kv_tokens // lay.block)),
-        },
-        num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
-    )
     model = TimingModel(
         weight_bytes_rank=float(plan.weights),
         expert_fraction=spec.expert_fraction,
@@ -879,21 +869,41 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
         num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
         scale=ctx.st.token_scale,
     )
-    # An internally load-balanced DP leader schedules every replica's requests.
-    replicas = 1 if ctx.external_lb else ctx.dp
-    capacity = plan.kv_tokens * replicas
-    sched = Scheduler(
-        model,
-        lay.max_num_seqs * replicas,
-        lay.max_num_batched_tokens,
-        capacity,
-        lay.block,
-        _prefix_caching(a),
-        metrics,
-    )
-    sched.start()
-    ctx.scheduler = sched
-    state = api.ApiState(spec, a, names, lay.max_model_len, sched, metrics, ctx.api)
+    # An internally load-balanced DP head's API serves every replica's engine: one scheduler
+    # (and one set of counters, engine="N") per replica, requests to the least loaded.
+    engines = [ctx.dp_rank] if ctx.external_lb else list(range(ctx.dp))
+    for index in engines:
+        metrics = EngineMetrics(
+            names[0],
+            str(index),
+            lay.max_model_len,
+            {
+                "block_size": str(lay.block),
+                "cache_dtype": a.kv_cache_dtype,
+                "enable_prefix_caching": str(_prefix_caching(a)),
+                "gpu_memory_utilization": str(lay.util),
+                "num_gpu_blocks": str(max(1, plan.kv_tokens // lay.block)),
+            },
+            num_speculative_tokens=lay.num_speculative_tokens if lay.spec_method else 0,
+        )
+        sched = Scheduler(
+            model,
+            lay.max_num_seqs,
+            lay.max_num_batched_tokens,
+            plan.kv_tokens,
+            lay.block,
+            _prefix_caching(a),
+            metrics,
+        )
+        sched.start()
+        ctx.engines[index] = sched
+    ctx.scheduler = ctx.engines[engines[0]]
+    if len(engines) > 1:
+        queue_: RequestQueue = Balancer(list(ctx.engines.values()))
+        text: MetricsText = MergedMetrics([e.metrics for e in ctx.engines.values()])
+    else:
+        queue_, text = ctx.scheduler, ctx.scheduler.metrics
+    state = api.ApiState(spec, a, names, lay.max_model_len, queue_, text, ctx.api)
     ctx.state = state
     api.bind_handler(state)
     ctx.api.info("entry.py:136", "Supported tasks: ['generate']")
@@ -929,11 +939,11 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
 
 # --- serving ----------------------------------------------------------------------------------
 def _stats_loop(ctx: Context) -> None:
-    """The periodic `Engine 000: Avg prompt throughput` line (only while there is activity)."""
-    sched = ctx.scheduler
-    assert sched is not None and ctx.api is not None
+    """The periodic `Engine 000: Avg prompt throughput` line of every engine this API
+    serves (only while that engine has activity), as vLLM's per-engine stat loggers."""
+    assert ctx.api is not None
     interval = ctx.st.stats_interval_s
-    was_active = False
+    was_active = dict.fromkeys(ctx.engines, False)
     last = time.monotonic()
     while not ctx.stop.wait(interval):
         if ctx.abort.is_set():
@@ -941,34 +951,43 @@ def _stats_loop(ctx: Context) -> None:
         now = time.monotonic()
         span = max(1e-6, now - last)
         last = now
-        prompt, gen, drafted, accepted = sched.take_interval()
-        snap = sched.snapshot()
-        active = bool(prompt or gen or snap["running"] or snap["waiting"])
-        if not active and not was_active:
-            continue
-        was_active = active
-        m = sched.metrics
-        with m.lock:
-            hit = 100.0 * m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0
+        for index, sched in ctx.engines.items():
+            was_active[index] = _engine_stats(ctx, index, sched, span, was_active[index])
+
+
+def _engine_stats(
+    ctx: Context, index: int, sched: Scheduler, span: float, was_active: bool
+) -> bool:
+    """One engine's stats lines for the interval; whether it was active."""
+    assert ctx.api is not None
+    prompt, gen, drafted, accepted = sched.take_interval()
+    snap = sched.snapshot()
+    active = bool(prompt or gen or snap["running"] or snap["waiting"])
+    if not active and not was_active:
+        return False
+    m = sched.metrics
+    with m.lock:
+        hit = 100.0 * m.prefix_hits / m.prefix_queries if m.prefix_queries else 0.0
+    ctx.api.info(
+        "loggers.py:310",
+        f"Engine {index:03d}: Avg prompt throughput: "
+        f"{prompt / span:.1f} "
+        f"tokens/s, Avg generation throughput: {gen / span:.1f} tokens/s, Running: "
+        f"{int(snap['running'])} reqs, Waiting: {int(snap['waiting'])} reqs, GPU KV "
+        f"cache usage: {100 * snap['kv_usage']:.1f}%, Prefix cache hit rate: {hit:.1f}%",
+    )
+    if drafted:
+        k = sched.timing.num_speculative_tokens or 1
+        drafts = drafted / k
         ctx.api.info(
-            "loggers.py:310",
-            f"Engine {ctx.dp_rank if ctx.external_lb else 0:03d}: Avg prompt throughput: "
-            f"{prompt / span:.1f} "
-            f"tokens/s, Avg generation throughput: {gen / span:.1f} tokens/s, Running: "
-            f"{int(snap['running'])} reqs, Waiting: {int(snap['waiting'])} reqs, GPU KV "
-            f"cache usage: {100 * snap['kv_usage']:.1f}%, Prefix cache hit rate: {hit:.1f}%",
+            "metrics.py:120",
+            f"SpecDecoding metrics: Mean acceptance length: "
+            f"{1 + accepted / max(1.0, drafts):.2f}, Accepted throughput: "
+            f"{accepted / span:.2f} tokens/s, Drafted throughput: {drafted / span:.2f} "
+            f"tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, Avg "
+            f"Draft acceptance rate: {100.0 * accepted / drafted:.1f}%",
         )
-        if drafted:
-            k = sched.timing.num_speculative_tokens or 1
-            drafts = drafted / k
-            ctx.api.info(
-                "metrics.py:120",
-                f"SpecDecoding metrics: Mean acceptance length: "
-                f"{1 + accepted / max(1.0, drafts):.2f}, Accepted throughput: "
-                f"{accepted / span:.2f} tokens/s, Drafted throughput: {drafted / span:.2f} "
-                f"tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, Avg "
-                f"Draft acceptance rate: {100.0 * accepted / drafted:.1f}%",
-            )
+    return active
 
 
 def _serve_until_done(ctx: Context) -> int:
@@ -1055,8 +1074,8 @@ def _shutdown(ctx: Context) -> int:
 def _close(ctx: Context) -> None:
     if ctx.ray_workers is not None:
         ctx.ray_workers.stop()
-    if ctx.scheduler is not None:
-        ctx.scheduler.stop()
+    for sched in ctx.engines.values():
+        sched.stop()
     if ctx.server is not None:
         try:
             ctx.server.shutdown()

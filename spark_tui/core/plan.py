@@ -77,6 +77,7 @@ DP_SIZE, DP_RANK, DP_ADDRESS, DP_RPC_PORT = (
     "--data-parallel-rpc-port",
 )
 DP_SIZE_LOCAL, DP_START_RANK = "--data-parallel-size-local", "--data-parallel-start-rank"
+API_SERVER_COUNT = "--api-server-count"
 EXECUTOR_BACKEND = "--distributed-executor-backend"
 # Short spellings vLLM accepts for the flags above (underscore forms are handled generically).
 _FLAG_ALIASES = {
@@ -86,6 +87,7 @@ _FLAG_ALIASES = {
     DP_RPC_PORT: ("-dpp",),
     DP_SIZE_LOCAL: ("-dpl",),
     DP_START_RANK: ("-dpr",),
+    API_SERVER_COUNT: ("-asc",),
 }
 
 
@@ -829,6 +831,12 @@ def _distributed_argv(
         argv = set_flag(argv, DP_RANK, None)
         argv = set_flag(argv, DP_SIZE_LOCAL, "1")
         argv = set_flag(argv, DP_START_RANK, str(dp_rank) if node_rank > 0 else None)
+        if node_rank == 0 and flag_value(argv, API_SERVER_COUNT) is None:
+            # vLLM starts one API process per replica by default and then turns its
+            # "Engine 00N: Avg prompt throughput" lines off ("disabling stats logging to
+            # avoid incomplete stats"): one API process keeps every replica's numbers in
+            # the head's log, where the cockpit reads them.
+            argv = set_flag(argv, API_SERVER_COUNT, "1")
         argv = set_flag(argv, DP_ADDRESS, dp_address)
         argv = set_flag(argv, DP_RPC_PORT, str(rpc_port))
     return argv

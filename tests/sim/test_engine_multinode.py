@@ -147,7 +147,10 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
     rpc = free_port()
     ports = [free_port(), free_port()]
     fast_stats = {"SPARK_SIM_STATS_INTERVAL_S": "0.2"}
-    head = Engine(serve_argv("Qwen/Qwen3-8B", ports[0], *_dp_argv(rpc)), fast_stats)
+    head = Engine(
+        serve_argv("Qwen/Qwen3-8B", ports[0], *_dp_argv(rpc), "--api-server-count", "1"),
+        fast_stats,
+    )
     other = Engine(
         serve_argv(
             "Qwen/Qwen3-8B",
@@ -203,6 +206,7 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
             time.sleep(0.1)
         assert "Engine 000: Avg prompt throughput" in head.output
         assert "Engine 001: Avg prompt throughput" in head.output
+        assert "disabling stats logging" not in head.output
         other.proc.send_signal(signal.SIGKILL)
         assert head.wait_exit(15) == 1
         assert "EngineDeadError" in head.output

@@ -354,6 +354,8 @@ def test_pure_data_parallel_is_one_api_on_the_head_and_headless_replicas() -> No
             assert flag not in argv
         assert rank.serves_api == (rank.rank == 0)
         assert rank.replica == rank.rank
+        # One API process on the head, so vLLM keeps every replica's stats lines.
+        assert _flag(argv, "--api-server-count") == ("1" if rank.rank == 0 else None)
     assert plan.rendezvous["data_parallel_rpc_port"] == 13345
     assert [r["node"] for r in plan.endpoint["replicas"]] == ["spark-0"]
 

@@ -938,6 +938,28 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
 
 
 # --- serving ----------------------------------------------------------------------------------
+def _api_servers(ctx: Context) -> int:
+    """How many API processes vLLM starts here: --api-server-count, else one per replica
+    under internal load balancing (vLLM's default), else one."""
+    count = ctx.args.api_server_count
+    if count is not None:
+        return int(count)
+    return ctx.dp if (ctx.dp > 1 and not ctx.external_lb) else 1
+
+
+def _logs_stats(ctx: Context) -> bool:
+    """vLLM turns its periodic stats lines off when several API processes share engines."""
+    if _api_servers(ctx) <= 1:
+        return True
+    assert ctx.api is not None
+    ctx.api.warning(
+        "loggers.py:1386",
+        "AsyncLLM created with api_server_count more than 1; disabling stats logging to "
+        "avoid incomplete stats.",
+    )
+    return False
+
+
 def _stats_loop(ctx: Context) -> None:
     """The periodic `Engine 000: Avg prompt throughput` line of every engine this API
     serves (only while that engine has activity), as vLLM's per-engine stat loggers."""
@@ -995,7 +1017,7 @@ def _serve_until_done(ctx: Context) -> int:
     die_at = None
     if ctx.st.die_after_ready_s is not None:
         die_at = time.monotonic() + ctx.st.die_after_ready_s
-    if ctx.scheduler is not None:
+    if ctx.scheduler is not None and _logs_stats(ctx):
         threading.Thread(target=_stats_loop, args=(ctx,), daemon=True).start()
     if ctx.head is not None and ctx.state is not None and (ctx.args.data_parallel_size or 1) == 1:
         head = ctx.head

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 
@@ -31,7 +30,7 @@ async def _launch(args: argparse.Namespace) -> int:
 
     said: list[tuple[str, str, str]] = []
 
-    def on_event(event: Any) -> None:
+    def on_event(event: ev.LaunchEvent) -> None:
         if isinstance(event, ev.Endpoint):
             # Once ready the endpoint comes again (with our forward's end, not shown here).
             where = (event.head, event.api_url, event.tunnel)

@@ -40,7 +40,7 @@ async def _smoke(args: argparse.Namespace) -> int:
     need_server(args)
     s = session(args, nodes_needed=False)
 
-    def on_event(event: object) -> None:
+    def on_event(event: ev.SmokeEvent) -> None:
         if args.json:
             return
         if isinstance(event, ev.Notice):

@@ -215,6 +215,50 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
             engine.stop()
 
 
+def test_a_dp_head_with_an_api_process_per_replica_logs_no_stats_as_vllm() -> None:
+    # vLLM's default under internal load balancing: one API process per replica, and then
+    # its periodic stats lines are off (vllm/v1/metrics/loggers.py).
+    rpc = free_port()
+    port = free_port()
+    head = Engine(serve_argv("Qwen/Qwen3-8B", port, *_dp_argv(rpc)))
+    other = Engine(
+        serve_argv(
+            "Qwen/Qwen3-8B",
+            free_port(),
+            *_dp_argv(rpc),
+            "--headless",
+            "--data-parallel-start-rank",
+            "1",
+        )
+    )
+    try:
+        head.wait_healthy(port)
+        deadline = time.monotonic() + 10
+        while "disabling stats logging" not in head.output and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (
+            "AsyncLLM created with api_server_count more than 1; disabling stats logging to "
+            "avoid incomplete stats." in head.output
+        )
+    finally:
+        for engine in (head, other):
+            engine.stop()
+
+
+def test_external_load_balancing_without_a_rank_is_refused_for_a_moe_model_too() -> None:
+    # What vLLM 0.32 says to a MoE model's --data-parallel-external-lb with no rank.
+    engine = Engine(serve_argv("openai/gpt-oss-120b", free_port(), *_dp_argv(free_port()), "-dpe"))
+    try:
+        assert engine.wait_exit(30) == 1
+        assert (
+            "ValueError: Invalid data-parallel launch options: `--data-parallel-external-lb` "
+            "requires a data-parallel rank." in engine.output
+        )
+        assert "Non-MoE" not in engine.output
+    finally:
+        engine.stop()
+
+
 @pytest.mark.parametrize("how", [["--data-parallel-rank"], ["--data-parallel-external-lb", "-dpn"]])
 def test_the_per_replica_api_form_is_refused_for_a_dense_model_as_vllm_does(
     how: list[str],

@@ -206,6 +206,21 @@ def external_dp_non_moe() -> Failure:
     return Failure(f"ValueError: {EXTERNAL_DP_NON_MOE}", frames, "config", exit_code=1)
 
 
+EXTERNAL_DP_WITHOUT_RANK = (
+    "Invalid data-parallel launch options: `--data-parallel-external-lb` requires a "
+    "data-parallel rank. Set `--data-parallel-rank`, or set `--data-parallel-size` greater "
+    "than 1 and use `--nnodes` with `--node-rank` so the rank can be inferred."
+)
+
+
+def external_dp_without_rank() -> Failure:
+    """--data-parallel-external-lb with no rank given or inferable (a MoE model's case)."""
+    frames = CLI_FRAMES + [
+        _f("vllm/engine/arg_utils.py", 2428, "create_engine_config", "raise ValueError("),
+    ]
+    return Failure(f"ValueError: {EXTERNAL_DP_WITHOUT_RANK}", frames, "config", exit_code=1)
+
+
 def unknown_model(model: str) -> Failure:
     """A model the simulated catalogue (and so the simulated Hub) does not have."""
     exc = (

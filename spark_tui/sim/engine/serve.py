@@ -319,6 +319,8 @@ def _config_phase(ctx: Context) -> ModelSpec:
     out.info("model.py:2152", f"Using max model len {max_len}")
     if ctx.dp > 1 and ctx.external_lb and not spec.is_moe:
         raise failures.external_dp_non_moe()
+    if ctx.external_lb and a.data_parallel_rank is None and (a.nnodes <= 1 or ctx.dp <= 1):
+        raise failures.external_dp_without_rank()
     if a.kv_cache_dtype.startswith("fp8"):
         kind = "fp8_e4m3" if a.kv_cache_dtype == "fp8" else a.kv_cache_dtype
         out.info(

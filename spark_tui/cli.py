@@ -302,12 +302,19 @@ def _watch(sub: Any) -> None:
     p = sub.add_parser(
         "watch",
         help="watch a ready cluster: a tiny request, /metrics, node memory, every rank",
-        epilog="exit status: 0 ended with Ctrl+C; 1 the cluster failed (the rank, its lines "
-        "and the clean-up command are printed); 3 a node could not be reached at the start",
+        epilog="exit status: 0 ended with Ctrl+C; 1 the cluster failed (the rank and its lines "
+        "are printed, every rank is stopped and its last lines kept in the history; with "
+        "--keep-failed they are left, with the command that removes them); 3 a node could "
+        "not be reached at the start",
     )
     _targets(p)
     p.add_argument(
         "--interval", type=float, default=5.0, metavar="S", help="seconds between samples"
+    )
+    p.add_argument(
+        "--keep-failed",
+        action="store_true",
+        help="when a rank fails, keep every rank for inspection (stop them yourself)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per event and line")
 
@@ -477,12 +484,11 @@ def _refuse_unknown(parser: Parser, command: str | None, unknown: list[str]) -> 
     return 2
 
 
-def _node_flags(args: argparse.Namespace) -> str | None:
-    """The flags that named the nodes (`--inventory FILE` or `--hosts H1,H2`), if any."""
+def _node_flags(args: argparse.Namespace) -> str:
+    """The user's own node arguments, as typed (`--inventory FILE` when none were)."""
     from spark_tui.commands.terminal import targets
 
-    t = targets(args)
-    return t.as_flags() if t.inventory or t.hosts else None
+    return targets(args).as_flags(live=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -501,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SparkError as exc:
         if isinstance(exc, NoClusterError):
             # Raised where the nodes are a pool: the remedy names them as the user did.
-            exc = NoClusterError(_node_flags(args) or exc.where)
+            exc = NoClusterError(_node_flags(args))
         print(f"spark-tui: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
         return exc.exit_code

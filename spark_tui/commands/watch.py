@@ -1,7 +1,9 @@
-"""`spark-tui watch (--inventory FILE | --hosts ...) [--interval S] [--json]`: watch a ready
-cluster (a 1-token request, /metrics, node memory, every rank's container) and print what
-it sees as text or JSON lines. Exit 1 on a failure (after its diagnosis and the clean-up
-command), 3 when the nodes cannot be reached at the start, 0 on Ctrl+C."""
+"""`spark-tui watch (--inventory FILE | --hosts ...) [--interval S] [--keep-failed] [--json]`:
+watch a ready cluster (a 1-token request, /metrics, node memory, every rank's container) and
+print what it sees as text or JSON lines. On a failure, its diagnosis; then every rank is
+stopped and its last lines kept in the history, as after a failed launch (with
+--keep-failed the ranks are left, and the command that removes them is printed). Exit 1 on
+a failure, 3 when the nodes cannot be reached at the start, 0 on Ctrl+C."""
 
 from __future__ import annotations
 
@@ -60,6 +62,12 @@ def render(e: object) -> list[str]:
         if e.cleanup:
             out.append(f"clean up: {e.cleanup}")
         return out
+    if isinstance(e, ev.Stopped):
+        out = [f"removed {name} on {node}" for node, name in e.removed]
+        out += [f"still there: {name} on {node}" for node, name in e.left]
+        return out
+    if isinstance(e, ev.Notice):
+        return [e.message] + ([f"  remedy: {e.remedy}"] if e.remedy else [])
     return []
 
 
@@ -75,17 +83,27 @@ async def _watch(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     s = session(args)
     failed = False
+    stopped: str | None = None
     try:
         async for e in s.watch(
-            getattr(args, "cluster", None), interval=args.interval, cleanup=cleanup
+            getattr(args, "cluster", None),
+            interval=args.interval,
+            cleanup=cleanup,
+            keep_failed=bool(getattr(args, "keep_failed", False)),
         ):
             failed = failed or isinstance(e, ev.WatchAlert)
+            if isinstance(e, ev.Stopped):
+                stopped = e.cluster_id
             if as_json:
                 print(_json(e), flush=True)
             else:
-                out = sys.stderr if isinstance(e, ev.WatchAlert) else sys.stdout
+                after = (ev.WatchAlert, ev.Stopped, ev.Notice)
+                out = sys.stderr if isinstance(e, after) else sys.stdout
                 for line in render(e):
                     print(line, file=out, flush=True)
+        run = s.history.launch_of(stopped) if stopped and not as_json else None
+        if run is not None:
+            print(f"  read them: spark-tui history show {run.id}", file=sys.stderr, flush=True)
     finally:
         await s.close()
     return EXIT_FAILED if failed else EXIT_OK

@@ -63,9 +63,13 @@ class Cluster:
     launch_run: Run | None = None
     ready: bool = False
     failed: bool = False
-    # No longer watched (a node stopped answering and the user gave up waiting) but its
-    # ranks were left as they were: they may well run on.
+    # No longer watched (a node stopped answering and the user gave up waiting, or a rank
+    # failed and the others were kept for inspection) but its ranks were left as they
+    # were: they may well run on.
     unwatched: bool = False
+    # A launch or attach of this session follows its ranks: that follow settles a failure
+    # (stops the other ranks or keeps them), not a watch beside it.
+    followed: bool = False
 
     @property
     def running(self) -> bool:
@@ -461,6 +465,7 @@ class Session:
         started = False
         failed: list[ev.RankStateChanged] = []
         tails = RankTails()
+        cluster.followed = True
         try:
             async for event in self._launch_events(
                 plan,
@@ -494,6 +499,7 @@ class Session:
                 emit(event)
         except LaunchFailed as exc:
             cluster.failed = True
+            cluster.unwatched = keep_failed  # the other ranks were left for inspection
             if cluster.ready and failed:
                 # Failed while serving: the same alert a watch gives (the rank that went
                 # first, its lines, the head's when a worker went first).
@@ -508,6 +514,8 @@ class Session:
                 with contextlib.suppress(OSError):
                     cluster.launch_run = self.history.save(run)
             tails.keep(self.history, cluster.launch_run, exc.message)
+            if started and not keep_failed:  # kept: the launch has said so
+                emit(self._settled(cluster.cluster_id, cluster.launch_run, keep_failed))
             raise
         except asyncio.CancelledError:
             # Interrupted before the cluster was up: remove what this launch started.
@@ -521,6 +529,8 @@ class Session:
             # A watch that lost a node leaves the ranks as they are (they may run on).
             cluster.unwatched = started and isinstance(exc, UnreachableError)
             raise
+        finally:
+            cluster.followed = False
         if record and cluster.launch_run is None:
             # Started without waiting for ready: recorded with an open outcome.
             cluster.launch_run = self._record_launch(emit, cluster, digests, None)
@@ -631,8 +641,9 @@ class Session:
         live = [c for c in await self._status() if c.running]
         return live[0] if len(live) == 1 else None
 
-    def attach(self, found: ClusterStatus) -> AsyncIterator[Any]:
-        """Follow a running cluster of ours like a launch (its logs, ready, failures)."""
+    def attach(self, found: ClusterStatus, *, keep_failed: bool = False) -> AsyncIterator[Any]:
+        """Follow a running cluster of ours like a launch (its logs, ready, failures: the
+        other ranks stopped, unless `keep_failed`)."""
 
         async def work(emit: Emit, ask: Ask) -> None:
             head = found.ranks[0]
@@ -648,16 +659,19 @@ class Session:
             self.cluster = cluster
             cluster.endpoint = self.endpoint(found.cluster_id, head.node, cluster.api_port)
             emit(cluster.endpoint)
+            cluster.followed = True
             try:
-                async for event in self._attach_events(found.cluster_id):
+                async for event in self._attach_events(found.cluster_id, keep_failed=keep_failed):
                     if isinstance(event, ev.ClusterReady):
                         cluster.base_url = event.base_url
                         cluster.ready = True
                     emit(event)
             except SparkError as exc:
                 cluster.failed = True
-                cluster.unwatched = isinstance(exc, UnreachableError)
+                cluster.unwatched = isinstance(exc, UnreachableError) or keep_failed
                 raise
+            finally:
+                cluster.followed = False
 
         return self._pumped(work)
 
@@ -704,23 +718,83 @@ class Session:
         interval: float = 5.0,
         request_timeout: float = 10.0,
         cleanup: str | None = None,
+        keep_failed: bool = False,
     ) -> AsyncIterator[Any]:
         """Watch a ready cluster (the one named, else ours, else the only one on the nodes):
         WatchStarted, then ProbeResult, ServiceGauges, NodeMemory, ContainerStates and
         NodeNotAnswering as they are sampled, every `interval` s, until a WatchAlert (the
-        rank that failed, its lines, the head's) ends it. `cleanup` is the command the alert
-        names to remove what is left. Raises OperationFailed when there is nothing to watch."""
+        rank that failed, its lines, the head's) ends it. Then, as after a launch, every
+        rank is stopped and its last lines kept in the history (Stopped, a Notice saying
+        so); `keep_failed` keeps them for inspection, and the alert names `cleanup`, the
+        command that removes them. Raises OperationFailed when there is nothing to watch."""
 
         async def work(emit: Emit, ask: Ask) -> None:
             await self._open(strict=True)
             ours = self.cluster if self.cluster is not None and self.cluster.running else None
             wanted = cluster_id or (ours.cluster_id if ours else None)
+            alert: ev.WatchAlert | None = None
             async for event in self._watch_events(
-                wanted, interval=interval, request_timeout=request_timeout, cleanup=cleanup
+                wanted,
+                interval=interval,
+                request_timeout=request_timeout,
+                cleanup=cleanup if keep_failed else None,
             ):
+                if isinstance(event, ev.WatchStarted):
+                    wanted = event.cluster_id
+                alert = event if isinstance(event, ev.WatchAlert) else alert
                 emit(event)
+            if alert is not None:
+                await self._settle_watched(emit, alert, wanted, keep_failed)
 
         return self._pumped(work)
+
+    async def _settle_watched(
+        self, emit: Emit, alert: ev.WatchAlert, cluster_id: str | None, keep_failed: bool
+    ) -> None:
+        """After a watch's alert: the other ranks stopped and their lines kept (else kept
+        for inspection), as a failed launch leaves them. `cluster_id` None: the only
+        cluster on the nodes (the watch picked it for being the only one)."""
+        from spark_tui.service.history import keep_stopped_logs
+
+        ours = self.cluster
+        if ours is not None and cluster_id in (None, ours.cluster_id) and ours.followed:
+            return  # the launch or attach that follows it settles it
+        found = [c for c in await self._status() if cluster_id in (None, c.cluster_id)]
+        cluster_id = cluster_id or (found[0].cluster_id if found else None)
+        run = self.history.launch_of(cluster_id) if cluster_id else None
+        if not keep_failed:
+            if run is not None:
+                with contextlib.suppress(OSError, SparkError):
+                    why = f"rank {alert.rank} on {alert.node} {alert.reason}"
+                    run = self.history.mark_failed(run.id, f"failed after it was ready: {why}")
+            report = await self._stop(cluster_id, emit)
+            keep_stopped_logs(self.history, report, reason=f"stopped: rank {alert.rank} failed")
+            emit(
+                ev.Stopped(cluster_id, list(report.removed), list(report.left), list(report.killed))
+            )
+        if ours is not None and cluster_id == ours.cluster_id:
+            ours.failed = True
+            ours.unwatched = keep_failed
+        if cluster_id is not None:
+            emit(self._settled(cluster_id, run, keep_failed))
+
+    @staticmethod
+    def _settled(cluster_id: str, run: Run | None, keep_failed: bool) -> ev.Notice:
+        """What became of a cluster whose rank failed, and where its logs are (the history's
+        launch record of the cluster: `History.launch_of`)."""
+        where = " in the history" if run is not None else ""
+        if keep_failed:
+            return ev.Notice(
+                "warning",
+                f"the ranks of cluster {cluster_id} are kept for inspection (keep failed)",
+                "read their logs, then stop them",
+            )
+        # A warning: the cockpit shows it beside the failure, not under the next status.
+        return ev.Notice(
+            "warning",
+            f"every rank of cluster {cluster_id} was stopped and removed"
+            + (f"; their last log lines are kept{where}" if where else ""),
+        )
 
     # -- measuring (see service.measure and service.tune) ----------------------------------
 
@@ -870,10 +944,10 @@ class Session:
 
         return launch(plan, self.pool, replace_stale=replace_stale, **kw)
 
-    def _attach_events(self, cluster_id: str) -> AsyncIterator[Any]:
+    def _attach_events(self, cluster_id: str, *, keep_failed: bool = False) -> AsyncIterator[Any]:
         from spark_tui.ops.attach import attach
 
-        return attach(self.pool, cluster_id)
+        return attach(self.pool, cluster_id, keep_failed=keep_failed)
 
     def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
         from spark_tui.ops.watch import watch

@@ -103,6 +103,9 @@ class SparkApp(App[int]):
         Binding("c", "compact", "compact/full log lines", id="compact", show=False),
         Binding("r", "refresh", "refresh nodes", id="refresh", show=False),
         Binding("y", "copy_tunnel", "copy the API's tunnel command", id="copy_tunnel", show=False),
+        Binding(
+            "k", "keep_failed", "when a rank fails: keep or stop them", id="keep_failed", show=False
+        ),
         Binding("question_mark", "help", "help", id="help"),
         Binding("escape", "back", "back", id="back", show=False),
         Binding("q", "quit_cockpit", "quit", id="quit"),
@@ -118,6 +121,7 @@ class SparkApp(App[int]):
         auto_refresh: bool = True,
         handle_signals: bool = True,
         watch_interval: float | None = None,
+        keep_failed: bool = False,
         driver_class: type[Driver] | None = None,
     ) -> None:
         # `driver_class`: another way to the screen than a terminal (the web demo's browser).
@@ -131,7 +135,11 @@ class SparkApp(App[int]):
         self.config = config or CockpitConfig()
         self.requested_theme = theme or self.config.theme
         self.handle_signals = handle_signals
-        self._screen_args: dict[str, Any] = {"recipe": recipe, "auto_refresh": auto_refresh}
+        self._screen_args: dict[str, Any] = {
+            "recipe": recipe,
+            "auto_refresh": auto_refresh,
+            "keep_failed": keep_failed or self.config.keep_failed,
+        }
         if watch_interval is not None:
             self._screen_args["watch_interval"] = watch_interval
         self.main: MainScreen  # made with the first screen, once the App runs
@@ -354,6 +362,9 @@ class SparkApp(App[int]):
 
     def action_copy_tunnel(self) -> None:
         self.main.action_copy_tunnel()
+
+    def action_keep_failed(self) -> None:
+        self.main.action_keep_failed()
 
     def action_filter(self) -> None:
         self.main.action_filter()

@@ -6,6 +6,7 @@ keys:            # binding id -> key(s), e.g. launch the selected recipe with F5
   launch: f5
   stop: ctrl+s
 inventory: ~/sparks.yaml
+keep_failed: true  # when a rank fails, keep every rank for inspection (k toggles)
 ```
 """
 
@@ -25,6 +26,7 @@ class CockpitConfig:
     theme: str | None = None
     keys: dict[str, str] = field(default_factory=dict)
     inventory: str | None = None
+    keep_failed: bool = False
 
 
 def load_config(path: Path | None = None) -> CockpitConfig:
@@ -46,7 +48,11 @@ def load_config(path: Path | None = None) -> CockpitConfig:
     if not isinstance(keys, dict):
         raise InputError(f"{path}: `keys` must map binding ids to keys", "e.g. keys: {launch: f5}")
     inventory = data.get("inventory")
+    keep_failed = data.get("keep_failed", False)
+    if not isinstance(keep_failed, bool):
+        raise InputError(f"{path}: `keep_failed` must be true or false", "e.g. keep_failed: true")
     return CockpitConfig(
+        keep_failed=keep_failed,
         theme=data.get("theme"),
         keys={str(k): str(v) for k, v in keys.items()},
         inventory=str(Path(inventory).expanduser()) if inventory else None,

@@ -590,7 +590,7 @@ def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_clean
     """The user's path after `launch --wait`: `spark-tui watch` runs; the worker's container
     is killed. Real vLLM's head stays healthy until a request needs the engine: watch's
     1-token request makes it fail, and watch reports rank 1 on its node with its lines and the
-    head's, the clean-up command, and exits 1. `status` then says failed (not stopped), which
+    head's, keeps the ranks (--keep-failed) with the clean-up command, and exits 1. `status` then says failed (not stopped), which
     rank and why, and offers the clean-up; running it leaves no container on either node."""
     import shlex
 
@@ -599,7 +599,8 @@ def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_clean
     assert cluster["launch"].returncode == 0
     inv = str(files["inventory"])
     worker_node = vllm_lab.node(2).name
-    watch = spark_tui("watch", "--inventory", inv, raw=True)
+    # --keep-failed: the ranks stay for `status` to diagnose (without it the watch stops them).
+    watch = spark_tui("watch", "--inventory", inv, "--keep-failed", raw=True)
     out, err = Lines(watch.stdout), Lines(watch.stderr)
     try:
         _wait_for(lambda: out.has("probe ok"), 120, "watch's first answered request")

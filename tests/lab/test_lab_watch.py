@@ -52,7 +52,10 @@ def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
     worker = next(r for r in cluster["ranks"] if r["rank"] == 1)
 
     watch = subprocess.Popen(
-        [sys.executable, "-m", "spark_tui", "watch", "--inventory", inv, "--interval", "1"],
+        [
+            *(sys.executable, "-m", "spark_tui", "watch", "--inventory", inv),
+            *("--interval", "1", "--keep-failed"),  # the ranks stay for `status` to diagnose
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

@@ -144,8 +144,9 @@ async def test_status_says_failed_which_rank_why_and_the_stop_command(sim_scenar
         assert diag["failed_rank"] == 1 and "killed" in diag["failed"][0]["reason"]
         assert diag["failed"][0]["lines"]
         assert diag["cleanup"] == f"spark-tui stop --inventory {inv}"
-        # A watch started on the dead cluster says the same at once.
-        code = await asyncio.to_thread(cli.main, ["watch", "--inventory", inv])
+        # A watch started on the dead cluster says the same at once (and, keeping the ranks
+        # for inspection, the command that removes them).
+        code = await asyncio.to_thread(cli.main, ["watch", "--inventory", inv, "--keep-failed"])
         _, err = capsys.readouterr()
         assert code == 1 and f"FAILED: rank 1 on {worker.node} was killed" in err
         assert f"clean up: spark-tui stop --inventory {inv}" in err
@@ -204,10 +205,22 @@ async def test_cli_watch_exits_1_with_the_diagnosis_and_0_on_ctrl_c(sim_scenario
         out = (await asyncio.wait_for(proc.stdout.read(), 60)).decode()
         code = await asyncio.wait_for(proc.wait(), 30)
         assert code == 1, "".join(seen) + out
-        alert = json.loads(out.splitlines()[-1])
-        assert alert["event"] == "WatchAlert" and alert["rank"] == 1
+        events = [json.loads(line) for line in out.splitlines()]
+        kinds = [e["event"] for e in events]
+        # The alert, the ranks' states as they are stopped, what was removed, and where
+        # their lines are kept.
+        alert, stopped, said = (events[kinds.index(k)] for k in ("WatchAlert", "Stopped", "Notice"))
+        assert kinds.index("WatchAlert") < kinds.index("Stopped") < kinds.index("Notice")
+        assert kinds[-1] == "Notice"
+        assert alert["rank"] == 1
         assert alert["node"] == worker.node and "killed" in alert["reason"]
-        assert alert["cleanup"] == f"spark-tui stop --inventory {inv}"
+        # Every rank is stopped after the alert (so no clean-up command is needed).
+        assert alert["cleanup"] is None
+        assert stopped["event"] == "Stopped" and stopped["cluster_id"] == plan.cluster_id
+        assert {name for _node, name in stopped["removed"]} == {
+            r.container.name for r in plan.ranks
+        }
+        assert said["event"] == "Notice" and "stopped and removed" in said["message"]
 
 
 async def test_cli_watch_exits_3_when_a_node_is_unreachable(tmp_path) -> None:

@@ -15,7 +15,8 @@ from spark_tui.core.facts import NodeFacts, parse_facts
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.recipe_loader import find_recipe
-from spark_tui.ops.cluster import ClusterStatus, StopReport
+from spark_tui.ops.cluster import ClusterStatus, RankTail, StopReport
+from spark_tui.ops.history import History
 from spark_tui.ops.launch import LaunchFailed
 from spark_tui.service import events as ev
 from spark_tui.service.session import Session
@@ -29,13 +30,21 @@ class Double(Session):
     """TEST DOUBLE: two simulated Sparks from recorded facts; a launch that gets ready, then
     (`fail_after_ready`) loses its worker and then its head; a watch that yields `samples`."""
 
-    def __init__(self, *, fail_after_ready: bool = True, fail_before_ready: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        fail_after_ready: bool = True,
+        fail_before_ready: bool = False,
+        history: History | None = None,
+    ) -> None:
         self.nodes = parse_facts(FACTS.read_text())
-        super().__init__([InventoryNode(n.name, n.address) for n in self.nodes])
+        super().__init__([InventoryNode(n.name, n.address) for n in self.nodes], history=history)
         self.fail_after_ready = fail_after_ready
         self.fail_before_ready = fail_before_ready
         self.watched: list[tuple[str | None, dict[str, Any]]] = []
         self.samples: list[Any] = []
+        self.stopped: list[str | None] = []
+        self.tails: list[RankTail] = []  # what a stop reads of each rank before removing it
 
     async def _open(self, *, strict: bool = False) -> None:
         return None
@@ -47,7 +56,9 @@ class Double(Session):
         return []
 
     async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
-        return StopReport(removed=[])
+        self.stopped.append(cluster_id)
+        removed = [(t.node, t.container) for t in self.tails]
+        return StopReport(removed=removed, tails=list(self.tails))
 
     async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Any]:
         return []  # every flag known to the image's vLLM
@@ -139,7 +150,8 @@ async def test_watch_watches_our_cluster_unless_told_which(named: str | None) ->
     await gen.aclose()
     assert session.cluster is not None and session.cluster.ready
     got = [e async for e in session.watch(named, interval=0.5)]
-    assert got == samples
+    assert got[: len(samples)] == samples
+    assert [type(e) for e in got[len(samples) :]] == [ev.Stopped, ev.Notice]
     ours = session.cluster.cluster_id
     assert session.watched == [
         (named or ours, {"interval": 0.5, "request_timeout": 10.0, "cleanup": None})
@@ -158,3 +170,90 @@ def test_the_watchs_tiny_request_is_ours_a_users_request_is_not() -> None:
 
     assert is_own_request(line(f"/v1/chat/completions?{PROBE_MARK}"))
     assert not is_own_request(line("/v1/chat/completions"))
+
+
+async def _ready(session: Double) -> Any:
+    """Launch to ready and leave the launch's follow running: (the generator, cluster)."""
+    gen = session.launch(find_recipe("glm-5.3-flash"), {}, insist=True)
+    async for event in gen:
+        if isinstance(event, ev.ClusterReady):
+            break
+    assert session.cluster is not None and session.cluster.ready
+    return gen, session.cluster
+
+
+def _failing(cluster_id: str) -> list[Any]:
+    return [
+        ev.WatchStarted(cluster_id, "glm-5.3-flash", ("a", "b"), "http://127.0.0.1:1"),
+        ev.WatchAlert(1, "b", "was killed (code 137)", (WORKER_SAYS,)),
+    ]
+
+
+async def test_after_a_watch_alert_every_rank_is_stopped_and_its_lines_kept(
+    tmp_path: Path,
+) -> None:
+    history = History(tmp_path / "history")
+    session = Double(fail_after_ready=False, history=history)
+    gen, cluster = await _ready(session)
+    await gen.aclose()  # the launch no longer follows it: the watch settles the failure
+    cid, run = cluster.cluster_id, cluster.launch_run
+    assert run is not None
+    session.samples = _failing(cid)
+    session.tails = [
+        RankTail(cid, 0, "a", f"spark-tui-{cid}-r0", ["head line"]),
+        RankTail(cid, 1, "b", f"spark-tui-{cid}-r1", [WORKER_SAYS], exit_code=137),
+    ]
+    got = [e async for e in session.watch(interval=0.5, cleanup="spark-tui stop --hosts a,b")]
+    assert session.watched[0][1]["cleanup"] is None, "nothing is left to clean up"
+    assert session.stopped == [cid]
+    stopped, said = got[-2:]
+    assert isinstance(stopped, ev.Stopped) and len(stopped.removed) == 2
+    assert isinstance(said, ev.Notice) and said.message == (
+        f"every rank of cluster {cid} was stopped and removed; their last log lines are kept "
+        "in the history"
+    )
+    kept = history.get_run(run.id)
+    assert kept.ok is False
+    assert kept.failure == "failed after it was ready: rank 1 on b was killed (code 137)"
+    assert [(r.rank, Path(r.path).read_text().strip()) for r in kept.rank_logs] == [
+        (0, "head line"),
+        (1, WORKER_SAYS),
+    ]
+    assert not session.cluster.running
+
+
+async def test_keep_failed_leaves_every_rank_and_the_alert_names_the_clean_up(
+    tmp_path: Path,
+) -> None:
+    session = Double(fail_after_ready=False, history=History(tmp_path / "history"))
+    gen, cluster = await _ready(session)
+    await gen.aclose()
+    session.samples = _failing(cluster.cluster_id)
+    got = [
+        e
+        async for e in session.watch(
+            interval=0.5, cleanup="spark-tui stop --hosts a,b", keep_failed=True
+        )
+    ]
+    assert session.watched[0][1]["cleanup"] == "spark-tui stop --hosts a,b"
+    assert session.stopped == []
+    said = got[-1]
+    assert isinstance(said, ev.Notice) and said.level == "warning"
+    assert "kept for inspection" in said.message
+    assert session.cluster.running, "its ranks are still there: `s` stops them"
+
+
+async def test_a_watch_beside_the_launchs_follow_leaves_the_failure_to_the_follow(
+    tmp_path: Path,
+) -> None:
+    """The cockpit watches the cluster it launched while the launch follows its ranks: the
+    follow stops the other ranks (or keeps them), once, not the watch too."""
+    session = Double(fail_after_ready=False, history=History(tmp_path / "history"))
+    gen, cluster = await _ready(session)
+    try:
+        session.samples = _failing(cluster.cluster_id)
+        got = [e async for e in session.watch(interval=0.5)]
+        assert got == session.samples
+        assert session.stopped == []
+    finally:
+        await gen.aclose()

@@ -48,7 +48,9 @@ class HelpScreen(ModalScreen[None]):
         notes = (
             "Keys can be remapped in the config file (keys: {launch: f5}).\n"
             "The fit check runs before every launch; l refuses a recipe that does not fit\n"
-            "unless you insist. Quitting with a cluster running asks whether to stop it."
+            "unless you insist. Quitting with a cluster running asks whether to stop it.\n"
+            "When a rank fails, every rank is stopped and its last lines kept in the history;\n"
+            "k keeps them for inspection instead (keep_failed: true in the config file)."
         )
         return cls(rows, notes)
 

@@ -86,12 +86,16 @@ class MainScreen(Screen[None]):
         recipe: str | None = None,
         auto_refresh: bool = True,
         watch_interval: float = WATCH_SECONDS,
+        keep_failed: bool = False,
     ) -> None:
         super().__init__(id="_default")
         self.session = session
         self.initial_recipe = recipe
         self.periodic_refresh = auto_refresh
         self.watch_interval = watch_interval
+        # When a rank fails: keep every rank for inspection (k toggles), else stop them all
+        # and keep their last lines in the history, as headless `watch --keep-failed` does.
+        self.keep_failed = keep_failed
         self.recipes: list[Recipe] = []
         self.sets: dict[str, dict[str, str]] = {}
         # The widgets the service's events go to (made here: they live as long as the screen).
@@ -458,7 +462,7 @@ class MainScreen(Screen[None]):
             self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
         self.busy = "launching"
         self._status(f"launching {recipe.name}…")
-        await self._follow(self.session.launch(recipe, sets))
+        await self._follow(self.session.launch(recipe, sets, keep_failed=self.keep_failed))
         if running is not None and self.cluster is running:
             # The user kept the running cluster (or the fit check refused the new one):
             # follow it again.
@@ -471,13 +475,16 @@ class MainScreen(Screen[None]):
             return
         if found is not None:
             self._build_panes([(r.rank, r.node) for r in found.ranks])
-            await self._follow(self.session.attach(found))
+            await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
 
     async def _follow(self, events: AsyncIterator[Any]) -> None:
         try:
             await self.consume(events)
         except SparkError as exc:
-            self._error(exc.message, exc.remedy)
+            cluster = self.cluster
+            # Its ranks kept for inspection: what to do next is the cockpit's keys.
+            kept = cluster is not None and cluster.failed and cluster.running
+            self._error(exc.message, self._alert_remedy() if kept else exc.remedy)
             self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         finally:
             self.busy = None
@@ -525,7 +532,11 @@ class MainScreen(Screen[None]):
         """The watch after ready: its samples fill the gauges panel until the cluster is
         stopped, relaunched or fails (an alert names the rank and shows its lines)."""
         try:
-            await self.consume(self.session.watch(cluster_id, interval=self.watch_interval))
+            await self.consume(
+                self.session.watch(
+                    cluster_id, interval=self.watch_interval, keep_failed=self.keep_failed
+                )
+            )
         except SparkError as exc:
             ended = msg.WatchEnded(f"{exc.message} → {exc.remedy}")
             self._send(ended, self.gauges, screen=False)
@@ -534,13 +545,26 @@ class MainScreen(Screen[None]):
         cluster = self.cluster
         if cluster is not None and cluster.running:
             return (
-                f"the cluster is left as it is: stop it ({self._key_of('stop', 's')}), fix "
-                f"the cause, then launch again ({self._key_of('launch', 'l')})"
+                "the ranks are kept for inspection: read their logs, stop them "
+                f"({self._key_of('stop', 's')}), fix the cause, then launch again "
+                f"({self._key_of('launch', 'l')})"
             )
         return (
-            "every rank was stopped and removed; fix the cause the lines say, then launch "
+            "every rank was stopped and removed, their last lines kept in the history "
+            f"({self._key_of('history', 'h')}); fix the cause the lines say, then launch "
             f"again ({self._key_of('launch', 'l')})"
         )
+
+    def action_keep_failed(self) -> None:
+        """Toggle what happens to the ranks when one fails (kept, or stopped and removed)."""
+        self.keep_failed = not self.keep_failed
+        if self.keep_failed:
+            said = "when a rank fails, every rank is kept for inspection (you stop them)"
+        else:
+            said = "when a rank fails, every rank is stopped, its last lines kept in the history"
+        running = self.cluster is not None and self.cluster.running
+        later = " (from the next launch: the running one follows the setting it started with)"
+        self.notify(said + (later if running else ""), timeout=6)
 
     def on_rank_alert(self, message: msg.RankAlert) -> None:
         alert = message.alert
@@ -607,7 +631,7 @@ class MainScreen(Screen[None]):
 
     @_app_work(group="follow")
     async def _attach_to(self, found: Any) -> None:
-        await self._follow(self.session.attach(found))
+        await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
 
     # ------------------------------------------------------------------- stop
     def action_stop(self) -> None:

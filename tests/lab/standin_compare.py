@@ -206,3 +206,132 @@ def version_problems(real: dict[str, Reply], sim: dict[str, Reply]) -> list[str]
         if real_release != sim_release:
             out.append(f"/version: stand-in {versions['stand-in']}, real {versions['real']}")
     return out
+
+
+@dataclass
+class Family:
+    """One metric family of a /metrics page: its type, label names, histogram buckets and
+    the sum of its samples (per sample name), for what must agree between two servers."""
+
+    kind: str
+    labels: set[str] = field(default_factory=set)
+    buckets: tuple[str, ...] = ()
+    totals: dict[str, float] = field(default_factory=dict)
+
+
+def families(text: str) -> dict[str, Family]:
+    """vllm:* family name -> Family, from a Prometheus text page (`_created` gauges are
+    families of their own, as prometheus_client declares them)."""
+    out: dict[str, Family] = {}
+    kinds: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE vllm:"):
+            _hash, _type, name, kind = line.split(" ", 3)
+            kinds[name] = kind
+            out[name] = Family(kind)
+            continue
+        m = _SAMPLE.match(line)
+        if not m or not m.group(1).startswith("vllm:"):
+            continue
+        sample = m.group(1)
+        name = _family_of(sample, kinds)
+        fam = out[name]
+        pairs = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        fam.labels.update(k for k in pairs if k != "le")
+        if sample.endswith("_bucket") and "le" in pairs and pairs["le"] != "+Inf":
+            if pairs["le"] not in fam.buckets:
+                fam.buckets = (*fam.buckets, pairs["le"])
+        value = float(line.rsplit(" ", 1)[1].replace("+Inf", "inf"))
+        fam.totals[sample] = fam.totals.get(sample, 0.0) + value
+    return out
+
+
+def _family_of(sample: str, kinds: dict[str, str]) -> str:
+    if sample in kinds:
+        return sample
+    for suffix in ("_total", "_bucket", "_count", "_sum"):
+        base = sample.removesuffix(suffix)
+        if base != sample and base in kinds:
+            return base
+    raise ValueError(f"sample {sample} has no # TYPE line")
+
+
+def moved(before: dict[str, Family], after: dict[str, Family]) -> set[str]:
+    """The families whose samples changed between two pages (`_created` gauges excepted)."""
+    return {
+        name
+        for name, fam in after.items()
+        if not name.endswith("_created") and name in before and fam.totals != before[name].totals
+    }
+
+
+def family_problems(real: dict[str, Family], sim: dict[str, Family]) -> list[str]:
+    """Where the stand-in's families differ from real vLLM's: missing or extra names, types,
+    label names and histogram buckets."""
+    out: list[str] = []
+    for name in sorted(set(real) - set(sim)):
+        out.append(f"{name} ({real[name].kind}): missing in the stand-in")
+    for name in sorted(set(sim) - set(real)):
+        out.append(f"{name} ({sim[name].kind}): only in the stand-in")
+    for name in sorted(set(real) & set(sim)):
+        r, s = real[name], sim[name]
+        if r.kind != s.kind:
+            out.append(f"{name}: type {s.kind}, real vLLM {r.kind}")
+        if r.labels != s.labels:
+            out.append(f"{name}: labels {sorted(s.labels)}, real vLLM {sorted(r.labels)}")
+        if r.buckets != s.buckets:
+            out.append(f"{name}: buckets {s.buckets}, real vLLM {r.buckets}")
+    return out
+
+
+def metric_total(page: str, sample: str, **labels: str) -> float:
+    """The sum of a sample's values over its label sets (those with `labels` only)."""
+    total = 0.0
+    for line in page.splitlines():
+        if line.startswith(sample + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def relations(page: str) -> dict[str, tuple[float, float]]:
+    """Pairs that real vLLM keeps equal on every page."""
+    t = metric_total
+    finished = t(page, "vllm:request_success_total") - t(
+        page, "vllm:request_success_total", finished_reason="abort"
+    )
+    by_source = t(page, "vllm:prompt_tokens_by_source_total")
+    return {
+        "prompt tokens: counter vs per-request histogram": (
+            t(page, "vllm:prompt_tokens_total"),
+            t(page, "vllm:request_prompt_tokens_sum"),
+        ),
+        "prompt tokens: counter vs sum by source": (t(page, "vllm:prompt_tokens_total"), by_source),
+        "generation tokens: counter vs per-request histogram": (
+            t(page, "vllm:generation_tokens_total"),
+            t(page, "vllm:request_generation_tokens_sum"),
+        ),
+        "finished requests vs TTFT observations": (
+            finished,
+            t(page, "vllm:time_to_first_token_seconds_count"),
+        ),
+        "finished requests vs e2e observations": (
+            finished,
+            t(page, "vllm:e2e_request_latency_seconds_count"),
+        ),
+        "ITL observations vs tokens after the first": (
+            t(page, "vllm:inter_token_latency_seconds_count"),
+            t(page, "vllm:generation_tokens_total") - finished,
+        ),
+        "cached prompt tokens vs prefix cache hits": (
+            t(page, "vllm:prompt_tokens_cached_total"),
+            t(page, "vllm:prefix_cache_hits_total"),
+        ),
+    }
+
+
+def cache_block_size(page: str) -> str:
+    """The KV block size a server's page reports (vllm:cache_config_info's block_size)."""
+    m = re.search(r'^vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"', page, re.M)
+    if not m:
+        raise ValueError("no vllm:cache_config_info with a block_size on the page")
+    return m.group(1)

@@ -198,6 +198,9 @@ class EngineMetrics:
         h["vllm:request_time_per_output_token_seconds"].observe(tpot)
         if max_tokens:
             h["vllm:request_params_max_tokens"].observe(max_tokens)
+        # One choice per request (n=1): vLLM records n and the longest choice's tokens.
+        h["vllm:request_params_n"].observe(1)
+        h["vllm:request_max_num_generation_tokens"].observe(generated)
 
     # -- rendering ---------------------------------------------------------------------------
 

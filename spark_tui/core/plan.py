@@ -3,8 +3,10 @@ options and argv, as NVIDIA's two-Spark playbook runs them by hand.
 
 vllm-distributed ranks each run `vllm serve` with the rank and rendezvous flags
 (`--nnodes`, `--master-addr`, `--master-port`, `--node-rank`, `--headless` on workers;
-the data-parallel flags for DP and hybrid TP x DP, replicas mapped to host groups as
-sparkrun does). vllm-ray ranks run `ray start` and the serve command runs on the head
+for DP and hybrid TP x DP, replicas mapped to host groups as sparkrun does, but in the
+form vLLM 0.32 runs for dense models too: one API server on the head, the other replicas
+headless with `--data-parallel-start-rank`, where sparkrun gives every replica leader
+`--data-parallel-rank` and its own API). vllm-ray ranks run `ray start` and the serve command runs on the head
 once the Ray cluster has formed. Network variables come from each node's own facts.
 """
 
@@ -825,6 +827,10 @@ def _distributed_argv(
         for flag in (NNODES, MASTER_ADDR, MASTER_PORT, NODE_RANK):
             argv = set_flag(argv, flag, None)
     argv = set_flag(argv, HEADLESS, node_rank > 0)
+    if node_rank > 0:
+        # vLLM refuses an API server count on a headless rank ("cannot be used with
+        # --headless"): a recipe's count is the head's alone.
+        argv = set_flag(argv, API_SERVER_COUNT, None)
     if dp > 1:
         if flag_value(argv, DP_SIZE) is None:
             argv = set_flag(argv, DP_SIZE, str(dp))

@@ -665,3 +665,16 @@ def test_ray_dashboard_port_turns_the_dashboard_on_at_that_port() -> None:
     assert _flag(head.argv, "--dashboard-port") == "8266"
     assert "--dashboard-port" not in worker.argv
     assert plan.rendezvous["dashboard_port"] == 8266
+
+
+def test_a_recipes_own_api_server_count_is_kept_and_its_dp_rank_spellings_replaced() -> None:
+    recipe = simple_recipe("vllm serve {model} --port {port} -asc 2 -dpn 1 -dpr 7")
+    plan = build_plan(recipe, apply_overrides(recipe, ["data_parallel=2"]), cluster(2))
+    head, other = plan.ranks[0].argv, plan.ranks[1].argv
+    assert _flag(head, "-asc") == "2" and "--api-server-count" not in head
+    for argv in (head, other):
+        assert "-dpn" not in argv and "--data-parallel-rank" not in argv
+    assert "-dpr" not in head and "--data-parallel-start-rank" not in head
+    assert _flag(other, "--data-parallel-start-rank") == "1" and "-dpr" not in other
+    # vLLM refuses an API server count on a headless rank.
+    assert "-asc" not in other and "--api-server-count" not in other

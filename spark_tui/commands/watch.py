@@ -25,7 +25,7 @@ def _num(x: float | None, fmt: str = "{:g}") -> str:
     return "?" if x is None else fmt.format(x)
 
 
-def render(e: object) -> list[str]:
+def render(e: ev.WatchEvent) -> list[str]:
     """The text lines of one watch event."""
     if isinstance(e, ev.WatchStarted):
         return [
@@ -71,7 +71,7 @@ def render(e: object) -> list[str]:
     return []
 
 
-def _json(e: object) -> str:
+def _json(e: ev.WatchEvent) -> str:
     assert dataclasses.is_dataclass(e) and not isinstance(e, type)
     return json.dumps({"event": type(e).__name__, **dataclasses.asdict(e)})
 

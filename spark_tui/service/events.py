@@ -260,8 +260,9 @@ LaunchEvent = (
     Question | Probed | Evaluated | Stopped | Endpoint | Recorded | WatchAlert | ClusterEvent
 )
 
-# `watch`: its samples until the alert that ends it.
-WatchEvent = Question | WatchSample
+# `watch`: its samples until the alert that ends it, then (unless the failed ranks are kept
+# for inspection) the stop that removes them.
+WatchEvent = WatchSample | StopEvent
 
 # `smoke`: each check, the record, then every check's result.
 SmokeEvent = Question | Notice | SmokeChecked | Recorded | SmokeDone

@@ -483,7 +483,10 @@ def facts_from_hf_config(
     put("num_attention_heads", heads)
     put("hidden_size", hidden)
     put("vocab_size", _positive_int(_first(cfg, "vocab_size", "padded_vocab_size")))
-    put("num_experts", _num_experts(cfg), "expert count, as vLLM reads it")
+    # A dense model's config names no experts: 0 only where this is a whole config.json
+    # (recipe metadata keys that leave the count out say nothing about it).
+    whole = bool(config.get("model_type") or config.get("architectures"))
+    put("num_experts", _num_experts(cfg, whole), "expert count, as vLLM reads it")
     put("weight_bytes", _positive_int(weight_bytes), "weight size")
     dtype = _first(cfg, "torch_dtype", "dtype") or _first(config, "torch_dtype", "dtype")
     put("dtype", str(dtype).removeprefix("torch.") if dtype else None)
@@ -545,8 +548,8 @@ def facts_from_hf_config(
     return ModelFacts(model_id=model_id, sources=sources, **values)
 
 
-def _num_experts(cfg: Mapping[str, Any]) -> int | None:
-    """The routed-expert count by vLLM 0.32's names (0 for a dense model's config)."""
+def _num_experts(cfg: Mapping[str, Any], whole: bool) -> int | None:
+    """The routed-expert count by vLLM 0.32's names (0 for a whole config naming none)."""
     value = _first(cfg, "num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
     if isinstance(value, list):
         value = value[0] if value else None
@@ -562,7 +565,7 @@ def _num_experts(cfg: Mapping[str, Any]) -> int | None:
                 ),
                 default=0,
             )
-    if count is None and cfg.get("num_hidden_layers") is not None:
+    if count is None and whole:
         return 0
     return count
 

@@ -7,13 +7,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.ops.event_stream import stream_events
-from spark_tui.service.events import Question
+
+if TYPE_CHECKING:
+    from spark_tui.service.events import Question
 
 Emit = Callable[[Any], None]
-Ask = Callable[[Question], Awaitable[bool]]
+Ask = Callable[["Question"], Awaitable[bool]]
 Work = Callable[[Emit, Ask], Awaitable[None]]
 
 

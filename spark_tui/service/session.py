@@ -23,17 +23,10 @@ from typing import TYPE_CHECKING, Any
 from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
 from spark_tui.service import events as ev
 from spark_tui.service.endpoint import head_node, tunnel_command
-from spark_tui.service.evaluate import (
-    Evaluation,
-    add_findings,
-    gpu_memory_utilization,
-    held_memory,
-)
-from spark_tui.service.images import ImageAnswers, refuse_unresolved
-from spark_tui.service.model_facts import HubAnswers
-from spark_tui.service.prepared import Prepared
 from spark_tui.service.pump import Ask, Emit, pump
 
+# The evaluation (and with it the fit model and the plan) is imported where it is first
+# used: the cockpit paints its first frame before it evaluates anything.
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.fit import Finding
@@ -45,6 +38,8 @@ if TYPE_CHECKING:
     from spark_tui.ops.history import History, Run
     from spark_tui.ops.launch import StaleContainer
     from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.service.evaluate import Evaluation
+    from spark_tui.service.prepared import Prepared
 
 
 @dataclass
@@ -85,6 +80,8 @@ class Cluster:
 
     @property
     def utilization(self) -> float:
+        from spark_tui.service.evaluate import gpu_memory_utilization
+
         return gpu_memory_utilization(self.head_argv)
 
     @property
@@ -207,6 +204,8 @@ class Session:
     def held_memory(self) -> dict[str, int]:
         """Memory our running clusters hold per node (a launch replacing them gets it back),
         each counted once (see service.evaluate.held_memory)."""
+        from spark_tui.service.evaluate import held_memory
+
         cluster = self.cluster
         known = {}
         if cluster is not None and cluster.running:
@@ -217,6 +216,10 @@ class Session:
     def prepared(self) -> Prepared:
         """The Hub's answers and the image flag checks this session fetched."""
         if self._prepared is None:
+            from spark_tui.service.images import ImageAnswers
+            from spark_tui.service.model_facts import HubAnswers
+            from spark_tui.service.prepared import Prepared
+
             # Simulated Sparks hold the images they were given: nothing is resolved there.
             self._prepared = Prepared(HubAnswers(self.sync_env), ImageAnswers(not self.simulated))
         return self._prepared
@@ -421,6 +424,8 @@ class Session:
                 "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
             )
         self._refuse_flags(recipe, evaluation)
+        from spark_tui.service.images import refuse_unresolved
+
         refuse_unresolved(evaluation.report.findings if evaluation.report else [])
         if evaluation.needs_insisting() and not insist:
             await self._insist(ask, recipe, evaluation)
@@ -430,6 +435,8 @@ class Session:
         report = evaluation.report
         if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
             report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
+            from spark_tui.service.evaluate import add_findings
+
             add_findings(evaluation, await self._image_flags(plan, emit, pull=True))
             self._refuse_flags(recipe, evaluation)
         cluster = Cluster(

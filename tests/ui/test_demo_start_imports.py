@@ -1,6 +1,7 @@
 """What the demo cockpit loads before its first frame stays what the first frame needs: not
-the run history's pydantic models, the benchmark's HTTP client, SSH or the Docker SDK (each
-probe in a fresh interpreter, so nothing another test imported can hide an import)."""
+the run history's pydantic models, the benchmark's HTTP client, SSH or the Docker SDK, the
+fit model, nor the event types (each probe in a fresh interpreter, so nothing another test
+imported can hide an import)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,26 @@ import subprocess
 import sys
 
 # Each costs the first frame a good part of a minimal Textual app's whole start.
-LATER = ("pydantic.main", "spark_tui.ops.history", "httpx", "asyncssh", "docker")
+LATER = (
+    "pydantic.main",
+    "spark_tui.ops.history",
+    "httpx",
+    "asyncssh",
+    "docker",
+    "spark_tui.core.fit",
+    "spark_tui.ops.events",
+    "spark_tui.service.events",
+    "spark_tui.service.sync",
+)
 
+# A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as
+# a subclass of ModuleType until it has run.
 PROBE = """
-import json, sys
+import json, sys, types
+def loaded(name):
+    return type(sys.modules.get(name)) is types.ModuleType
 {code}
-print(json.dumps(sorted(m for m in {later!r} if m in sys.modules)))
+print(json.dumps(sorted(m for m in {later!r} if loaded(m))))
 """
 
 # `spark-tui demo` up to its first frame: the CLI, then the app and its session built.
@@ -38,6 +53,11 @@ def loaded_after(code: str) -> list[str]:
 
 def test_the_demo_app_and_session_load_none_of_it() -> None:
     assert loaded_after(DEMO) == []
+
+
+def test_the_event_types_load_when_first_used() -> None:
+    loaded = loaded_after(DEMO + "from spark_tui.service import events as ev\nev.Notice\n")
+    assert "spark_tui.service.events" in loaded and "spark_tui.ops.events" in loaded
 
 
 def test_the_demo_history_loads_it_when_first_used() -> None:

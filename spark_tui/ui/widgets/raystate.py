@@ -7,11 +7,14 @@ One line above the log panes, shown from the launch's first `RayClusterState` ev
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
-from spark_tui.service.events import RayClusterState
+if TYPE_CHECKING:
+    from spark_tui.service.events import RayClusterState
 
 GIB = 1024**3
 

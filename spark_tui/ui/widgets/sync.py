@@ -22,11 +22,11 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from spark_tui.service.sync import IMAGE, SyncRow, SyncTally
-
+# The sync's tally and events are imported where a sync starts: the first frame has none.
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
     from spark_tui.service.events import ServiceEvent, SyncEvent
+    from spark_tui.service.sync import SyncRow, SyncTally
     from spark_tui.ui.screens.main import MainScreen
 
 REDRAW_SECONDS = 0.25
@@ -62,6 +62,8 @@ def _eta(seconds: float | None) -> str:
 
 
 def _item(row: SyncRow, width: int = 34) -> str:
+    from spark_tui.service.sync import IMAGE
+
     text = row.item if row.kind != IMAGE else f"image {row.item}"
     return text if len(text) <= width else "…" + text[-(width - 1) :]
 
@@ -215,7 +217,7 @@ class CockpitSync:
         """A tally with a waiting row per node for the model, the draft and the image,
         so the view shows the whole sync from the start."""
         from spark_tui.core.errors import SparkError
-        from spark_tui.service.sync import MODELS, model_needs_of
+        from spark_tui.service.sync import IMAGE, MODELS, SyncRow, SyncTally, model_needs_of
 
         tally = SyncTally(expected=2)
         try:
@@ -238,7 +240,7 @@ class CockpitSync:
 
     async def _run(self, recipe: Recipe, sets: dict[str, str]) -> None:
         from spark_tui.core.errors import SparkError
-        from spark_tui.service.sync import MODELS
+        from spark_tui.service.sync import IMAGE, MODELS
 
         screen, session = self.screen, self.screen.session
         screen._status(f"syncing {recipe.name}: the model, then the image, on every node…")

@@ -17,6 +17,7 @@ from spark_tui.commands.shortcuts import (
     resolve_host_sources,
 )
 from spark_tui.core.errors import NoClusterError, SparkError
+from spark_tui.core.timeouts import READY_TIMEOUT_S, SMOKE_TIMEOUT_S, WATCH_INTERVAL_S
 
 
 class Parser(argparse.ArgumentParser):
@@ -281,9 +282,10 @@ def _launch(sub: Any) -> None:
     p.add_argument(
         "--ready-timeout",
         type=float,
-        default=1800.0,
+        default=READY_TIMEOUT_S,
         metavar="SECONDS",
-        help="with --wait: give up when the API is not ready after this long (default 1800)",
+        help="with --wait: give up when the API is not ready after this long (default "
+        f"{READY_TIMEOUT_S:.0f})",
     )
 
 
@@ -309,7 +311,11 @@ def _watch(sub: Any) -> None:
     )
     _targets(p)
     p.add_argument(
-        "--interval", type=float, default=5.0, metavar="S", help="seconds between samples"
+        "--interval",
+        type=float,
+        default=WATCH_INTERVAL_S,
+        metavar="S",
+        help="seconds between samples",
     )
     p.add_argument(
         "--keep-failed",
@@ -340,9 +346,9 @@ def _smoke(sub: Any) -> None:
     p.add_argument(
         "--timeout",
         type=float,
-        default=180.0,
+        default=SMOKE_TIMEOUT_S,
         metavar="SECONDS",
-        help="give up on one check after this long (default 180)",
+        help=f"give up on one check after this long (default {SMOKE_TIMEOUT_S:.0f})",
     )
     _json(p)
 

@@ -14,7 +14,10 @@ import contextlib
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from spark_tui.service.session import Session
 
 T = TypeVar("T")
 
@@ -97,25 +100,29 @@ def run_command(main: Callable[[], Awaitable[T]]) -> T:
         raise CommandInterrupted(interrupts.received[0]) from None
 
 
-async def _say_what_is_left(pool: Any, cluster_id: str, remove_with: str) -> None:
+async def _say_what_is_left(session: Session, cluster_id: str, remove_with: str) -> None:
     from spark_tui.core.errors import SparkError
-    from spark_tui.ops.cluster import status
 
     left = "its containers (not checked: the nodes did not answer in time)"
     with contextlib.suppress(SparkError, TimeoutError, OSError):
-        found = await asyncio.wait_for(status(pool, cluster_id), 5)
-        left = ", ".join(f"{r.container} on {r.node} ({r.state})" for c in found for r in c.ranks)
+        found = await asyncio.wait_for(session.nodes.status(), 5)
+        left = ", ".join(
+            f"{r.container} on {r.node} ({r.state})"
+            for c in found
+            if c.cluster_id == cluster_id
+            for r in c.ranks
+        )
     if left:
         _say(f"left on the nodes: {left}\n  remove them with: {remove_with}")
     else:
         _say(f"nothing of cluster {cluster_id} is left on the nodes")
 
 
-async def report_left(pool: Any, cluster_id: str, remove_with: str) -> None:
+async def report_left(session: Session, cluster_id: str, remove_with: str) -> None:
     """After an interrupted action cleaned up: say what of `cluster_id` is left on the nodes
     (and how to remove it), or that nothing is."""
     if current.abandoned:
         _say("spark-tui: clean-up interrupted; checking what is left...")
     else:
         _say(f"interrupted: cluster {cluster_id} was being removed; checking the nodes...")
-    await _say_what_is_left(pool, cluster_id, remove_with)
+    await _say_what_is_left(session, cluster_id, remove_with)

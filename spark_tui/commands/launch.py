@@ -62,10 +62,8 @@ async def _launch(args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         # The launch removed what it started as its events stopped; check the nodes and
         # say what is left, if anything, with the command that removes it.
-        if s.cluster is not None and s.pool is not None and not s.cluster.ready:
-            await report_left(
-                s.pool, s.cluster.cluster_id, targets(args).command("stop", live=True)
-            )
+        if s.cluster is not None and not s.cluster.ready:
+            await report_left(s, s.cluster.cluster_id, targets(args).command("stop", live=True))
         raise
     except LaunchFailed as exc:
         err(f"spark-tui: {exc.message}")

@@ -7,8 +7,6 @@ import json
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, InputError
 
-DEFAULT_TIMEOUT_S = 180.0
-
 
 def _print_result(r: object) -> None:
     from spark_tui.ops.smoke import SmokeResult

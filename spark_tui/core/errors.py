@@ -71,3 +71,15 @@ class NoClusterError(OperationFailed):
             self.MESSAGE, f"launch one first: `spark-tui launch RECIPE {where} --wait`"
         )
         self.where = where
+
+
+class LaunchFailed(OperationFailed):
+    """A rank failed: which one, why, and the log lines that say so."""
+
+    def __init__(
+        self, message: str, remedy: str, *, rank: int, node: str, lines: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, remedy)
+        self.rank = rank
+        self.node = node
+        self.lines = lines

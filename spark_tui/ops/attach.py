@@ -11,6 +11,7 @@ from typing import Any
 
 from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
 from spark_tui.core.plan import API_PORT_LABEL, DEFAULT_API_PORT, flag_value
+from spark_tui.core.timeouts import READY_TIMEOUT_S
 from spark_tui.ops.cluster import (
     ClusterStatus,
     RankStatus,
@@ -82,7 +83,7 @@ def attach(
     wait_ready: bool = True,
     follow: bool = True,
     keep_failed: bool = False,
-    ready_timeout: float = 1800.0,
+    ready_timeout: float = READY_TIMEOUT_S,
     api_host: str = "127.0.0.1",
     settle: float = 1.0,
 ) -> AsyncIterator[ClusterEvent]:

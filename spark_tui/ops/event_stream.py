@@ -18,7 +18,7 @@ async def stream_events(
     cancels the work and waits for it to end."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
     done = object()
-    task = asyncio.create_task(work(queue.put_nowait))
+    task: asyncio.Task[None] = asyncio.create_task(work(queue.put_nowait))
     task.add_done_callback(lambda _t: queue.put_nowait(done))
     try:
         while True:

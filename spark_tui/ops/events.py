@@ -111,6 +111,26 @@ class NodeReachable:
 
 
 @dataclass(frozen=True)
+class RankLogRecord:
+    """One line of a rank's container log as Docker keeps it (`ts_ns`: its timestamp, 0
+    when Docker gave none)."""
+
+    rank: int
+    node: str
+    text: str
+    ts_ns: int = 0
+
+
+@dataclass(frozen=True)
+class RankLogEnded:
+    """A followed rank's container ended: its log has no more lines."""
+
+    rank: int
+    node: str
+    container: str
+
+
+@dataclass(frozen=True)
 class RayClusterState:
     """The Ray cluster of a vllm-ray launch while it forms: nodes joined and total resources.
 
@@ -293,6 +313,9 @@ WatchSample = (
     | NodeNotAnswering
     | WatchAlert
 )
+
+# What following a rank's log gives (outages and resumes included).
+LogEvent = RankLogRecord | RankLogEnded | NodeUnreachable | NodeReachable
 
 # What following a cluster's ranks gives (a launch, an attach, a stop's removals).
 ClusterEvent = (

@@ -38,10 +38,17 @@ from typing import Any
 import httpx
 
 from spark_tui.core import logclass, prelaunch
-from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
+from spark_tui.core.errors import (
+    InputError,
+    LaunchFailed,
+    OperationFailed,
+    SparkError,
+    UnreachableError,
+)
 from spark_tui.core.facts import ImageInfo
 from spark_tui.core.launch_rules import rank_failure_remedy
 from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secrets
+from spark_tui.core.timeouts import READY_TIMEOUT_S
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
     close_dockers,
@@ -66,18 +73,6 @@ from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.hostkeys import HostKeyError
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection, Outage
-
-
-class LaunchFailed(OperationFailed):
-    """A rank failed: which one, why, and the log lines that say so."""
-
-    def __init__(
-        self, message: str, remedy: str, *, rank: int, node: str, lines: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(message, remedy)
-        self.rank = rank
-        self.node = node
-        self.lines = lines
 
 
 @dataclass
@@ -158,7 +153,7 @@ class ClusterWatch:
         api_host: str = "127.0.0.1",
         api_port: int = 8000,
         keep_failed: bool = False,
-        ready_timeout: float = 1800.0,
+        ready_timeout: float = READY_TIMEOUT_S,
         poll_interval: float = 0.25,
         settle: float = 1.0,
         tail: int | str = "all",
@@ -709,7 +704,7 @@ def launch(
     replace_stale: StaleConfirm | None = None,
     wait_ready: bool = True,
     follow: bool = True,
-    ready_timeout: float = 1800.0,
+    ready_timeout: float = READY_TIMEOUT_S,
     api_host: str = "127.0.0.1",
     local_env: Mapping[str, str] | None = None,
     settle: float = 1.0,

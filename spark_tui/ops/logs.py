@@ -15,12 +15,23 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from spark_tui.core.errors import SparkError, UnreachableError
+from spark_tui.ops.event_stream import stream_events
+from spark_tui.ops.events import (
+    LogEvent,
+    NodeReachable,
+    NodeUnreachable,
+    RankLogEnded,
+    RankLogRecord,
+)
 from spark_tui.remote.docker_remote import LogRecord, LogStream, RemoteDocker
 from spark_tui.remote.hostkeys import HostKeyError
-from spark_tui.remote.ssh import Outage
+from spark_tui.remote.ssh import ConnectionPool, Outage
+
+if TYPE_CHECKING:
+    from spark_tui.ops.cluster import RankStatus
 
 T = TypeVar("T")
 
@@ -202,3 +213,39 @@ class RankLogFollower:
         self._closed = True
         if self._stream is not None:
             self._stream.close()
+
+
+def rank_log(
+    pool: ConnectionPool, rank: RankStatus, *, tail: int | None, follow: bool
+) -> AsyncIterator[LogEvent]:
+    """One rank's log on the pool's (opened) nodes, `tail` lines back (None: all). With
+    `follow` it goes on until the container ends (then RankLogEnded), waiting out outages
+    of any length (NodeUnreachable after each failed attempt, NodeReachable once back)."""
+
+    def outage(o: Outage) -> NodeUnreachable:
+        return NodeUnreachable(
+            o.node, (rank.rank,), o.seconds, o.attempts, o.retry_in, o.reason, o.remedy
+        )
+
+    async def work(emit: Callable[[LogEvent], None]) -> None:
+        docker = await RemoteDocker.open(pool[rank.node])
+        try:
+            back = "all" if tail is None else tail
+            if not follow:
+                for rec in await docker.logs(rank.container, tail=back):
+                    emit(RankLogRecord(rank.rank, rank.node, rec.text, rec.ts_ns))
+                return
+            follower = RankLogFollower(
+                docker,
+                rank.container,
+                tail=back,
+                on_outage=lambda o: emit(outage(o)),
+                on_back=lambda o: emit(NodeReachable(o.node, (rank.rank,), o.seconds)),
+            )
+            async for rec in follower.records():
+                emit(RankLogRecord(rank.rank, rank.node, rec.text, rec.ts_ns))
+            emit(RankLogEnded(rank.rank, rank.node, rank.container))
+        finally:
+            await docker.close()
+
+    return stream_events(work)

@@ -20,6 +20,7 @@ import httpx
 from pydantic.dataclasses import dataclass as record
 
 from spark_tui.core.errors import InputError
+from spark_tui.core.timeouts import SMOKE_TIMEOUT_S
 from spark_tui.ops.events import ResultEvent
 from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 
@@ -79,7 +80,6 @@ def forced_call_body(model: str | None, max_tokens: int = FORCED_MAX_TOKENS) -> 
 
 
 EXCERPT_CHARS = 400
-DEFAULT_TIMEOUT_S = 180.0
 CONNECT_TIMEOUT_S = 5.0
 
 UNREACHABLE_CAUSE = "server not reachable"
@@ -866,7 +866,7 @@ async def iter_smoke(
     expect_reasoning: bool | None = None,
     tool_call_parser: str | None = None,
     max_tokens: int = MAX_TOKENS,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout: float = SMOKE_TIMEOUT_S,
     checks: tuple[str, ...] = CHECKS,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[SmokeResult]:
@@ -894,7 +894,7 @@ async def run_smoke(
     expect_reasoning: bool | None = None,
     tool_call_parser: str | None = None,
     max_tokens: int = MAX_TOKENS,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout: float = SMOKE_TIMEOUT_S,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> list[SmokeResult]:
     """Run every check and return the results in order (health, models, chat, tool, stream)."""

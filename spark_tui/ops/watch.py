@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from spark_tui.core.errors import InputError, NoClusterError, OperationFailed, SparkError
+from spark_tui.core.timeouts import WATCH_INTERVAL_S, WATCH_REQUEST_TIMEOUT_S
 from spark_tui.ops.attach import api_port_of, rank_argv
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
@@ -452,8 +453,8 @@ async def watch(
     pool: ConnectionPool,
     cluster_id: str | None = None,
     *,
-    interval: float = 5.0,
-    request_timeout: float = 10.0,
+    interval: float = WATCH_INTERVAL_S,
+    request_timeout: float = WATCH_REQUEST_TIMEOUT_S,
     settle: float = 2.0,
     cleanup: str | None = None,
     api_host: str = "127.0.0.1",

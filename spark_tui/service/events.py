@@ -19,6 +19,7 @@ from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
     ContainerStates,
+    LogEvent,
     LogLine,
     NodeMemory,
     NodeNotAnswering,
@@ -27,6 +28,8 @@ from spark_tui.ops.events import (
     Notice,
     ProbeResult,
     RankContainer,
+    RankLogEnded,
+    RankLogRecord,
     RankState,
     RankStateChanged,
     RayClusterState,
@@ -64,7 +67,9 @@ __all__ = [
     "Endpoint",
     "Evaluated",
     "LaunchEvent",
+    "LogEvent",
     "LogLine",
+    "LogsEvent",
     "NodeMemory",
     "NodeNotAnswering",
     "NodeReachable",
@@ -74,6 +79,8 @@ __all__ = [
     "Probed",
     "Question",
     "RankContainer",
+    "RankLogEnded",
+    "RankLogRecord",
     "RankState",
     "RankStateChanged",
     "RayClusterState",
@@ -260,6 +267,10 @@ LaunchEvent = (
     Question | Probed | Evaluated | Stopped | Endpoint | Recorded | WatchAlert | ClusterEvent
 )
 
+# `logs`: the ranks' lines (merged in time order, or as they come while following), the
+# outages of a followed node and their ends, each container that ended.
+LogsEvent = Question | LogEvent
+
 # `watch`: its samples until the alert that ends it, then (unless the failed ranks are kept
 # for inspection) the stop that removes them.
 WatchEvent = WatchSample | StopEvent
@@ -278,4 +289,4 @@ TuneEvent = LaunchEvent | SmokeEvent | BenchEvent | Compared
 SyncEvent = Question | Probed | SyncStarted | SyncUpdate
 
 # Whatever an action streams (the cockpit renders every action with one consumer).
-ServiceEvent = DiscoverEvent | TuneEvent | StopEvent | WatchEvent | SyncEvent
+ServiceEvent = DiscoverEvent | TuneEvent | StopEvent | WatchEvent | SyncEvent | LogsEvent

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError
+from spark_tui.service.discover import discover
 from spark_tui.service.events import (
     Notice,
     SyncDone,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.model_presence import ModelNeed
     from spark_tui.core.recipe import Recipe
-    from spark_tui.service.pump import Ask, Emit
+    from spark_tui.service.pump import Emit
     from spark_tui.service.session import Session
 
 MODELS = "models"
@@ -67,18 +68,15 @@ def image_of(recipe: Recipe) -> str:
 # -- the actions (run by Session.sync_models / Session.sync_image) ---------------------
 
 
-async def _probed(session: Session, emit: Emit, ask: Ask) -> list[NodeFacts]:
+async def _probed(session: Session, emit: Emit) -> list[NodeFacts]:
     """Every node connected (an unreachable one is an error: a sync must not skip it) and
     probed; the facts in rank order."""
-    await session._open(strict=True)
-    await session._discover(emit, ask)
-    return list(session.facts)
+    return await discover(session, emit, strict=True)
 
 
 async def sync_models(
     session: Session,
     emit: Emit,
-    ask: Ask,
     recipe: Recipe,
     overrides: Mapping[str, Any],
     *,
@@ -87,19 +85,18 @@ async def sync_models(
 ) -> bool:
     """The model sync of `recipe` on every node; True when complete everywhere."""
     needs = model_needs_of(recipe, overrides)
-    facts = await _probed(session, emit, ask)
+    facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(MODELS, recipe.name, tuple(n.repo_id for n in needs), nodes))
-    ok = await _pass(emit, session._model_sync_events(facts, recipe.name, needs, where))
+    ok = await _pass(emit, session.nodes.model_sync_events(facts, recipe.name, needs, where))
     if probe_after:
-        await session._discover(emit, ask)
+        await discover(session, emit)
     return ok
 
 
 async def sync_image(
     session: Session,
     emit: Emit,
-    ask: Ask,
     recipe: Recipe,
     *,
     probe_after: bool = False,
@@ -107,12 +104,12 @@ async def sync_image(
     """The image sync of `recipe` (a sentinel: its newest nightly) on every node; True when
     every node has the head's."""
     image = await session.prepared.images.to_run(image_of(recipe))
-    facts = await _probed(session, emit, ask)
+    facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(IMAGE, recipe.name, (image,), nodes))
-    ok = await _pass(emit, session._image_sync_events(facts, image))
+    ok = await _pass(emit, session.nodes.image_sync_events(facts, image))
     if probe_after:
-        await session._discover(emit, ask)
+        await discover(session, emit)
     return ok
 
 

@@ -15,14 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
 from spark_tui.service import events as ev
-from spark_tui.service.measure import run_bench, run_smoke
+from spark_tui.service.api import find_target
+from spark_tui.service.attach import adopt, running
+from spark_tui.service.bench import run_bench
+from spark_tui.service.launch import LaunchOptions, launch
+from spark_tui.service.smoke import run_smoke
+from spark_tui.service.stop import stop_all
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
     from spark_tui.ops.bench import BenchConfig
     from spark_tui.ops.history import History, Run
+    from spark_tui.service.cluster import Cluster
     from spark_tui.service.pump import Ask, Emit
-    from spark_tui.service.session import Cluster, Session
+    from spark_tui.service.session import Session
 
 
 def pick_baseline(
@@ -59,29 +65,19 @@ def pick_baseline(
 
 async def _adopt(session: Session) -> Cluster:
     """The running cluster to tune: ours, or the one found on the nodes."""
-    from spark_tui.service.session import Cluster
-
     cluster = session.cluster
     if cluster is not None and cluster.ready and cluster.base_url:
         return cluster
-    await session._open(strict=True)
-    found = await session.running()
+    await session.connect(strict=True)
+    found = await running(session)
     if found is None:
         raise NoClusterError(session.where)
-    api = await session._find_api()
+    api = await session.nodes.find_api()
     head = found.ranks[0]
-    cluster = Cluster(
-        found.cluster_id,
-        found.recipe or "?",
-        ranks=[(r.rank, r.node) for r in found.ranks],
-        head_argv=[str(a) for a in (api.ranks[0].get("argv") if api.ranks else head.command)],
-        base_url=api.base_url,
-        ready=True,
-    )
-    cluster.launch_run = session.history.launch_of(found.cluster_id, found.recipe)
-    if cluster.launch_run is not None:
-        cluster.overrides = dict(cluster.launch_run.overrides)
-    session.cluster = cluster
+    argv = api.ranks[0].get("argv") if api.ranks else head.command
+    cluster = adopt(session, found, [str(a) for a in argv or []])
+    cluster.base_url = api.base_url
+    cluster.ready = True
     return cluster
 
 
@@ -141,7 +137,7 @@ async def tune(
     )
     if base is None:
         emit(ev.Notice("info", "measuring the baseline before the change"))
-        target = await session.api_target(None, None)
+        target = await find_target(session, None, None)
         base = await run_bench(session, emit, target, session.bench_config)
         if base is None:
             raise OperationFailed(
@@ -154,24 +150,18 @@ async def tune(
     config = BenchConfig.from_dict((base.results.get("bench") or {}).get("config") or {})
 
     emit(ev.Notice("info", f"stopping {cluster.cluster_id} to relaunch with {setting}={value}"))
-    report = await session._stop(cluster.cluster_id, emit)
-    emit(ev.Stopped(cluster.cluster_id, list(report.removed), list(report.left)))
-    session.cluster = None
+    await stop_all(session, emit, cluster.cluster_id)
 
     ready = asyncio.Event()
     launching = asyncio.create_task(
-        session._launch_work(
+        launch(
+            session,
             emit,
             ask,
             recipe,
             new,
-            insist=None,
-            replace=None,
-            wait_ready=True,
-            follow=follow,
-            keep_failed=False,
-            ready_timeout=1800.0,
-            on_ready=lambda _c, _d: ready.set(),
+            LaunchOptions(follow=follow),
+            on_ready=lambda _cluster: ready.set(),
         )
     )
     waiter = asyncio.create_task(ready.wait())
@@ -187,7 +177,7 @@ async def tune(
         assert relaunched is not None
         carrying = await _check_every_rank(session, relaunched, setting, typed)
         emit(ev.Notice("info", f"every rank carries {setting}={value}: ranks {carrying}"))
-        target = await session.api_target(None, None)
+        target = await find_target(session, None, None)
         results = await run_smoke(session, emit, target)
         basic = {r.name: r.ok for r in results}
         if not (basic.get("health") and basic.get("chat")):
@@ -234,7 +224,7 @@ async def _check_every_rank(
 ) -> list[int]:
     """Every rank's container runs with the change (as Docker reports its command):
     the ranks checked."""
-    found = [c for c in await session._status() if c.cluster_id == cluster.cluster_id]
+    found = [c for c in await session.nodes.status() if c.cluster_id == cluster.cluster_id]
     ranks = [(r.rank, [str(a) for a in r.command]) for c in found for r in c.ranks if r.command]
     if not ranks and cluster.plan is not None:
         ranks = [(r.rank, list(r.argv)) for r in cluster.plan.ranks]

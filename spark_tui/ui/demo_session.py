@@ -1,18 +1,20 @@
-"""The demo's session: simulated Sparks started in this process, then reached over SSH
-exactly like real ones (the session itself is the product's)."""
+"""The demo's session: the product's Session over simulated Sparks that it starts with the
+demo and ends with it, reached over SSH exactly like real ones."""
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import SparkError
-from spark_tui.core.facts import NodeFacts
 from spark_tui.service.session import Session
+from spark_tui.service.ssh_nodes import SshNodes
 
 if TYPE_CHECKING:
-    from spark_tui.ops.bench import BenchConfig
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.service.bench import BenchConfig
     from spark_tui.service.history import History
 
 
@@ -20,56 +22,19 @@ if TYPE_CHECKING:
 SIMULATED_HUB_TOKEN = "hf_simulated_demo_hub"
 
 
-class DemoSession(Session):
-    """A session over simulated Sparks that it starts (`start`) and ends (`close`)."""
+class SimulatedNodes(SshNodes):
+    """Simulated Sparks started in this process (`start`), then reached over SSH like real
+    ones; ended with `close`. A model sync downloads from a simulated Hub."""
 
     simulated = True
 
-    def __init__(
-        self,
-        *,
-        nodes: int = 2,
-        memory_gb: int = 128,
-        pace: float = 0.5,
-        token_scale: float = 1.0,
-        worker_dies_after: float | None = None,
-        page_cache_gb: float = 0.0,
-        state_dir: Path | None = None,
-        bench_config: BenchConfig | None = None,
-        base_address: str | None = None,
-    ) -> None:
-        super().__init__(
-            [],
-            bench_config=bench_config,
-            label=f"DEMO · {nodes} simulated {memory_gb} GB Sparks (no GPU)",
-            reattach_hint="the simulated Sparks end with the demo",
-        )
-        self.scenario_args: dict[str, Any] = dict(
-            nodes=nodes,
-            memory_gb=memory_gb,
-            pace=pace,
-            token_scale=token_scale,
-            worker_dies_after=worker_dies_after,
-            page_cache_gb=page_cache_gb,
-            ssh_port=0,
-        )
+    def __init__(self, scenario: dict[str, Any], *, state_dir: Path | None = None) -> None:
+        super().__init__([])
+        self.scenario_args = scenario
         self.state_dir = state_dir
-        self.base_address = base_address
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.sim: Any = None
         self.hub: Any = None
-        self._demo_history: History | None = None
-
-    @property
-    def history(self) -> History:
-        """The demo's own history: simulated runs never meet the user's real ones. Opened
-        when first used: its records load pydantic's models, which the first frame (and a
-        demo nobody launches in) never needs."""
-        if self._demo_history is None:
-            from spark_tui.service.history import History
-
-            self._demo_history = History.demo()
-        return self._demo_history
 
     async def start(self) -> None:
         if self.sim is not None:
@@ -82,9 +47,8 @@ class DemoSession(Session):
         # Free loopback addresses (127.0.0.11, .12, ... when nobody holds them), so another
         # demo or `spark-tui sim` never shares them; a loop of their own beside Textual's,
         # since Textual's eager task factory (3.12+) stalls asyncssh's server-side auth.
-        extra = {"base_address": self.base_address} if self.base_address else {}
         sim = SimCluster(
-            Scenario(**self.scenario_args, **extra),
+            Scenario(**self.scenario_args),
             state_dir=self.state_dir,
             free_addresses=True,
             own_loop=True,
@@ -118,13 +82,11 @@ class DemoSession(Session):
         env["HF_ENDPOINT"] = self.hub.endpoint
         return env
 
-    async def _probe(self) -> list[NodeFacts]:
-        from dataclasses import replace
-
+    async def probe(self) -> list[NodeFacts]:
         from spark_tui.sim.nodes.remedies import UNREACHABLE_IN_DEMO
 
         # A real node's remedies (ping it, check its sshd) do not apply to a simulated one.
-        facts = await super()._probe()
+        facts = await super().probe()
         return [
             replace(
                 f,
@@ -151,3 +113,67 @@ class DemoSession(Session):
             if self._tmp is not None:
                 self._tmp.cleanup()
                 self._tmp = None
+
+
+def demo_history() -> History:
+    """The demo's own history: simulated runs never meet the user's real ones. Opened when
+    first used: its records load pydantic's models, which the first frame (and a demo
+    nobody launches in) never needs."""
+    from spark_tui.service.history import History
+
+    return History.demo()
+
+
+class DemoSession(Session):
+    """The product's Session over SimulatedNodes (see module doc)."""
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 2,
+        memory_gb: int = 128,
+        pace: float = 0.5,
+        token_scale: float = 1.0,
+        worker_dies_after: float | None = None,
+        page_cache_gb: float = 0.0,
+        state_dir: Path | None = None,
+        bench_config: BenchConfig | None = None,
+        base_address: str | None = None,
+        nodes_type: type[SimulatedNodes] = SimulatedNodes,
+    ) -> None:
+        scenario: dict[str, Any] = dict(
+            nodes=nodes,
+            memory_gb=memory_gb,
+            pace=pace,
+            token_scale=token_scale,
+            worker_dies_after=worker_dies_after,
+            page_cache_gb=page_cache_gb,
+            ssh_port=0,
+        )
+        if base_address:
+            scenario["base_address"] = base_address
+        self.simulation = nodes_type(scenario, state_dir=state_dir)
+        super().__init__(
+            nodes=self.simulation,
+            bench_config=bench_config,
+            open_history=demo_history,
+            label=f"DEMO · {nodes} simulated {memory_gb} GB Sparks (no GPU)",
+            reattach_hint="the simulated Sparks end with the demo",
+        )
+
+    # What the demo's tests and its crash net look at: the simulation's parts.
+    @property
+    def sim(self) -> Any:
+        return self.simulation.sim
+
+    @property
+    def hub(self) -> Any:
+        return self.simulation.hub
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self.simulation.state_dir
+
+    @property
+    def sync_cache(self) -> Path | None:
+        return self.simulation.sync_cache

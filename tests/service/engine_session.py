@@ -1,5 +1,5 @@
-"""TEST DOUBLE: the product's Session with its node-facing seams replaced by the SIMULATED
-engine run as local subprocesses (one per rank of the plan the session built, on loopback).
+"""TEST DOUBLE: `Nodes` whose launches run the SIMULATED engine as local subprocesses (one
+per rank of the plan the session built, on loopback), and the product's Session over them.
 Evaluating, questions, records, smoke checks and benchmarks over HTTP, tuning and comparing
 all run as in the product."""
 
@@ -23,32 +23,33 @@ from spark_tui.core.plan import LaunchPlan
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import ClusterReady, RankState, RankStateChanged, ResultEvent
 from spark_tui.service.session import Session
+from spark_tui.service.ssh_nodes import SshNodes
 
 GIB = 1024**3
 
 
-class EngineSession(Session):
-    """See module doc. `argvs` holds every launch's per-rank argv as the engines ran it."""
+class EngineNodes(SshNodes):
+    """See module doc. `argvs` holds every launch's per-rank argv as the engines ran it.
+    Smoke checks and benchmarks reach the engines' API over HTTP as the product does."""
 
-    def __init__(self, log_dir: Path, **kw: Any) -> None:
-        nodes = [InventoryNode(n.name, n.address, user="nvidia") for n in two_nodes()]
-        super().__init__(nodes, **kw)
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__([InventoryNode(n.name, n.address, user="nvidia") for n in two_nodes()])
         self.log_dir = log_dir
         self.service: SimService | None = None
         self.running_plan: LaunchPlan | None = None
         self.running_argvs: list[list[str]] = []
         self.argvs: list[list[list[str]]] = []
 
-    async def _open(self, *, strict: bool = False) -> None:
+    async def open(self, *, strict: bool, confirm: Any) -> None:
         return None
 
-    async def _probe(self) -> list[NodeFacts]:
+    async def probe(self) -> list[NodeFacts]:
         return [
             dataclasses.replace(n, memory_available_bytes=120 * GIB, gpu_name="NVIDIA GB10")
             for n in two_nodes()
         ]
 
-    async def _status(self) -> list[ClusterStatus]:
+    async def status(self) -> list[ClusterStatus]:
         plan = self.running_plan
         if plan is None:
             return []
@@ -58,7 +59,7 @@ class EngineSession(Session):
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Finding]:
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         engine these launches run), as the product asks the head's image."""
         from spark_tui.core.serve_flags import parse_help
@@ -74,7 +75,7 @@ class EngineSession(Session):
         table = parse_help(help_text)
         return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
-    async def _launch_events(
+    async def launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[Any]:
         ranks, port = loopback_ranks(plan.to_dict())
@@ -92,7 +93,7 @@ class EngineSession(Session):
         if kw.get("follow"):
             await asyncio.Event().wait()
 
-    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
+    async def stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         plan, service = self.running_plan, self.service
         self.running_plan, self.service = None, None
         if service is not None:
@@ -104,3 +105,10 @@ class EngineSession(Session):
         if self.service is not None:
             await asyncio.to_thread(self.service.stop)
             self.service = None
+
+
+class EngineSession(Session):
+    """The product's Session over `nodes` (EngineNodes unless given)."""
+
+    def __init__(self, log_dir: Path, nodes: EngineNodes | None = None, **kw: Any) -> None:
+        super().__init__(nodes=nodes or EngineNodes(log_dir), **kw)

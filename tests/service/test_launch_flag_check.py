@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_session import EngineSession
+from engine_session import EngineNodes, EngineSession
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.fit import Finding
@@ -50,7 +50,7 @@ async def test_a_flag_the_engine_refuses_blocks_the_launch_even_when_insisting(
             await collect_into(seen, session.launch(recipe, {}, insist=True, follow=False))
     finally:
         await session.close()
-    assert session.argvs == [], "no rank was started"
+    assert session.nodes.argvs == [], "no rank was started"
     assert not any(isinstance(e, ev.RankStateChanged) for e in seen)
     image = recipe.container
     assert image
@@ -70,39 +70,35 @@ async def test_the_flags_the_plan_adds_to_the_workers_are_checked_too(tmp_path: 
     from spark_tui.ops.image_flags import serve_argvs
 
     session = EngineSession(tmp_path / "sim")
-    await session._discover(lambda e: None, _no)  # probe (the double's nodes)
+    await collect_into([], session.probe())  # the double's nodes
     evaluation = session.evaluate(find_recipe("glm-5.3-flash"), {})
     await session.close()
     assert evaluation.plan is not None
     argvs = serve_argvs(evaluation.plan)
     assert len(argvs) == 2 and "--headless" in argvs[1] and "--headless" not in argvs[0]
-    found = await session._image_flags(evaluation.plan, lambda e: None, pull=False)
+    found = await session.nodes.image_flags(evaluation.plan, pull=None)
     assert found == []
 
 
-async def _no(question: Any) -> bool:
-    return False
-
-
-class NotPulledYet(EngineSession):
+class NotPulledYet(EngineNodes):
     """The image is not on the head at first: the flag check can only run once the launch
-    has pulled it there (`pull=True`); each call's `pull` is recorded."""
+    has pulled it there (`pull` given); whether each call pulls is recorded."""
 
     def __init__(self, log_dir: Path) -> None:
         super().__init__(log_dir)
         self.pulls: list[bool] = []
 
-    async def _image_flags(self, plan: Any, emit: Any, *, pull: bool) -> list[Finding]:
-        self.pulls.append(pull)
-        if not pull:
+    async def image_flags(self, plan: Any, *, pull: Any) -> list[Finding]:
+        self.pulls.append(pull is not None)
+        if pull is None:
             return [Finding("info", "image_not_pulled", "not on the head yet", "pull it")]
-        return await super()._image_flags(plan, emit, pull=pull)
+        return await super().image_flags(plan, pull=pull)
 
 
 async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_container(
     tmp_path: Path,
 ) -> None:
-    session = NotPulledYet(tmp_path / "bad")
+    session = EngineSession(tmp_path / "bad", NotPulledYet(tmp_path / "bad"))
     seen: list[Any] = []
     try:
         with pytest.raises(OperationFailed) as refused:
@@ -110,15 +106,15 @@ async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_contai
             await collect_into(seen, session.launch(recipe, {}, insist=True, follow=False))
     finally:
         await session.close()
-    assert session.pulls == [False, True] and session.argvs == []
+    assert session.nodes.pulls == [False, True] and session.nodes.argvs == []
     assert "--enable-prefix-cachin" in refused.value.message
 
-    good = NotPulledYet(tmp_path / "good")
+    good = EngineSession(tmp_path / "good", NotPulledYet(tmp_path / "good"))
     try:
         await collect_into([], good.launch(find_recipe("glm-5.3-flash"), {}, follow=False))
     finally:
         await good.close()
-    assert good.pulls == [False, True] and len(good.argvs) == 1
+    assert good.nodes.pulls == [False, True] and len(good.nodes.argvs) == 1
 
 
 def test_the_flag_tables_are_kept_per_image_id_under_spark_tui_cache_dir(

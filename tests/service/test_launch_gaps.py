@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_session import EngineSession
+from engine_session import EngineNodes, EngineSession
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.facts import CachedModel, NodeFacts
@@ -23,11 +23,11 @@ RECIPE = "glm-5.3-flash"
 FILES = {"config.json": 1200, "model-00001-of-00001.safetensors": 4096}
 
 
-class HalfCachedSession(EngineSession):
+class HalfCached(EngineNodes):
     """spark-a has the recipe's model complete in its cache; spark-b has none of it."""
 
-    async def _probe(self) -> list[NodeFacts]:
-        facts = await super()._probe()
+    async def probe(self) -> list[NodeFacts]:
+        facts = await super().probe()
         repo = model_needs(find_recipe(RECIPE))[0].repo_id
         spec = catalogue.lookup(repo)
         assert spec is not None
@@ -72,7 +72,7 @@ async def test_offline_a_node_without_the_model_refuses_the_launch_before_anythi
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    session = HalfCachedSession(tmp_path / "sim")
+    session = EngineSession(tmp_path / "sim", HalfCached(tmp_path / "sim"))
     session.where = "--hosts spark-a,spark-b"
     seen, refused = await _launch(session, insist=None)
     assert refused is not None
@@ -82,7 +82,7 @@ async def test_offline_a_node_without_the_model_refuses_the_launch_before_anythi
     ), refused.message
     assert refused.message.endswith("; launching anyway was declined"), refused.message
     assert "models sync" in refused.remedy and "--force" in refused.remedy
-    assert session.argvs == [], "no rank was started"
+    assert session.nodes.argvs == [], "no rank was started"
     (gap,) = _gaps(seen)
     assert gap.severity == "error" and gap.code == "model_missing_on_node"
     assert gap.message.startswith("spark-b has no copy of"), gap.message
@@ -95,12 +95,12 @@ async def test_online_a_node_without_the_model_is_a_warning_and_the_launch_goes_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    session = HalfCachedSession(tmp_path / "sim")
+    session = EngineSession(tmp_path / "sim", HalfCached(tmp_path / "sim"))
     session.sync_hint = "press m to sync"
     seen, refused = await _launch(session, insist=None)
     missing = [e.evaluation.report.missing for e in seen if isinstance(e, ev.Evaluated)]
     assert refused is None, (refused, missing)
-    assert len(session.argvs) == 1, "the ranks were started"
+    assert len(session.nodes.argvs) == 1, "the ranks were started"
     (gap,) = _gaps(seen)
     assert gap.severity == "warning" and gap.message.startswith("spark-b has no copy of")
     assert gap.remedy == "press m to sync", "the interface's own way to sync"
@@ -111,9 +111,9 @@ async def test_a_refusal_no_one_was_asked_about_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    session = HalfCachedSession(tmp_path / "sim")
+    session = EngineSession(tmp_path / "sim", HalfCached(tmp_path / "sim"))
     seen, refused = await _launch(session, insist=None, reply=None)
-    assert refused is not None and session.argvs == []
+    assert refused is not None and session.nodes.argvs == []
     assert refused.message.startswith(f"not launching {RECIPE}: it does not fit ("), refused
     assert refused.message.endswith("; no terminal could confirm launching anyway"), refused
     assert refused.remedy.endswith("or pass --force to launch anyway"), refused.remedy

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from engine_session import EngineSession
+from engine_session import EngineNodes, EngineSession
 
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.facts import ImageInfo, NodeFacts
@@ -70,13 +70,13 @@ def recipe_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-class HeldImages(EngineSession):
+class HeldImages(EngineNodes):
     """spark-a holds the newest nightly; spark-b holds another build under the same tag."""
 
     digests: dict[str, str] = {}
 
-    async def _probe(self) -> list[NodeFacts]:
-        a, b = await super()._probe()
+    async def probe(self) -> list[NodeFacts]:
+        a, b = await super().probe()
         return [
             dataclasses.replace(a, images=[ImageInfo(NEWEST, "sha256:1a", self.digests["a"])]),
             dataclasses.replace(b, images=[ImageInfo(NEWEST, "sha256:2b", self.digests["b"])]),
@@ -114,8 +114,9 @@ async def test_a_node_with_another_digest_is_named_before_any_rank_starts(
 ) -> None:
     base, digests = registry
     monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", f"ghcr.io={base}")
-    session = HeldImages(tmp_path / "logs")
-    session.digests = {"a": digests["new"], "b": digests["old"]}
+    nodes = HeldImages(tmp_path / "logs")
+    nodes.digests = {"a": digests["new"], "b": digests["old"]}
+    session = EngineSession(tmp_path / "logs", nodes)
     seen, raised = await _launch(session)
     assert raised is None
     evaluated = next(i for i, e in enumerate(seen) if isinstance(e, ev.Evaluated))

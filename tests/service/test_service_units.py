@@ -153,7 +153,9 @@ def test_check_says_one_rank_not_one_ranks(tmp_path: Path) -> None:
     assert "1 ranks" not in res.stdout and "node(s)" not in res.stdout
 
 
-@pytest.mark.parametrize("name", ["pump", "session", "evaluate", "measure", "tune"])
+@pytest.mark.parametrize(
+    "name", ["pump", "session", "evaluate", "smoke", "bench", "tune", "logs", "ssh_nodes"]
+)
 def test_the_service_does_not_import_textual(name: str) -> None:
     code = (
         f"import sys, spark_tui.service.{name}; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,19 +27,16 @@ WORKER_SAYS = "[spark-tui simulated node failure] rank 1 exits now"
 HEAD_SAYS = "RuntimeError: NCCL error: remote process exited or there was a network error"
 
 
-class Double(Session):
-    """TEST DOUBLE: two simulated Sparks from recorded facts; a launch that gets ready, then
-    (`fail_after_ready`) loses its worker and then its head; a watch that yields `samples`."""
+class DoubleNodes:
+    """TEST DOUBLE of `Nodes`: two simulated Sparks from recorded facts; a launch that gets
+    ready, then (`fail_after_ready`) loses its worker and then its head; a watch that
+    yields `samples`; a stop that reads `tails` of the ranks it removes."""
 
-    def __init__(
-        self,
-        *,
-        fail_after_ready: bool = True,
-        fail_before_ready: bool = False,
-        history: History | None = None,
-    ) -> None:
-        self.nodes = parse_facts(FACTS.read_text())
-        super().__init__([InventoryNode(n.name, n.address) for n in self.nodes], history=history)
+    simulated = True
+
+    def __init__(self, *, fail_after_ready: bool = True, fail_before_ready: bool = False) -> None:
+        self.facts = parse_facts(FACTS.read_text())
+        self.inventory = [InventoryNode(n.name, n.address) for n in self.facts]
         self.fail_after_ready = fail_after_ready
         self.fail_before_ready = fail_before_ready
         self.watched: list[tuple[str | None, dict[str, Any]]] = []
@@ -46,24 +44,36 @@ class Double(Session):
         self.stopped: list[str | None] = []
         self.tails: list[RankTail] = []  # what a stop reads of each rank before removing it
 
-    async def _open(self, *, strict: bool = False) -> None:
+    async def start(self) -> None:
         return None
 
-    async def _probe(self) -> list[NodeFacts]:
-        return [dataclasses.replace(n) for n in self.nodes]
+    def sync_env(self) -> dict[str, str]:
+        return dict(os.environ)
 
-    async def _status(self) -> list[ClusterStatus]:
+    async def close(self) -> None:
+        return None
+
+    async def open(self, *, strict: bool, confirm: Any) -> None:
+        return None
+
+    async def probe(self) -> list[NodeFacts]:
+        return [dataclasses.replace(n) for n in self.facts]
+
+    async def status(self) -> list[ClusterStatus]:
         return []
 
-    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
+    async def stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         self.stopped.append(cluster_id)
         removed = [(t.node, t.container) for t in self.tails]
         return StopReport(removed=removed, tails=list(self.tails))
 
-    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Any]:
+    def start_flag_table(self, head: str, image: str) -> None:
+        return None  # the flag check below reads a table at once
+
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Any]:
         return []  # every flag known to the image's vLLM
 
-    async def _launch_events(
+    async def launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[Any]:
         head, worker = plan.ranks[0], plan.ranks[1]
@@ -94,10 +104,19 @@ class Double(Session):
             )
         await asyncio.Event().wait()
 
-    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
+    async def watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
         self.watched.append((cluster_id, kw))
         for sample in self.samples:
             yield sample
+
+
+class Double(Session):
+    """The product's Session over DoubleNodes (its `nodes`)."""
+
+    nodes: DoubleNodes
+
+    def __init__(self, *, history: History | None = None, **kw: Any) -> None:
+        super().__init__(nodes=DoubleNodes(**kw), history=history)
 
 
 async def launch_events(session: Double) -> tuple[list[Any], BaseException | None]:
@@ -117,11 +136,11 @@ async def test_a_failure_after_ready_is_one_alert_with_the_heads_lines() -> None
     alerts = [e for e in seen if isinstance(e, ev.WatchAlert)]
     assert len(alerts) == 1
     alert = alerts[0]
-    worker = session.nodes[1].name
+    worker = session.nodes.facts[1].name
     assert (alert.rank, alert.node, alert.reason) == (1, worker, "was killed (code 137)")
     assert alert.lines == (WORKER_SAYS,)
     assert alert.head_lines == (HEAD_SAYS,)
-    assert alert.others == (f"rank 0 on {session.nodes[0].name} exited with code 1",)
+    assert alert.others == (f"rank 0 on {session.nodes.facts[0].name} exited with code 1",)
     # it comes after every rank's state, before the launch's error
     assert seen.index(alert) > max(
         i for i, e in enumerate(seen) if isinstance(e, ev.RankStateChanged)
@@ -142,7 +161,7 @@ async def test_watch_watches_our_cluster_unless_told_which(named: str | None) ->
         ev.ServiceGauges(1, 0, 0.5, 10.0, 20.0),
         ev.WatchAlert(0, "a", "is hung"),
     ]
-    session.samples = samples
+    session.nodes.samples = samples
     gen = session.launch(find_recipe("glm-5.3-flash"), {}, insist=True)
     async for event in gen:
         if isinstance(event, ev.ClusterReady):
@@ -153,7 +172,7 @@ async def test_watch_watches_our_cluster_unless_told_which(named: str | None) ->
     assert got[: len(samples)] == samples
     assert [type(e) for e in got[len(samples) :]] == [ev.Stopped, ev.Notice]
     ours = session.cluster.cluster_id
-    assert session.watched == [
+    assert session.nodes.watched == [
         (named or ours, {"interval": 0.5, "request_timeout": 10.0, "cleanup": None})
     ]
 
@@ -161,7 +180,7 @@ async def test_watch_watches_our_cluster_unless_told_which(named: str | None) ->
 def test_the_watchs_tiny_request_is_ours_a_users_request_is_not() -> None:
     from spark_tui.core.logclass import classify
     from spark_tui.ops.watch import PROBE_MARK
-    from spark_tui.service.measure import is_own_request
+    from spark_tui.service.logs import is_own_request
 
     def line(path: str) -> ev.LogLine:
         text = f'INFO:     127.0.0.1:36942 - "POST {path} HTTP/1.1" 200 OK'
@@ -198,14 +217,14 @@ async def test_after_a_watch_alert_every_rank_is_stopped_and_its_lines_kept(
     await gen.aclose()  # the launch no longer follows it: the watch settles the failure
     cid, run = cluster.cluster_id, cluster.launch_run
     assert run is not None
-    session.samples = _failing(cid)
-    session.tails = [
+    session.nodes.samples = _failing(cid)
+    session.nodes.tails = [
         RankTail(cid, 0, "a", f"spark-tui-{cid}-r0", ["head line"]),
         RankTail(cid, 1, "b", f"spark-tui-{cid}-r1", [WORKER_SAYS], exit_code=137),
     ]
     got = [e async for e in session.watch(interval=0.5, cleanup="spark-tui stop --hosts a,b")]
-    assert session.watched[0][1]["cleanup"] is None, "nothing is left to clean up"
-    assert session.stopped == [cid]
+    assert session.nodes.watched[0][1]["cleanup"] is None, "nothing is left to clean up"
+    assert session.nodes.stopped == [cid]
     stopped, said = got[-2:]
     assert isinstance(stopped, ev.Stopped) and len(stopped.removed) == 2
     assert isinstance(said, ev.Notice) and said.message == (
@@ -228,15 +247,15 @@ async def test_keep_failed_leaves_every_rank_and_the_alert_names_the_clean_up(
     session = Double(fail_after_ready=False, history=History(tmp_path / "history"))
     gen, cluster = await _ready(session)
     await gen.aclose()
-    session.samples = _failing(cluster.cluster_id)
+    session.nodes.samples = _failing(cluster.cluster_id)
     got = [
         e
         async for e in session.watch(
             interval=0.5, cleanup="spark-tui stop --hosts a,b", keep_failed=True
         )
     ]
-    assert session.watched[0][1]["cleanup"] == "spark-tui stop --hosts a,b"
-    assert session.stopped == []
+    assert session.nodes.watched[0][1]["cleanup"] == "spark-tui stop --hosts a,b"
+    assert session.nodes.stopped == []
     said = got[-1]
     assert isinstance(said, ev.Notice) and said.level == "warning"
     assert "kept for inspection" in said.message
@@ -251,9 +270,9 @@ async def test_a_watch_beside_the_launchs_follow_leaves_the_failure_to_the_follo
     session = Double(fail_after_ready=False, history=History(tmp_path / "history"))
     gen, cluster = await _ready(session)
     try:
-        session.samples = _failing(cluster.cluster_id)
+        session.nodes.samples = _failing(cluster.cluster_id)
         got = [e async for e in session.watch(interval=0.5)]
-        assert got == session.samples
-        assert session.stopped == []
+        assert got == session.nodes.samples
+        assert session.nodes.stopped == []
     finally:
         await gen.aclose()

@@ -56,8 +56,8 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
     assert done.baseline_id == base.run_id
     assert not any(isinstance(e, ev.Notice) and "measuring the baseline" in e.message for e in seen)
     # The change reached every rank, and only it changed.
-    assert all(r[r.index("--max-num-seqs") + 1] == "8" for r in session.argvs[-1])
-    assert all(r[r.index("--max-num-seqs") + 1] == "2" for r in session.argvs[0])
+    assert all(r[r.index("--max-num-seqs") + 1] == "8" for r in session.nodes.argvs[-1])
+    assert all(r[r.index("--max-num-seqs") + 1] == "2" for r in session.nodes.argvs[0])
     history = session.history
     relaunch = history.get_run(done.run_id)
     launch = history.get_run(relaunch.launch_id or "")
@@ -68,7 +68,7 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
     assert first.changed == [{"name": "max_num_seqs", "before": 4, "after": 2}]
     assert launch.image_digests and relaunch.changed == launch.changed
     assert done.smoke_ok and done.notes == ()
-    assert done.ranks_carrying == tuple(range(len(session.argvs[-1])))
+    assert done.ranks_carrying == tuple(range(len(session.nodes.argvs[-1])))
     cmp = done.comparison
     assert cmp.comparable and cmp.changed == [{"name": "max_num_seqs", "before": 2, "after": 8}]
     tps = cmp.get(8, "total_output_tps")

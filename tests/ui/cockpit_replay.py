@@ -12,6 +12,7 @@ import asyncio
 import copy
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -98,8 +99,8 @@ def _stand_in_flags() -> FlagTable:
     return parse_help(out)
 
 
-class ReplaySession(Session):
-    """The product's session with its seams replaced by the recording (see module doc):
+class ReplayNodes:
+    """TEST DOUBLE of `Nodes` that replays the recording (see module doc):
     `scenario` is "launch" or "failed_launch"; `freeze_when(event)` stops the replay right
     after that event (the launch then hangs like a real one that is still loading);
     `host_key` asks the host-key question first; `smoke_fails` makes the tool-call check
@@ -120,12 +121,7 @@ class ReplaySession(Session):
         outages: asyncio.Queue[NodeUnreachable | None] | None = None,
     ) -> None:
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
-        inventory = [InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes]
-        super().__init__(
-            inventory,
-            label="REPLAY · 2 recorded simulated 128 GB Sparks (test double)",
-            reattach_hint="`spark-tui --hosts sim-spark-1,sim-spark-2` (it re-attaches)",
-        )
+        self.inventory = [InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes]
         self.simulated = simulated
         self.scenario = scenario
         self.freeze_when = freeze_when
@@ -141,11 +137,17 @@ class ReplaySession(Session):
         self.launched: LaunchPlan | None = None
         self.bench_configs: list[BenchConfig] = []
 
-    async def _open(self, *, strict: bool = False) -> None:
-        if self.host_key is not None and self.host_key_answer is None:
-            self.host_key_answer = await self.confirm_host_key(*self.host_key)
+    async def start(self) -> None:
+        return None
 
-    async def _probe(self) -> list[NodeFacts]:
+    def sync_env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    async def open(self, *, strict: bool, confirm: Any) -> None:
+        if self.host_key is not None and self.host_key_answer is None:
+            self.host_key_answer = await confirm(*self.host_key)
+
+    async def probe(self) -> list[NodeFacts]:
         self.calls.append("probe")
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
         if self.host_key_answer is False:
@@ -156,7 +158,7 @@ class ReplaySession(Session):
             )
         return nodes
 
-    async def _status(self) -> list[ClusterStatus]:
+    async def status(self) -> list[ClusterStatus]:
         plan = self.launched
         if plan is None:
             return []
@@ -166,7 +168,10 @@ class ReplaySession(Session):
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def _image_flags(self, plan: LaunchPlan, emit: Any, *, pull: bool) -> list[Finding]:
+    def start_flag_table(self, head: str, image: str) -> None:
+        return None  # the flag check below reads a table at once
+
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         recorded launches ran it), as the product asks the head's image."""
         from spark_tui.ops.image_flags import argvs_findings, serve_argvs
@@ -174,7 +179,7 @@ class ReplaySession(Session):
         table = _stand_in_flags()
         return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
-    async def _launch_events(
+    async def launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"launch {plan.cluster_id}")
@@ -201,7 +206,7 @@ class ReplaySession(Session):
             yield outage
         await asyncio.Event().wait()  # a real launch keeps following the logs
 
-    async def _watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchSample]:
+    async def watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchSample]:
         self.calls.append(f"watch {cluster_id}")
         plan = self.launched
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
@@ -225,19 +230,19 @@ class ReplaySession(Session):
             return
         await asyncio.Event().wait()  # samples every few seconds, until cancelled
 
-    async def _attach_events(self, cluster_id: str) -> AsyncIterator[ClusterEvent]:
+    async def attach_events(self, cluster_id: str, **kw: Any) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"attach {cluster_id}")
         await asyncio.Event().wait()
         yield Notice("info", "unreachable")  # pragma: no cover - never reached
 
-    async def _stop(self, cluster_id: str | None, emit: Any) -> StopReport:
+    async def stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         self.calls.append(f"stop {cluster_id}")
         self.stopped.append(str(cluster_id))
         plan, self.launched = self.launched, None
         removed = [(r.node, r.container.name) for r in plan.ranks] if plan else []
         return StopReport(removed=removed)
 
-    async def _smoke_checks(self, target: Any, timeout: float) -> AsyncIterator[SmokeResult]:
+    async def smoke_checks(self, target: Any, timeout: float) -> AsyncIterator[SmokeResult]:
         self.calls.append("smoke")
         for data in copy.deepcopy(recording()["smoke"]):
             if self.smoke_fails and data["name"] == "tool_call":
@@ -249,7 +254,7 @@ class ReplaySession(Session):
                 )
             yield SmokeResult.from_dict(data)
 
-    def _bench_run(self, target: Any, config: BenchConfig, progress: Any, on_level: Any) -> Any:
+    def bench_run(self, target: Any, config: BenchConfig, progress: Any, on_level: Any) -> Any:
         self.calls.append("bench")
         self.bench_configs.append(config)
 
@@ -269,3 +274,14 @@ class ReplaySession(Session):
     async def close(self) -> None:
         self.calls.append("close")
         self.closed = True
+
+
+class ReplaySession(Session):
+    """The product's Session over `nodes` (ReplayNodes with `kw` unless given)."""
+
+    def __init__(self, nodes: ReplayNodes | None = None, **kw: Any) -> None:
+        super().__init__(
+            nodes=nodes or ReplayNodes(**kw),
+            label="REPLAY · 2 recorded simulated 128 GB Sparks (test double)",
+            reattach_hint="`spark-tui --hosts sim-spark-1,sim-spark-2` (it re-attaches)",
+        )

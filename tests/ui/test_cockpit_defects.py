@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit_helpers import results_text, settle, wait_until
-from cockpit_replay import ReplaySession
+from cockpit_replay import ReplayNodes, ReplaySession
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.plan import LaunchPlan
@@ -40,10 +40,10 @@ async def ready(pilot: Any) -> None:
     await settle(pilot)
 
 
-class StaleReplay(ReplaySession):
+class StaleReplay(ReplayNodes):
     """Containers of an earlier run of ours hold the ranks' names (as ops.launch finds)."""
 
-    async def _launch_events(
+    async def launch_events(
         self, plan: LaunchPlan, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[Any]:
         stale = [StaleContainer("sim-spark-1", plan.ranks[0].container.name, "exited", "x", True)]
@@ -52,12 +52,12 @@ class StaleReplay(ReplaySession):
                 "launch cancelled: the earlier containers were kept", "stop them first"
             )
         self.calls.append("stale removed")
-        async for event in super()._launch_events(plan, replace_stale, **kw):
+        async for event in super().launch_events(plan, replace_stale, **kw):
             yield event
 
 
 async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() -> None:
-    session = StaleReplay()
+    session = ReplaySession(StaleReplay())
     app = make_app(session)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
@@ -67,13 +67,13 @@ async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() ->
         await settle(pilot)
         await pilot.press("n")
         await wait_until(pilot, lambda: "containers were kept" in results_text(app), 5, "kept")
-        assert "stale removed" not in session.calls
+        assert "stale removed" not in session.nodes.calls
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 5, "asked again")
         await settle(pilot)
         await pilot.press("y")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
-        assert "stale removed" in session.calls
+        assert "stale removed" in session.nodes.calls
 
 
 async def test_the_palette_quit_and_ctrl_q_ask_what_to_do_with_a_running_cluster() -> None:

@@ -19,7 +19,7 @@ HOME = "/home/someone-with-a-long-name/.ssh"
 
 def long_tunnel_app() -> SparkApp:
     session = ReplaySession()
-    session.inventory = [
+    session.nodes.inventory = [
         InventoryNode(
             n.name,
             n.host,

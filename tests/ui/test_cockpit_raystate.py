@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 from cockpit_helpers import plain, wait_until
-from cockpit_replay import ReplaySession
+from cockpit_replay import ReplayNodes, ReplaySession
 
 from spark_tui.ops.events import (
     ClusterEvent,
@@ -50,7 +50,7 @@ def write_ray_recipe() -> None:
     (folder / f"{RECIPE}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-class RayReplay(ReplaySession):
+class RayReplay(ReplayNodes):
     """A launch whose Ray cluster forms one node at a time, each step when the test says."""
 
     def __init__(self) -> None:
@@ -58,7 +58,7 @@ class RayReplay(ReplaySession):
         self.step = asyncio.Event()
         self.plan_ranks = 0
 
-    async def _launch_events(
+    async def launch_events(
         self, plan: Any, replace_stale: Any, **kw: Any
     ) -> AsyncIterator[ClusterEvent]:
         self.launched = plan
@@ -87,7 +87,7 @@ def ray_line(app: SparkApp) -> str:
 async def test_ray_state_shows_nodes_joined_and_resources_while_the_cluster_forms() -> None:
     write_ray_recipe()
     backend = RayReplay()
-    app = SparkApp(backend, recipe=RECIPE, auto_refresh=False, handle_signals=False)
+    app = SparkApp(ReplaySession(backend), recipe=RECIPE, auto_refresh=False, handle_signals=False)
     async with app.run_test(size=(140, 44)) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         assert app.selected is not None and app.selected.name == RECIPE

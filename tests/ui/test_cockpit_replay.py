@@ -98,7 +98,7 @@ async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> 
         assert "does not fit" in body and "weights need" in body and "→" in body
         await pilot.press("n")
         await pilot.pause(0.05)
-        assert not any(c.startswith("launch") for c in backend.calls)
+        assert not any(c.startswith("launch") for c in backend.nodes.calls)
         said = results_text(app)
         assert "not launching glm-5.3-flash: it does not fit" in said, said
         assert "launching anyway was declined" in said, said
@@ -106,7 +106,7 @@ async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> 
         await pilot.pause(0.05)
         await pilot.press("y")
         await wait_until(
-            pilot, lambda: any(c.startswith("launch") for c in backend.calls), 5, "launch"
+            pilot, lambda: any(c.startswith("launch") for c in backend.nodes.calls), 5, "launch"
         )
 
 
@@ -144,7 +144,7 @@ async def test_launch_shows_loading_progress_then_ready_smoke_and_bench() -> Non
         # let the replay go on to ready: an interrupted launch removes what it started
         seen.append("go")
         app.workers.cancel_group(app, "follow")
-        await wait_until(pilot, lambda: backend.stopped, 5, "the interrupted launch removed")
+        await wait_until(pilot, lambda: backend.nodes.stopped, 5, "the interrupted launch removed")
         backend.freeze_when = None
         await pilot.press("l")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
@@ -195,11 +195,11 @@ async def test_stop_asks_first_then_removes_every_rank() -> None:
         assert isinstance(app.screen, Dialog)
         await pilot.press("n")
         await pilot.pause(0.05)
-        assert backend.stopped == [] and app.cluster is not None
+        assert backend.nodes.stopped == [] and app.cluster is not None
         await pilot.press("s")
         await pilot.press("y")
         await wait_until(pilot, lambda: app.cluster is None, 5, "stopped")
-        assert backend.stopped == [app.panes and next(iter(backend.stopped))]
+        assert backend.nodes.stopped == [app.panes and next(iter(backend.nodes.stopped))]
         assert all(p.state == "stopped" for p in app.panes.values())
         assert "no container left" in results_text(app)
 
@@ -236,12 +236,14 @@ async def test_edit_one_setting_relaunches_and_compares_with_the_baseline() -> N
         await launched_ready(pilot)
         await pilot.press("e", *"max_num_seqs", "enter", "8", "enter")
         await wait_until(pilot, lambda: app.last_compare is not None, 15, "comparison")
-        assert [c.split()[0] for c in backend.calls if c.split()[0] in ("launch", "stop")] == [
+        assert [
+            c.split()[0] for c in backend.nodes.calls if c.split()[0] in ("launch", "stop")
+        ] == [
             "launch",
             "stop",
             "launch",
         ]
-        assert backend.calls.count("bench") == 2 and "smoke" in backend.calls
+        assert backend.nodes.calls.count("bench") == 2 and "smoke" in backend.nodes.calls
         compare = plain(app.last_compare)
         assert "max_num_seqs" in compare and "vs baseline" in compare
         assert app.cluster is not None and app.cluster.overrides == {"max_num_seqs": "8"}
@@ -273,9 +275,9 @@ async def test_stop_while_loading_cancels_the_launch() -> None:
         await wait_until(pilot, lambda: app.busy == "launching" and app.cluster, 5, "launching")
         await pilot.press("l")  # a second launch is refused while one runs
         await pilot.pause(0.05)
-        assert sum(c.startswith("launch") for c in backend.calls) == 1
+        assert sum(c.startswith("launch") for c in backend.nodes.calls) == 1
         await pilot.press("s", "y")
         await wait_until(pilot, lambda: app.cluster is None and app.busy is None, 5, "stopped")
-        assert len(backend.stopped) == 1
+        assert len(backend.nodes.stopped) == 1
         await pilot.pause(0.05)
         assert all(w.is_finished for w in app.workers if w.group in ("follow", "launch"))

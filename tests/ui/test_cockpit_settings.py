@@ -59,7 +59,7 @@ async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
         await pilot.press("q")
         await pilot.press("l")
         await wait_until(pilot, lambda: not app.is_running, 5, "exit")
-    assert backend.stopped == [] and backend.closed
+    assert backend.nodes.stopped == [] and backend.nodes.closed
     assert app.return_value == 0
 
 
@@ -70,7 +70,7 @@ async def test_quit_with_a_real_cluster_can_stop_it() -> None:
         await launched_ready(pilot)
         await pilot.press("q", "s")
         await wait_until(pilot, lambda: not app.is_running, 5, "exit")
-    assert len(backend.stopped) == 1 and backend.closed
+    assert len(backend.nodes.stopped) == 1 and backend.nodes.closed
 
 
 async def test_quitting_the_demo_stops_its_cluster() -> None:
@@ -83,7 +83,7 @@ async def test_quitting_the_demo_stops_its_cluster() -> None:
         assert isinstance(app.screen, Dialog) and "simulated Sparks" in plain(app.screen.body)
         await pilot.press("y")
         await wait_until(pilot, lambda: not app.is_running, 5, "exit")
-    assert len(backend.stopped) == 1 and backend.closed
+    assert len(backend.nodes.stopped) == 1 and backend.nodes.closed
 
 
 async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
@@ -93,7 +93,7 @@ async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
         await launched_ready(pilot)
         app.terminal_gone("SIGHUP")
         await wait_until(pilot, lambda: not app.is_running, 5, "exit")
-    assert len(backend.stopped) == 1 and backend.closed
+    assert len(backend.nodes.stopped) == 1 and backend.nodes.closed
 
 
 async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
@@ -103,7 +103,7 @@ async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
         await launched_ready(pilot)
         app.terminal_gone("stdin closed")
         await wait_until(pilot, lambda: not app.is_running, 5, "exit")
-    assert backend.stopped == [] and backend.closed
+    assert backend.nodes.stopped == [] and backend.nodes.closed
 
 
 async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
@@ -117,7 +117,7 @@ async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
         assert app.focused is app.screen.query_one("#no", Button)  # Enter does not trust
         await pilot.press("y")
         await discovered(pilot)
-        assert backend.host_key_answer is True and len(app.nodes) == 2
+        assert backend.nodes.host_key_answer is True and len(app.nodes) == 2
 
 
 async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason() -> None:
@@ -127,7 +127,7 @@ async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason(
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
         await pilot.press("escape")
         await discovered(pilot)
-        assert backend.host_key_answer is False and len(app.nodes) == 1
+        assert backend.nodes.host_key_answer is False and len(app.nodes) == 1
         assert "host key refused" in static_text(app, "#nodes")
 
 
@@ -145,9 +145,11 @@ async def test_keys_remapped_from_the_config_file() -> None:
         await discovered(pilot)
         await pilot.press("l")
         await pilot.pause(0.1)
-        assert not any(c.startswith("launch") for c in backend.calls)
+        assert not any(c.startswith("launch") for c in backend.nodes.calls)
         await pilot.press("f5")
-        await wait_until(pilot, lambda: any(c.startswith("launch") for c in backend.calls), 5, "f5")
+        await wait_until(
+            pilot, lambda: any(c.startswith("launch") for c in backend.nodes.calls), 5, "f5"
+        )
         await pilot.press("question_mark")
         await pilot.pause(0.05)
         assert isinstance(app.screen, HelpScreen)
@@ -225,7 +227,7 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
             raise SparkError("the API did not answer", "check the head node's container")
             yield  # pragma: no cover - an async generator that fails at once
 
-        backend._smoke_checks = broken_smoke  # type: ignore[method-assign,assignment]
+        backend.nodes.smoke_checks = broken_smoke  # type: ignore[method-assign]
         await pilot.press("t")
         await wait_until(pilot, lambda: "did not answer" in results_text(app), 5, "error shown")
         assert "check the head node's container" in results_text(app)
@@ -233,7 +235,7 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
         def buggy_bench(*_a: object) -> object:
             raise RuntimeError("boom")
 
-        backend._bench_run = buggy_bench  # type: ignore[method-assign]
+        backend.nodes.bench_run = buggy_bench  # type: ignore[method-assign]
         await pilot.press("b")
         await wait_until(pilot, lambda: "unexpected error" in results_text(app), 5, "bug shown")
         assert "RuntimeError: boom" in results_text(app) and "crash.log" in results_text(app)

@@ -9,7 +9,7 @@ import dataclasses
 import re
 
 from cockpit_helpers import plain, settle, static_text, wait_until
-from cockpit_replay import ReplaySession
+from cockpit_replay import ReplayNodes, ReplaySession
 from textual.widgets import OptionList
 
 from spark_tui.core.facts import NodeFacts
@@ -43,18 +43,18 @@ def row_verdict(app: SparkApp, name: str) -> str:
     return row
 
 
-class HeldMemory(ReplaySession):
+class HeldMemory(ReplayNodes):
     """The nodes' memory as a probe finds it: 21 GiB free while the recorded cluster runs."""
 
-    async def _probe(self) -> list[NodeFacts]:
-        nodes = await super()._probe()
+    async def probe(self) -> list[NodeFacts]:
+        nodes = await super().probe()
         if self.launched is None:
             return nodes
         return [dataclasses.replace(n, memory_available_bytes=21 * GIB) for n in nodes]
 
 
 async def test_after_a_stop_the_verdicts_follow_the_freed_memory_at_once() -> None:
-    backend = HeldMemory()
+    backend = ReplaySession(HeldMemory())
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
@@ -62,7 +62,7 @@ async def test_after_a_stop_the_verdicts_follow_the_freed_memory_at_once() -> No
         assert before.startswith("fits"), before
         await launched_ready(pilot)
         await pilot.press("r")  # a probe while it runs: its memory is in use, and ours
-        await wait_until(pilot, lambda: backend.calls.count("probe") >= 3, 5, "probe")
+        await wait_until(pilot, lambda: backend.nodes.calls.count("probe") >= 3, 5, "probe")
         await settle(pilot)
         assert row_verdict(app, RECIPE) == before
         await pilot.press("s")
@@ -70,7 +70,7 @@ async def test_after_a_stop_the_verdicts_follow_the_freed_memory_at_once() -> No
         await wait_until(pilot, lambda: app.cluster is None, 5, "stopped")
         await settle(pilot)
         # No wait for the next periodic probe: the nodes were probed again after the stop.
-        assert backend.calls[-1] == "probe", backend.calls
+        assert backend.nodes.calls[-1] == "probe", backend.nodes.calls
         assert row_verdict(app, RECIPE) == before
         assert static_text(app, "#fit-body").lstrip().startswith("fits")
 
@@ -79,7 +79,7 @@ async def test_after_reattaching_the_fit_uses_the_running_settings() -> None:
     backend = ReplaySession()
     nodes = [NodeFacts.from_dict(n) for n in backend_nodes(backend)]
     # A cluster launched elsewhere (no launch record here) with max_num_seqs=8.
-    backend.launched = evaluate(find_recipe(RECIPE), {"max_num_seqs": "8"}, nodes).plan
+    backend.nodes.launched = evaluate(find_recipe(RECIPE), {"max_num_seqs": "8"}, nodes).plan
     app = make_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
@@ -122,20 +122,22 @@ async def test_a_launch_while_ours_runs_asks_to_replace_it() -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 5, "the question")
         assert "Stop it and launch" in str(app.screen.query_one("#yes").label)
         await pilot.press("n")
-        await wait_until(pilot, lambda: "attach " + first in backend.calls, 5, "followed again")
-        assert backend.stopped == [] and app.cluster.cluster_id == first
+        await wait_until(
+            pilot, lambda: "attach " + first in backend.nodes.calls, 5, "followed again"
+        )
+        assert backend.nodes.stopped == [] and app.cluster.cluster_id == first
         # Replaced: stopped, then launched.
         await pilot.press("l")
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 5, "the question")
         await pilot.press("y")
 
         def relaunched() -> bool:
-            launches = sum(c.startswith("launch") for c in backend.calls)
+            launches = sum(c.startswith("launch") for c in backend.nodes.calls)
             return launches == 2 and bool(app.cluster and app.cluster.ready)
 
         await wait_until(pilot, relaunched, 10, "relaunched")
         # The service stopped every rank of ours before it launched.
-        assert backend.stopped == ["None"]
-        calls = backend.calls
+        assert backend.nodes.stopped == ["None"]
+        calls = backend.nodes.calls
         last_launch = max(i for i, c in enumerate(calls) if c.startswith("launch"))
         assert calls.index("stop None") < last_launch, calls

@@ -157,7 +157,7 @@ async def test_after_a_workers_death_the_heads_lines_are_shown_with_the_failed_r
         # the launch that follows the cluster settles its failure, not the watch: until it
         # does, the ranks are there, and the remedy says how to stop them
         assert f"stop them ({app.key_of('stop', 's')})" in text
-        assert not backend.stopped
+        assert not backend.nodes.stopped
 
 
 async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watching() -> None:
@@ -202,7 +202,7 @@ async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watchi
         )
         await pilot.pause(0.1)
         assert app.screen is app.main  # not asked again so soon
-        assert app.cluster is not None and app.cluster.running and not backend.stopped
+        assert app.cluster is not None and app.cluster.running and not backend.nodes.stopped
         outages.put_nowait(outage(240.0, ask=True))
         await wait_until(pilot, lambda: isinstance(app.screen, Dialog), 10, "asked again")
         await pilot.press("y")  # stop watching
@@ -211,7 +211,7 @@ async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watchi
         )
         text = results_text(app)
         assert "ranks were left as they are" in text and "→" in text
-        assert not backend.stopped  # nothing was stopped for the outage
+        assert not backend.nodes.stopped  # nothing was stopped for the outage
         # Not watched any more, but its ranks may run on: the cockpit has not forgotten it.
         assert app.cluster is not None and app.cluster.running
         await pilot.press("q")
@@ -226,7 +226,7 @@ async def test_a_long_outage_is_a_state_and_the_user_decides_when_to_stop_watchi
         app.exit = exit_saying  # type: ignore[method-assign]
         await pilot.press("l")  # leave it running
         await wait_until(pilot, lambda: not app.is_running, 10, "exit")
-    assert not backend.stopped
+    assert not backend.nodes.stopped
     assert said and "left running" in said[0], said
 
 
@@ -240,7 +240,7 @@ async def test_the_watch_waits_while_the_benchmark_runs_then_resumes() -> None:
         await pilot.press("b")
         await wait_until(pilot, lambda: app.last_bench is not None, 10, "the benchmark")
         await wait_until(pilot, lambda: panel.view.gauges is not None, 10, "the gauges again")
-        watched = [c for c in backend.calls if c.startswith(("watch", "bench"))]
+        watched = [c for c in backend.nodes.calls if c.startswith(("watch", "bench"))]
         cluster_id = app.cluster.cluster_id
         assert watched == [f"watch {cluster_id}", "bench", f"watch {cluster_id}"]
         assert panel.view.ended is None and "not watching" not in gauges_text(app)

@@ -17,7 +17,7 @@ from cockpit_helpers import (
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.sim.nodes import random_loopback_base
 from spark_tui.ui.app import SparkApp
-from spark_tui.ui.demo_session import DemoSession
+from spark_tui.ui.demo_session import DemoSession, SimulatedNodes
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
 from spark_tui.ui.screens.edit import EditSettingDialog
 
@@ -99,8 +99,8 @@ async def test_whole_flow_on_simulated_sparks() -> None:
     await wait_until_gone(before)
 
 
-class FreshKeysDemo(DemoSession):
-    """The demo, but with an empty known_hosts: every node's key must be confirmed."""
+class FreshKeys(SimulatedNodes):
+    """The demo's Sparks, but with an empty known_hosts: every node's key must be confirmed."""
 
     async def start(self) -> None:
         from dataclasses import replace
@@ -113,7 +113,9 @@ class FreshKeysDemo(DemoSession):
 
 
 async def test_unknown_host_keys_are_confirmed_with_their_fingerprint() -> None:
-    backend = FreshKeysDemo(pace=0.05, token_scale=0.05, base_address=random_loopback_base())
+    backend = DemoSession(
+        pace=0.05, token_scale=0.05, base_address=random_loopback_base(), nodes_type=FreshKeys
+    )
     app = SparkApp(backend, auto_refresh=False, handle_signals=False)
     async with app.run_test(size=(120, 40)) as pilot:
         seen: list[str] = []

@@ -144,7 +144,7 @@ def test_lines_are_coloured_by_their_classified_kind_not_by_their_words() -> Non
 
 async def test_our_own_requests_are_folded_into_a_count() -> None:
     from spark_tui.service.events import LogLine
-    from spark_tui.service.measure import is_own_request
+    from spark_tui.service.logs import is_own_request
 
     line = '(APIServer pid=74) INFO:     127.0.0.1:51002 - "GET /metrics HTTP/1.1" 200 OK'
     user = '(APIServer pid=74) INFO:     10.0.0.9:4 - "POST /v1/chat/completions HTTP/1.1" 200 OK'

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from cockpit_helpers import settle, wait_until
-from cockpit_replay import ReplaySession
+from cockpit_replay import ReplayNodes, ReplaySession
 from textual.pilot import Pilot
 
 from spark_tui.ops.events import Notice
@@ -24,10 +24,10 @@ MODEL = "nvidia/GLM-5.3-Flash-FP4-Local"
 HEAD, WORKER = "sim-spark-1", "sim-spark-2"
 
 
-class SyncReplay(ReplaySession):
+class SyncReplay(ReplayNodes):
     """The replay session whose model sync copies to the worker and stays at 40 %."""
 
-    async def _model_sync_events(
+    async def model_sync_events(
         self, facts: Any, recipe_name: str, needs: Any, where: str
     ) -> AsyncIterator[Any]:
         yield SyncStep(
@@ -67,5 +67,10 @@ async def mid_copy(pilot: Pilot[int]) -> None:
 
 
 def test_sync_view_mid_copy(snap_compare) -> None:  # type: ignore[no-untyped-def]
-    app = SparkApp(SyncReplay(), recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
+    app = SparkApp(
+        ReplaySession(SyncReplay()),
+        recipe="glm-5.3-flash",
+        auto_refresh=False,
+        handle_signals=False,
+    )
     assert snap_compare(app, terminal_size=(120, 36), run_before=mid_copy)

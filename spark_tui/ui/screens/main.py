@@ -24,6 +24,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
+from spark_tui.core.timeouts import WATCH_INTERVAL_S
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 
 
 REFRESH_SECONDS = 15.0
-# The watch after ready samples this often (a 1-token request, /metrics, node memory).
-WATCH_SECONDS = 5.0
 
 
 def _app_work(
@@ -85,7 +84,7 @@ class MainScreen(Screen[None]):
         *,
         recipe: str | None = None,
         auto_refresh: bool = True,
-        watch_interval: float = WATCH_SECONDS,
+        watch_interval: float = WATCH_INTERVAL_S,
         keep_failed: bool = False,
     ) -> None:
         super().__init__(id="_default")
@@ -189,7 +188,7 @@ class MainScreen(Screen[None]):
     async def consume(self, events: AsyncIterator[Any]) -> None:
         """Route a service action's events to the widgets; answer its questions in dialogs.
         Log lines go straight into their pane's buffer (written in batches on a timer)."""
-        from spark_tui.service.measure import is_own_request
+        from spark_tui.service.logs import is_own_request
 
         smoke: list[dict[str, Any]] = []
         async for event in events:

@@ -1,0 +1,56 @@
+"""The API an action measures: the one the user named, our cluster's, or the running
+cluster's found on the nodes through a forward."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.service.cluster import serve_flag
+
+if TYPE_CHECKING:
+    from spark_tui.ops.history import Run
+    from spark_tui.service.session import Session
+
+
+@dataclass
+class ApiTarget:
+    """An API to measure, and what the serve command says about it."""
+
+    base_url: str
+    via_cluster: bool = False
+    model: str | None = None
+    expect_reasoning: bool | None = None
+    tool_call_parser: str | None = None
+    launch: Run | None = None
+
+
+def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget:
+    """What a head rank's `vllm serve` argv says about the service (model, parsers)."""
+    argv = [str(a) for a in argv]
+    t = ApiTarget(base_url, **kw)
+    if len(argv) > 2 and argv[1] == "serve":
+        t.model = serve_flag(argv, "--served-model-name") or argv[2]
+        t.expect_reasoning = serve_flag(argv, "--reasoning-parser") is not None
+        t.tool_call_parser = serve_flag(argv, "--tool-call-parser")
+    return t
+
+
+async def find_target(session: Session, base_url: str | None, model: str | None) -> ApiTarget:
+    """The API to measure: the one given, our cluster's, or the running cluster's found on
+    the nodes through a forward (valid while the session is open)."""
+    if base_url:
+        return ApiTarget(base_url, model=model)
+    cluster = session.cluster
+    if cluster is not None and cluster.ready and cluster.base_url:
+        t = target_from_argv(cluster.base_url, cluster.head_argv, via_cluster=True)
+        t.launch = cluster.launch_run
+    else:
+        await session.connect(strict=True)
+        found = await session.nodes.find_api()
+        head = found.ranks[0] if found.ranks else {}
+        t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
+        t.launch = session.history.launch_of(found.cluster_id, found.recipe)
+    t.model = model or t.model
+    return t

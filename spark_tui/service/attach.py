@@ -1,0 +1,61 @@
+"""The attach action: follow a running cluster of ours like a launch (its logs, ready,
+failures), found on the nodes by its containers' labels."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_tui.core.errors import SparkError, UnreachableError
+from spark_tui.service import events as ev
+from spark_tui.service.cluster import Cluster
+
+if TYPE_CHECKING:
+    from spark_tui.ops.cluster import ClusterStatus
+    from spark_tui.service.pump import Emit
+    from spark_tui.service.session import Session
+
+
+async def running(session: Session) -> ClusterStatus | None:
+    """The running cluster of ours on the nodes, if there is exactly one."""
+    live = [c for c in await session.nodes.status() if c.running]
+    return live[0] if len(live) == 1 else None
+
+
+def adopt(session: Session, found: ClusterStatus, head_argv: list[str]) -> Cluster:
+    """The session's cluster from one found on the nodes (its launch record, if any, gives
+    the overrides it was launched with)."""
+    cluster = Cluster(
+        found.cluster_id,
+        found.recipe or "?",
+        ranks=[(r.rank, r.node) for r in found.ranks],
+        head_argv=head_argv,
+    )
+    cluster.launch_run = session.history.launch_of(found.cluster_id, found.recipe)
+    if cluster.launch_run is not None:
+        cluster.overrides = dict(cluster.launch_run.overrides)
+    session.cluster = cluster
+    return cluster
+
+
+async def attach(
+    session: Session, emit: Emit, found: ClusterStatus, *, keep_failed: bool = False
+) -> None:
+    """The attach action (see module doc); a failure stops the other ranks unless
+    `keep_failed`."""
+    head = found.ranks[0]
+    cluster = adopt(session, found, list(head.command))
+    cluster.endpoint = session.endpoint(found.cluster_id, head.node, cluster.api_port)
+    emit(cluster.endpoint)
+    cluster.followed = True
+    try:
+        async for event in session.nodes.attach_events(found.cluster_id, keep_failed=keep_failed):
+            if isinstance(event, ev.ClusterReady):
+                cluster.base_url = event.base_url
+                cluster.ready = True
+            emit(event)
+    except SparkError as exc:
+        cluster.failed = True
+        cluster.unwatched = isinstance(exc, UnreachableError) or keep_failed
+        raise
+    finally:
+        cluster.followed = False

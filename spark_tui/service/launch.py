@@ -1,0 +1,330 @@
+"""The launch action: replace a running cluster of ours (asked), probe, evaluate, refuse a
+launch the fit check says no to (asked), start every rank, follow them to ready and record
+the launch in the history (with its image digests and model revision, failed or not)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_tui.core.errors import LaunchFailed, OperationFailed, SparkError, UnreachableError
+from spark_tui.core.timeouts import READY_TIMEOUT_S
+from spark_tui.service import events as ev
+from spark_tui.service.cluster import Cluster
+from spark_tui.service.discover import discover
+from spark_tui.service.evaluate import Evaluation, add_findings
+from spark_tui.service.images import refuse_unresolved
+from spark_tui.service.stop import stop_all
+from spark_tui.service.watch import settled
+
+__all__ = ["LaunchFailed", "LaunchOptions", "launch"]
+
+if TYPE_CHECKING:
+    from spark_tui.core.recipe import Recipe
+    from spark_tui.ops.history import Run
+    from spark_tui.ops.launch import StaleContainer
+    from spark_tui.service.pump import Ask, Emit
+    from spark_tui.service.session import Session
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How a launch goes: `insist` / `replace` answer their questions up front (None: ask),
+    `wait_ready` follows the ranks to ready, `follow` on after it (until the consumer
+    stops), `keep_failed` leaves the other ranks when one fails (for inspection)."""
+
+    insist: bool | None = None
+    replace: bool | None = None
+    wait_ready: bool = True
+    follow: bool = True
+    keep_failed: bool = False
+    ready_timeout: float = READY_TIMEOUT_S
+    record: bool = True
+
+
+def alert_of(failed: Sequence[ev.RankStateChanged], head: int) -> ev.WatchAlert:
+    """The alert of ranks that failed after ready, the one that went first leading."""
+    first = failed[0]
+    heads = [f for f in failed if f.rank == head and f is not first]
+    return ev.WatchAlert(
+        first.rank,
+        first.node,
+        first.reason or "failed",
+        tuple(first.explaining_lines),
+        tuple(heads[0].explaining_lines) if heads else (),
+        tuple(f"rank {f.rank} on {f.node} {f.reason or 'failed'}" for f in failed[1:]),
+    )
+
+
+async def launch(
+    session: Session,
+    emit: Emit,
+    ask: Ask,
+    recipe: Recipe,
+    overrides: dict[str, Any],
+    options: LaunchOptions,
+    on_ready: Callable[[Cluster], None] | None = None,
+) -> Cluster:
+    """The launch action (see module doc); `on_ready` is called once the API answers.
+    Raises LaunchFailed when a rank fails."""
+    # The history's records load pydantic's models: not at import (the cockpit's first
+    # frame), when a launch is kept.
+    from spark_tui.service.history import recipe_defaults
+
+    await session.connect(strict=True)
+    session.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
+    await discover(session, emit)
+    # The verdict `check` and the fit panel give (model facts from the Hub when no node
+    # has them, our running cluster's memory counted free, gaps, the image's flag check
+    # of every rank), before the running cluster is replaced: a launch refused leaves it
+    # alone. An image not on the head yet is checked after the fit question.
+    await session.prepare(recipe, overrides, retry=True, emit=emit)
+    evaluation = session.evaluate(recipe, overrides)
+    nodes = session.nodes
+    emit(ev.Evaluated(evaluation))
+    if evaluation.problem is not None:
+        raise evaluation.problem
+    if evaluation.plan is None:
+        raise OperationFailed(
+            "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
+        )
+    refuse_flags(recipe, evaluation)
+    refuse_unresolved(evaluation.report.findings if evaluation.report else [])
+    if evaluation.needs_insisting() and not options.insist:
+        await insist(ask, recipe, evaluation)
+    if await replace_running(session, emit, ask, options.replace):
+        await discover(session, emit)  # the nodes as the launch finds them
+    plan = evaluation.plan
+    report = evaluation.report
+    if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
+        report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
+
+        def progress(line: str) -> None:
+            emit(ev.Notice("info", line))
+
+        add_findings(evaluation, await nodes.image_flags(plan, pull=progress))
+        refuse_flags(recipe, evaluation)
+    cluster = Cluster(
+        plan.cluster_id,
+        recipe.name,
+        overrides=dict(overrides),
+        defaults=recipe_defaults(recipe),
+        ranks=[(r.rank, r.node) for r in plan.ranks],
+        head_argv=list(plan.head.argv),
+        plan=plan,
+    )
+    session.cluster = cluster
+    cluster.endpoint = session.endpoint(plan.cluster_id, plan.head.node, cluster.api_port)
+    emit(cluster.endpoint)
+
+    async def replace_stale(stale: list[StaleContainer]) -> bool:
+        if options.replace:
+            return True
+        names = ", ".join(f"{s.name} on {s.node}" for s in stale)
+        return await ask(
+            ev.Question(
+                ev.REPLACE_STALE,
+                "Stale containers",
+                f"Containers of an earlier spark-tui run hold the ranks' names: {names}.\n"
+                "Remove them and launch?",
+                default=False,
+                yes_label="Remove and launch",
+                data={"containers": [s.name for s in stale]},
+            )
+        )
+
+    await _follow(session, emit, cluster, replace_stale, options, on_ready)
+    return cluster
+
+
+async def _follow(
+    session: Session,
+    emit: Emit,
+    cluster: Cluster,
+    replace_stale: Any,
+    options: LaunchOptions,
+    on_ready: Callable[[Cluster], None] | None,
+) -> None:
+    """Start the ranks and pass their events on, keeping the cluster's state and record."""
+    from spark_tui.service.history import RankTails
+
+    plan = cluster.plan
+    assert plan is not None
+    digests: dict[str, str] = {}
+    started = False
+    failed: list[ev.RankStateChanged] = []
+    tails = RankTails()
+    cluster.followed = True
+    try:
+        async for event in session.nodes.launch_events(
+            plan,
+            replace_stale,
+            keep_failed=options.keep_failed,
+            wait_ready=options.wait_ready,
+            follow=options.follow,
+            ready_timeout=options.ready_timeout,
+        ):
+            tails.see(event)
+            if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
+                started = True
+            if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
+                failed.append(event)
+            if isinstance(event, ev.ResultEvent) and event.kind == "launch":
+                digests = dict(event.payload.get("image_digests") or {})
+                continue
+            if isinstance(event, ev.ClusterReady):
+                cluster.base_url = event.base_url
+                cluster.ready = True
+                cluster.endpoint = session.endpoint(
+                    plan.cluster_id, plan.head.node, cluster.api_port
+                )
+                if options.record:
+                    cluster.launch_run = record_launch(session, emit, cluster, digests, True)
+                emit(event)
+                emit(cluster.endpoint)
+                if on_ready is not None:
+                    on_ready(cluster)
+                continue
+            emit(event)
+    except LaunchFailed as exc:
+        cluster.failed = True
+        cluster.unwatched = options.keep_failed  # the other ranks were left for inspection
+        if cluster.ready and failed:
+            # Failed while serving: the same alert a watch gives (the rank that went
+            # first, its lines, the head's when a worker went first).
+            emit(alert_of(failed, plan.head.rank))
+        if options.record and cluster.launch_run is None:
+            cluster.launch_run = record_launch(session, emit, cluster, digests, False)
+        elif options.record and cluster.launch_run is not None:
+            # It was ready, then a rank failed: the same run, now failed.
+            run = cluster.launch_run
+            run.ok = False
+            run.notes.append(f"failed after it was ready: {exc.message}")
+            with contextlib.suppress(OSError):
+                cluster.launch_run = session.history.save(run)
+        tails.keep(session.history, cluster.launch_run, exc.message)
+        if started and not options.keep_failed:  # kept: the launch has said so
+            emit(settled(cluster.cluster_id, cluster.launch_run, options.keep_failed))
+        raise
+    except asyncio.CancelledError:
+        # Interrupted before the cluster was up: remove what this launch started.
+        if started and not cluster.ready and not session.keep_on_cancel:
+            cluster.failed = True
+            with contextlib.suppress(SparkError):
+                await asyncio.shield(session.nodes.stop(plan.cluster_id, None))
+        raise
+    except SparkError as exc:
+        cluster.failed = True
+        # A watch that lost a node leaves the ranks as they are (they may run on).
+        cluster.unwatched = started and isinstance(exc, UnreachableError)
+        raise
+    finally:
+        cluster.followed = False
+    if options.record and cluster.launch_run is None:
+        # Started without waiting for ready: recorded with an open outcome.
+        cluster.launch_run = record_launch(session, emit, cluster, digests, None)
+
+
+async def replace_running(session: Session, emit: Emit, ask: Ask, replace: bool | None) -> bool:
+    """A cluster of ours already on the nodes holds the memory a launch needs: stopped
+    (asked unless `replace`). True when one was."""
+    running = [c for c in await session.nodes.status() if c.ranks]
+    if not running:
+        return False
+    names = ", ".join(f"{c.cluster_id} ({c.recipe})" for c in running)
+    if not replace:
+        yes = replace is None and await ask(
+            ev.Question(
+                ev.REPLACE_STALE,
+                "A cluster of ours is on these nodes",
+                f"spark-tui cluster {names} is on these nodes and holds their memory.\n"
+                "Stop it and launch this one?",
+                default=False,
+                yes_label="Stop it and launch",
+                data={"clusters": [c.cluster_id for c in running]},
+            )
+        )
+        if not yes:
+            raise OperationFailed(
+                f"spark-tui cluster {names} is already on these nodes",
+                "stop it first (`spark-tui stop` with the same --inventory/--hosts), "
+                "or pass --replace to stop it and launch this one",
+            )
+    emit(ev.Notice("info", f"replacing {names}: stopping every rank first"))
+    await stop_all(session, emit, None)
+    return True
+
+
+def refuse_flags(recipe: Recipe, evaluation: Evaluation) -> None:
+    """A flag the image's vLLM refuses blocks the launch, --force or not."""
+    from spark_tui.ops.image_flags import refusal
+
+    plan, report = evaluation.plan, evaluation.report
+    if plan is None or report is None:
+        return
+    refused = refusal(report.findings, recipe.name, plan.head.container.image)
+    if refused is not None:
+        raise refused
+
+
+async def insist(ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
+    """The fit check says no (or cannot check): launch anyway only if the user says so. A
+    no (or no one to ask) is an error that says what was decided and why, once."""
+    report = evaluation.report
+    findings = report.findings if report else []
+    # Why: the errors, else the facts it lacks (the other warnings do not block).
+    why = [f for f in findings if f.severity == "error"] or [
+        f for f in findings if f.code == "facts_missing"
+    ]
+    reasons = "\n".join(f"• {f.message}\n  → {f.remedy}" for f in why)
+    verdict = "does not fit" if evaluation.verdict == "does_not_fit" else "cannot be checked"
+    question = ev.Question(
+        ev.INSIST,
+        "Launch refused by the fit check",
+        f"{recipe.name} {verdict} on these nodes:\n{reasons}\n\n"
+        "vLLM will most likely fail at startup. Launch anyway?",
+        default=False,
+        yes_label="Launch anyway",
+        data={"verdict": evaluation.verdict},
+    )
+    if await ask(question):
+        return
+    # Unanswered: no one could be asked (a headless run without a terminal).
+    decided = "launching anyway was declined"
+    if question.answer is None:
+        decided = "no terminal could confirm launching anyway"
+    fit = "it does not fit" if evaluation.verdict == "does_not_fit" else "fit unknown"
+    because = "; ".join(f.message for f in why) or f"the fit check says {evaluation.verdict}"
+    remedies = list(dict.fromkeys(f.remedy for f in why))
+    raise OperationFailed(
+        f"not launching {recipe.name}: {fit} ({because}); {decided}",
+        "; ".join([*remedies, "or pass --force to launch anyway"]),
+    )
+
+
+def record_launch(
+    session: Session, emit: Emit, cluster: Cluster, digests: dict[str, str], ok: bool | None
+) -> Run | None:
+    """The launch in the history (a failure to write it is said, not raised)."""
+    from spark_tui.core.facts import cached_revision
+
+    plan = cluster.plan
+    if plan is None:
+        return None
+    try:
+        run = session.history.record_launch(
+            plan,
+            overrides=cluster.overrides,
+            digests=digests,
+            revision=cached_revision(session.reachable, plan.model),
+            ok=ok,
+            defaults=cluster.defaults,
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        emit(ev.Recorded("launch", None, f"the launch was not recorded: {exc}"))
+        return None
+    emit(ev.Recorded("launch", run.id))
+    return run

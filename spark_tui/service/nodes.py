@@ -1,0 +1,136 @@
+"""The one seam between the session and the world: everything that reaches the nodes or the
+API. The product's implementation is `service.ssh_nodes.SshNodes` (the SSH connection pool
+and the operations); the demo's runs the same over simulated Sparks; the tests' doubles
+implement it with recordings or local engines. Every action of the service runs the same
+code over any of them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.fit import Finding
+    from spark_tui.core.inventory import InventoryNode
+    from spark_tui.core.model_presence import ModelNeed
+    from spark_tui.core.plan import LaunchPlan
+    from spark_tui.ops.attach import FoundCluster
+    from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, LevelResult
+    from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
+    from spark_tui.ops.diagnose import ClusterDiagnosis
+    from spark_tui.ops.launch import StaleContainer
+    from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.service.api import ApiTarget
+
+# The pool's question about an unknown host key: (host, fingerprint) -> trust it?
+ConfirmKey = Callable[[str, str], Awaitable[bool]]
+# A launch's question about containers of an earlier run holding the ranks' names.
+ReplaceStale = Callable[[list["StaleContainer"]], Awaitable[bool]]
+# Where an operation hands an event while it returns a value of its own (a stop's report).
+Sink = Callable[[Any], None]
+
+
+class BenchRunning(Protocol):
+    """A benchmark sweep under way: `run()` measures, `result` holds what finished so far
+    (also after a cancellation)."""
+
+    result: BenchResult
+
+    async def run(self) -> BenchResult: ...
+
+
+class Nodes(Protocol):
+    """The nodes of a session and the API on them (see module doc)."""
+
+    inventory: list[InventoryNode]
+    # Simulated Sparks (the demo, the tests): the interfaces say so.
+    simulated: bool
+
+    async def start(self) -> None:
+        """Bring up what the nodes need before the first `open` (simulated Sparks)."""
+
+    def sync_env(self) -> dict[str, str]:
+        """The environment the Hub is asked with and a model download sees (HF_TOKEN,
+        HF_ENDPOINT, HF_HUB_OFFLINE)."""
+
+    async def open(self, *, strict: bool, confirm: ConfirmKey) -> None:
+        """Connect (again) to every node; `strict`: an unreachable node is an error."""
+
+    async def probe(self) -> list[NodeFacts]:
+        """Every node's facts (an unreachable node's facts carry its error)."""
+
+    async def status(self) -> list[ClusterStatus]:
+        """Our clusters on the nodes, from their containers' labels."""
+
+    async def diagnose(self, cluster: ClusterStatus, cleanup: str | None) -> ClusterDiagnosis:
+        """Why a cluster is down (which rank failed, its lines, the head's)."""
+
+    def start_flag_table(self, head: str, image: str) -> None:
+        """Start building `image`'s flag table on `head` in the background, so the flag
+        check awaits a table built while the nodes are probed (nothing while not open)."""
+
+    async def image_flags(
+        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None
+    ) -> list[Finding]:
+        """The plan's argv checked against its image's own vLLM on the head; `pull`
+        (given a progress sink): pull a missing image first."""
+
+    def launch_events(
+        self,
+        plan: LaunchPlan,
+        replace_stale: ReplaceStale,
+        *,
+        keep_failed: bool,
+        wait_ready: bool,
+        follow: bool,
+        ready_timeout: float,
+    ) -> AsyncIterator[Any]:
+        """Start the plan's ranks and follow them (see `ops.launch`)."""
+
+    def attach_events(self, cluster_id: str, *, keep_failed: bool) -> AsyncIterator[Any]:
+        """Follow a running cluster of ours (see `ops.attach`); a failure removes the other
+        ranks unless `keep_failed`."""
+
+    def watch_events(
+        self,
+        cluster_id: str | None,
+        *,
+        interval: float,
+        request_timeout: float,
+        cleanup: str | None,
+    ) -> AsyncIterator[Any]:
+        """Sample a ready cluster until it fails (see `ops.watch`)."""
+
+    def rank_log(self, rank: RankStatus, *, tail: int | None, follow: bool) -> AsyncIterator[Any]:
+        """One rank's log: `LogRecord`s, and while following `LogOutage` / `LogResumed`
+        across dropped connections (see `ops.logs`)."""
+
+    async def stop(self, cluster_id: str | None, emit: Sink | None) -> StopReport:
+        """Remove every rank's container of `cluster_id` (else of all our clusters)."""
+
+    async def find_api(self) -> FoundCluster:
+        """The running cluster's API through a forward (valid while the nodes are open)."""
+
+    def smoke_checks(self, target: ApiTarget, timeout: float) -> AsyncIterator[SmokeResult]:
+        """Every smoke check against the API, one result at a time."""
+
+    def bench_run(
+        self,
+        target: ApiTarget,
+        config: BenchConfig,
+        progress: Callable[[BenchProgress], None],
+        on_level: Callable[[LevelResult], None],
+    ) -> BenchRunning:
+        """A benchmark sweep of the API, not started yet."""
+
+    def model_sync_events(
+        self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[ModelNeed], where: str
+    ) -> AsyncIterator[Any]:
+        """Put the models on every node (see `ops.model_sync`)."""
+
+    def image_sync_events(self, facts: Sequence[NodeFacts], image: str) -> AsyncIterator[Any]:
+        """Put the head's image on every node (see `ops.image_sync`)."""
+
+    async def close(self) -> None:
+        """Close every connection (and end what `start` brought up)."""

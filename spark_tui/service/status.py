@@ -1,0 +1,48 @@
+"""The status action: our clusters on the nodes (from their containers' labels), each with
+its API endpoint, the tunnel command that reaches it, and, when it is down, why (which rank
+failed first, its lines, the head's, and the command that removes what is left)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spark_tui.service.cluster import api_port
+
+if TYPE_CHECKING:
+    from spark_tui.ops.cluster import ClusterStatus
+    from spark_tui.ops.diagnose import ClusterDiagnosis
+    from spark_tui.service.events import Endpoint
+    from spark_tui.service.session import Session
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """One cluster of ours as `status` reports it."""
+
+    cluster: ClusterStatus
+    endpoint: Endpoint
+    diagnosis: ClusterDiagnosis
+
+    @property
+    def failed(self) -> bool:
+        return self.diagnosis.state == "failed"
+
+    @property
+    def state(self) -> str:
+        """failed, running, degraded or stopped."""
+        return "failed" if self.failed else self.cluster.state
+
+
+async def status(session: Session, cleanup: str | None = None) -> list[ClusterReport]:
+    """The status action (see module doc); every node must answer. `cleanup` is the command
+    a failed cluster's diagnosis names."""
+    await session.connect(strict=True)
+    out = []
+    for c in await session.nodes.status():
+        head = c.ranks[0] if c.ranks else None
+        if head is None:
+            continue
+        endpoint = session.endpoint(c.cluster_id, head.node, api_port(list(head.command)))
+        out.append(ClusterReport(c, endpoint, await session.nodes.diagnose(c, cleanup)))
+    return out

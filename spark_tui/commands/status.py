@@ -1,7 +1,8 @@
 """`spark-tui status (--inventory FILE | --hosts ...) [--json]`: our clusters on the nodes,
 found from container labels (cluster id, recipe, ranks, their states and nodes), each with
-its API endpoint and the SSH tunnel command that reaches it from this machine. A cluster
-that is down says so: which rank failed, why, and the command that removes it (exit 1).
+its API endpoint and the SSH tunnel command that reaches it from this machine. A running
+cluster says whether it is loading (how far each rank is) or ready (its API answers). A
+cluster that is down says so: which rank failed, why, and the command that removes it (exit 1).
 The session's status action finds and diagnoses them (see `service.status`)."""
 
 from __future__ import annotations
@@ -30,6 +31,20 @@ async def _status(args: argparse.Namespace) -> list[ClusterReport]:
         await s.close()
 
 
+def render_state(report: ClusterReport) -> tuple[str, list[str]]:
+    """The state's word (a loading cluster's with its slowest rank's progress) and a line per
+    loading rank saying how far it is."""
+    ready = report.diagnosis.readiness
+    if report.state != "loading" or ready is None:
+        return report.state, []
+    word = "loading" if ready.progress is None else f"loading {ready.progress:.0%}"
+    lines = []
+    for r in ready.ranks:
+        done = "" if r.progress is None else f" ({r.progress:.0%})"
+        lines.append(f"  loading: rank {r.rank} on {r.node} {r.detail or 'starting'}{done}")
+    return word, lines
+
+
 def render_diagnosis(report: ClusterReport) -> list[str]:
     """The lines that say why a cluster failed and how to clean it up."""
     diag = report.diagnosis
@@ -53,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
         clusters = []
         for r in found:
             data = {**r.cluster.to_dict(), "endpoint": asdict(r.endpoint)}
-            if r.failed:
-                data["state"] = "failed"
+            ready = r.diagnosis.readiness
+            data["state"] = r.state
+            data["progress"] = ready.progress if ready is not None else None
+            data["readiness"] = ready.to_dict() if ready is not None else None
             data["diagnosis"] = r.diagnosis.to_dict() if r.failed else None
             clusters.append(data)
         print(json.dumps({"clusters": clusters}, indent=2))
@@ -64,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     for r in found:
         c, endpoint = r.cluster, r.endpoint
+        state, loading = render_state(r)
         print(
-            f"cluster {c.cluster_id}  {c.recipe or '?'}  {r.state}  "
+            f"cluster {c.cluster_id}  {c.recipe or '?'}  {state}  "
             f"settings {c.settings_hash or '?'}  model {c.model or '?'}"
         )
         for rank in c.ranks:
@@ -73,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
                 f"  rank {rank.rank}  {rank.node:<16} {rank.role or '?':<7} {rank.container}  "
                 f"{rank.status}"
             )
+        for line in loading:
+            print(line)
         head = min(c.ranks, key=lambda r: r.rank, default=None)
         if head is not None:
             print(f"  image   {image_line(head.image, head.labels)}")

@@ -16,7 +16,9 @@ from spark_tui.core import logclass
 from spark_tui.core.errors import SparkError
 from spark_tui.ops.cluster import ClusterStatus, RankStatus
 from spark_tui.ops.launch import exit_reason
+from spark_tui.ops.readiness import Readiness, readiness
 from spark_tui.remote.docker_remote import RemoteDocker
+from spark_tui.remote.ssh import ConnectionPool
 
 # Exit codes of a container that was stopped on purpose (clean exit, SIGTERM).
 _STOPPED_CODES = (0, 143)
@@ -42,7 +44,8 @@ class ClusterDiagnosis:
     `failed` lists the ranks that are down, the one that went first leading; `head_lines`
     are the head's explaining lines when the first failure was another rank's (a worker's
     death is usually explained by what the head says about it). `cleanup` is the exact
-    command that removes the cluster's containers.
+    command that removes the cluster's containers. A running cluster's `readiness` says
+    whether it is still loading (and how far) or ready, when the pool was given.
     """
 
     cluster_id: str
@@ -50,6 +53,7 @@ class ClusterDiagnosis:
     failed: list[RankFailure] = field(default_factory=list)
     head_lines: tuple[str, ...] = ()
     cleanup: str | None = None
+    readiness: Readiness | None = None
 
     @property
     def first(self) -> RankFailure | None:
@@ -58,6 +62,7 @@ class ClusterDiagnosis:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["failed_rank"] = self.first.rank if self.first else None
+        data["readiness"] = self.readiness.to_dict() if self.readiness else None
         return data
 
 
@@ -115,8 +120,10 @@ async def diagnose(
     *,
     cleanup: str | None = None,
     head_lines: bool = True,
+    pool: ConnectionPool | None = None,
 ) -> ClusterDiagnosis:
-    """The diagnosis of one cluster from its containers' State and logs on their nodes."""
+    """The diagnosis of one cluster from its containers' State and logs on their nodes;
+    with the `pool`, a running one's readiness too (its API through a forward)."""
     present = [r for r in cluster.ranks if r.node in dockers]
     evidence = await asyncio.gather(
         *(rank_evidence(dockers[r.node], r) for r in present), return_exceptions=True
@@ -132,6 +139,8 @@ async def diagnose(
             raise ev
     state = verdict(cluster, infos)
     diag = ClusterDiagnosis(cluster.cluster_id, state, cleanup=cleanup)
+    if state == "running" and pool is not None:
+        diag.readiness = await readiness(pool, dockers, cluster)
     if state != "failed":
         return diag
     down: list[RankFailure] = []

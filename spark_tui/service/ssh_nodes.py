@@ -90,7 +90,7 @@ class SshNodes:
 
         dockers = await open_dockers(self.pool)
         try:
-            return await diagnose(cluster, dockers, cleanup=cleanup)
+            return await diagnose(cluster, dockers, cleanup=cleanup, pool=self.pool)
         finally:
             await close_dockers(dockers)
 

@@ -1,6 +1,7 @@
 """The status action: our clusters on the nodes (from their containers' labels), each with
-its API endpoint, the tunnel command that reaches it, and, when it is down, why (which rank
-failed first, its lines, the head's, and the command that removes what is left)."""
+its API endpoint, the tunnel command that reaches it, whether a running one is loading (how
+far) or ready, and, when it is down, why (which rank failed first, its lines, the head's,
+and the command that removes what is left)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ class ClusterReport:
 
     @property
     def state(self) -> str:
-        """failed, running, degraded or stopped."""
-        return "failed" if self.failed else self.cluster.state
+        """failed, loading, ready, degraded or stopped (a running cluster says which of
+        loading or ready it is, when its diagnosis could tell)."""
+        if self.failed:
+            return "failed"
+        readiness = self.diagnosis.readiness
+        return readiness.state if readiness is not None else self.cluster.state
 
 
 async def status(session: Session, cleanup: str | None = None) -> list[ClusterReport]:

@@ -441,8 +441,11 @@ def test_status_lists_the_cluster(cli: Cli, running: SimProcess) -> None:
     if inv.get("identity_file"):
         assert inv["identity_file"] in tunnel
     assert tunnel.endswith(f"{inv['user']}@{inv['host']}" if inv.get("user") else inv["host"])
+    # Launched with --wait: its API answers /health, so it is ready, not just "running".
+    assert clusters[0]["state"] == "ready", clusters[0]
     human = cli.run("status", "--inventory", str(sim.inventory))
     assert "tunnel  ssh -N -L" in human.stdout and "API     http://" in human.stdout
+    assert "  glm-5.3-flash  ready  " in human.stdout.splitlines()[0], human.stdout
     assert "sim-spark-1" in text and "sim-spark-2" in text, text[:2000]
 
 

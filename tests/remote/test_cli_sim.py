@@ -55,7 +55,9 @@ async def test_cli_launch_status_logs_stop(sim_scenario, capsys) -> None:
         code = await asyncio.to_thread(run_cli, "status", "--inventory", inv, "--json")
         out, _ = capsys.readouterr()
         (cluster,) = json.loads(out)["clusters"]
-        assert code == 0 and cluster["state"] == "running" and len(cluster["ranks"]) == 2
+        # Launched with --wait: its API answers, so it is ready (not just "running").
+        assert code == 0 and cluster["state"] == "ready" and len(cluster["ranks"]) == 2
+        assert cluster["readiness"]["state"] == "ready" and cluster["progress"] is None
         code = await asyncio.to_thread(
             run_cli, "logs", "--inventory", inv, "--rank", "1", "--tail", "5"
         )

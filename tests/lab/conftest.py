@@ -4,6 +4,7 @@ up once for the tests/lab modules that ask for it and taken down at the end, eve
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from labkit import (
@@ -64,3 +65,11 @@ def vllm_lab() -> Iterator[Lab]:
         left = the_lab.down(quiet=True)
     assert not left, f"lab down left: {left}"
     assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
+
+
+@pytest.fixture(scope="session")
+def vllm_flag_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder ($SPARK_TUI_CACHE_DIR) the real-vLLM modules share, as a user's machine
+    keeps one: the lab image's `vllm serve --help=all` (40 s or more of imports on two cores)
+    runs once per image id in the session, not before every launch."""
+    return tmp_path_factory.mktemp("flag-cache")

@@ -39,16 +39,11 @@ READY_TIMEOUT = 900  # seconds: two real vLLM ranks on a busy 2-core machine
 MODEL_DIR = f"/root/.cache/huggingface/hub/models--{vllm_image.MODEL_REPO.replace('/', '--')}"
 
 
-# One flag cache for the module's commands, as on a user's machine: the image's
+# One flag cache for the session's commands, as on a user's machine: the image's
 # `vllm serve --help=all` (about 40 s of imports here) runs once per image id, not per test.
-@pytest.fixture(scope="module")
-def _flag_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("flag-cache")
-
-
 @pytest.fixture(autouse=True)
-def _shared_flag_cache(_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(_flag_cache))
+def _shared_flag_cache(vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
 
 
 @pytest.fixture(scope="module")

@@ -70,6 +70,19 @@ def files(vllm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return {"dir": d, "inventory": inventory, "recipe": recipe}
 
 
+@pytest.fixture(autouse=True)
+def _shared_flag_cache(
+    request: pytest.FixtureRequest, vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's flag cache (the image's `vllm serve --help=all` read once), except for
+    the interrupts before the plan: there the launch is still reading it, in a throwaway
+    container that must go too."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.id.startswith("before-plan"):
+        return
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _timed(vllm_lab: Lab) -> Iterator[None]:
     """The module's runtime, printed (figures are reported, never asserted)."""

@@ -185,7 +185,7 @@ class MainScreen(Screen[None]):
             return {k: str(v) for k, v in known.items()}
         return dict(self.sets.get(recipe.name, {}))
 
-    async def consume(self, events: AsyncIterator[Any]) -> None:
+    async def consume(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
         """Route a service action's events to the widgets; answer its questions in dialogs.
         Log lines go straight into their pane's buffer (written in batches on a timer)."""
         from spark_tui.service.logs import is_own_request
@@ -194,67 +194,77 @@ class MainScreen(Screen[None]):
         async for event in events:
             if self.syncer.take(event):
                 continue
-            if isinstance(event, ev.LogLine):
-                pane = self.panes.get(event.rank)
-                if pane is not None:
-                    pane.push(event.text, event.kind, own=is_own_request(event))
-            elif isinstance(event, ev.Question):
-                event.reply(await self._ask(event))
-            elif isinstance(event, ev.SmokeChecked):
-                smoke.append(event.result.to_dict())
-                self._send(msg.SmokeUpdate(list(smoke), None), self.bar)
-            elif isinstance(event, ev.SmokeDone):
-                smoke = [r.to_dict() for r in event.results]
-                self._send(msg.SmokeUpdate(smoke, event), self.bar)
-                smoke = []
-            elif isinstance(event, ev.Recorded):
-                if event.error:
-                    self._warn(event.error)
-            else:
-                self.route(event)
+            match event:
+                case ev.LogLine(rank=rank):
+                    pane = self.panes.get(rank)
+                    if pane is not None:
+                        pane.push(event.text, event.kind, own=is_own_request(event))
+                case ev.Question():
+                    event.reply(await self._ask(event))
+                case ev.SmokeChecked(result=result):
+                    smoke.append(result.to_dict())
+                    self._send(msg.SmokeUpdate(list(smoke), None), self.bar)
+                case ev.SmokeDone(results=results):
+                    smoke = [r.to_dict() for r in results]
+                    self._send(msg.SmokeUpdate(smoke, event), self.bar)
+                    smoke = []
+                case ev.Recorded(error=error):
+                    if error:
+                        self._warn(error)
+                case _:
+                    self.route(event)
 
-    def route(self, event: Any) -> None:
+    def route(self, event: ev.ServiceEvent) -> None:
         """One event as a message to each widget that renders it, and to this screen."""
         bar, gauges, nodes = self.bar, self.gauges, self.nodes_panel
-        if isinstance(event, ev.Probed):
-            # Free memory is read by the probe and by the watch: the nodes panel and the
-            # gauges show the latest reading, whichever took it.
-            self._send(msg.NodesProbed(event), nodes, gauges)
-        elif isinstance(event, ev.RankStateChanged):
-            self._send(msg.RankChanged(event), *self._panes_of([event.rank]), self.rank_panes)
-        elif isinstance(event, ev.ClusterReady):
-            self._send(msg.ClusterUp(event))
-        elif isinstance(event, ev.Endpoint):
-            self._send(msg.EndpointKnown(event), bar)
-        elif isinstance(event, ev.Notice):
-            self._send(msg.ServiceNotice(event))
-        elif isinstance(event, ev.NodeUnreachable):
-            # The link is down, the ranks are not failed for it: a state, retried.
-            self._send(msg.NodeOutage(event), nodes, *self._panes_of(event.ranks))
-        elif isinstance(event, ev.NodeReachable):
-            self._send(msg.NodeBack(event), nodes, *self._panes_of(event.ranks))
-        elif isinstance(event, ev.BenchProgressed):
-            p = event.progress
-            progress = (
-                f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
-                f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
-            )
-            self._send(msg.BenchUpdate(progress=progress))
-        elif isinstance(event, ev.BenchDone):
-            levels = [lv.to_dict() for lv in event.result.levels]
-            self._send(msg.BenchUpdate(levels=levels, done=event), bar)
-        elif isinstance(event, ev.Compared):
-            self._send(msg.TuneCompared(event), bar)
-        elif isinstance(event, ev.Stopped):
-            panes = [self.rank_panes, *self.panes.values()]
-            self._send(msg.ClusterStopped(event), bar, gauges, *panes, screen=False)
-        elif isinstance(event, ev.WatchAlert):
-            alert = msg.RankAlert(event, self._alert_remedy())
-            self._send(alert, gauges, *self._panes_of([event.rank]))
-        elif isinstance(event, ev.WatchSample):
-            self._send(msg.WatchSampled(event), gauges, nodes, screen=False)
-        elif isinstance(event, ev.RayClusterState):
-            self._send(RayStateChanged(event), self._ray_panel(), screen=False)
+        match event:
+            case ev.Probed():
+                # Free memory is read by the probe and by the watch: the nodes panel and
+                # the gauges show the latest reading, whichever took it.
+                self._send(msg.NodesProbed(event), nodes, gauges)
+            case ev.RankStateChanged(rank=rank):
+                self._send(msg.RankChanged(event), *self._panes_of([rank]), self.rank_panes)
+            case ev.ClusterReady():
+                self._send(msg.ClusterUp(event))
+            case ev.Endpoint():
+                self._send(msg.EndpointKnown(event), bar)
+            case ev.Notice():
+                self._send(msg.ServiceNotice(event))
+            case ev.NodeUnreachable(ranks=ranks):
+                # The link is down, the ranks are not failed for it: a state, retried.
+                self._send(msg.NodeOutage(event), nodes, *self._panes_of(ranks))
+            case ev.NodeReachable(ranks=ranks):
+                self._send(msg.NodeBack(event), nodes, *self._panes_of(ranks))
+            case ev.BenchProgressed(progress=p):
+                progress = (
+                    f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
+                    f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
+                )
+                self._send(msg.BenchUpdate(progress=progress))
+            case ev.BenchDone(result=result):
+                levels = [lv.to_dict() for lv in result.levels]
+                self._send(msg.BenchUpdate(levels=levels, done=event), bar)
+            case ev.Compared():
+                self._send(msg.TuneCompared(event), bar)
+            case ev.Stopped():
+                panes = [self.rank_panes, *self.panes.values()]
+                self._send(msg.ClusterStopped(event), bar, gauges, *panes, screen=False)
+            case ev.WatchAlert(rank=rank):
+                alert = msg.RankAlert(event, self._alert_remedy())
+                self._send(alert, gauges, *self._panes_of([rank]))
+            case (
+                ev.WatchStarted()
+                | ev.ProbeResult()
+                | ev.ServiceGauges()
+                | ev.NodeMemory()
+                | ev.ContainerStates()
+                | ev.NodeNotAnswering()
+            ):
+                self._send(msg.WatchSampled(event), gauges, nodes, screen=False)
+            case ev.RayClusterState():
+                self._send(RayStateChanged(event), self._ray_panel(), screen=False)
+            case _:
+                pass  # the rest is consume's, or the sync view's (see CockpitSync.take)
 
     def _send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
         """`message` to each widget (a copy each: a message is handled once) and, unless
@@ -476,7 +486,7 @@ class MainScreen(Screen[None]):
             self._build_panes([(r.rank, r.node) for r in found.ranks])
             await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
 
-    async def _follow(self, events: AsyncIterator[Any]) -> None:
+    async def _follow(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
         try:
             await self.consume(events)
         except SparkError as exc:

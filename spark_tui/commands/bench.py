@@ -7,10 +7,10 @@ import json
 from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
-from spark_tui.ops.compare import fmt_figure
+from spark_tui.service.bench import fmt_figure
 
 if TYPE_CHECKING:
-    from spark_tui.ops.bench import BenchConfig, BenchResult
+    from spark_tui.service.bench import BenchConfig, BenchResult
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -29,7 +29,7 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 def bench_config(args: argparse.Namespace) -> BenchConfig:
     """The benchmark settings the flags give (the defaults are the cockpit's too)."""
-    from spark_tui.ops.bench import BenchConfig
+    from spark_tui.service.bench import BenchConfig
 
     config = BenchConfig(
         concurrency=parse_concurrency(args.concurrency),

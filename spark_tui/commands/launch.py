@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, LaunchFailed
 
 
 async def _launch(args: argparse.Namespace) -> int:
     from spark_tui.commands._interrupts import report_left
     from spark_tui.commands.terminal import consume, err, session, show, targets
     from spark_tui.core.recipe_loader import find_recipe
-    from spark_tui.ops.launch import LaunchFailed
     from spark_tui.service import events as ev
 
     recipe = find_recipe(args.recipe)

@@ -9,7 +9,7 @@ from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, InputE
 
 
 def _print_result(r: object) -> None:
-    from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.service.smoke import SmokeResult
 
     assert isinstance(r, SmokeResult)
     print(r.summary(), flush=True)
@@ -32,8 +32,8 @@ def need_server(args: argparse.Namespace) -> None:
 
 async def _smoke(args: argparse.Namespace) -> int:
     from spark_tui.commands.terminal import consume, err, session
-    from spark_tui.ops.smoke import server_unreachable
     from spark_tui.service import events as ev
+    from spark_tui.service.smoke import server_unreachable
 
     need_server(args)
     s = session(args, nodes_needed=False)

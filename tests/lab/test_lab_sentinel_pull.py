@@ -47,10 +47,9 @@ OLDER = f"{NIGHTLY_REPOSITORY}:2026-11-28"
 BASE_RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "glm-5.3-flash.yaml"
 
 
-def _tiny_image_tar() -> bytes:
+def _tiny_image_tar(data: bytes = b"another build\n") -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = b"another build\n"
         info = tarfile.TarInfo("marker")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
@@ -78,19 +77,29 @@ def registry_lab() -> Iterator[Lab]:
         fp = footprint(lab)
         head, worker = docker_client(lab, 1, timeout=300), docker_client(lab, 2, timeout=300)
         try:
-            head.api.import_image_from_data(
-                _tiny_image_tar(), repository=OLDER.rsplit(":", 1)[0], tag="2026-11-28"
+            # The older nightly: another runnable build (the lab image and one more layer).
+            made = head.api.create_container(LAB_IMAGE, command=["true"])
+            head.api.commit(
+                made["Id"], NIGHTLY_REPOSITORY, "2026-11-28", changes=["LABEL nightly=2026-11-28"]
             )
+            head.api.remove_container(made["Id"])
             _push(head, OLDER)
             head.api.tag(LAB_IMAGE, NIGHTLY_REPOSITORY, "2026-12-02")
             _push(head, NEWEST)
             _push(head, SENTINEL)
             # Node 1 keeps the layers but not the tag: the launch must pull it.
             head.api.remove_image(NEWEST)
-            # Node 2: a local build under the newest nightly's tag (no registry digest).
+            # Node 2: a local build under the newest nightly's tag (no registry digest), and
+            # another build of the older nightly than the registry's.
             worker.api.import_image_from_data(
                 _tiny_image_tar(), repository=NIGHTLY_REPOSITORY, tag="2026-12-02"
             )
+            worker.api.import_image_from_data(
+                _tiny_image_tar(b"yet another build\n"),
+                repository=NIGHTLY_REPOSITORY,
+                tag="2026-11-28",
+            )
+            head.api.remove_image(OLDER)  # node 1 pulls it from the registry
         finally:
             head.close()
             worker.close()
@@ -169,3 +178,38 @@ def test_launch_pulls_the_newest_nightly_on_every_node_from_the_registry(
 
     stopped = cli("stop", *where)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def test_a_plain_tag_that_differs_between_nodes_starts_no_rank(
+    registry_lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pinned nightly is used as written: node 1 pulls the registry's, node 2 keeps its own
+    # build under the same tag; the launch names both before any rank starts.
+    lab = registry_lab
+    monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", lab.cfg.registry_endpoints)
+    monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(tmp_path / "data"))
+    inventory = tmp_path / "lab.yaml"
+    lab.write_inventory(inventory)
+    data = yaml.safe_load(BASE_RECIPE.read_text())
+    data["container"] = OLDER
+    recipe = tmp_path / "pinned-glm.yaml"
+    recipe.write_text(yaml.safe_dump(data, sort_keys=False))
+    head, worker = (n.name for n in lab.nodes)
+
+    launch = cli("launch", str(recipe), "--inventory", str(inventory), "--force", timeout=600)
+    out = launch.stdout + launch.stderr
+    assert launch.returncode != 0, out
+    assert f"image {OLDER} differs between nodes: {worker} has sha256:" in out
+    assert f"the head {head} has sha256:" in out and "no rank was started" in out
+    for index in (1, 2):
+        client = docker_client(lab, index)
+        try:
+            assert client.containers.list(all=True) == []
+        finally:
+            client.close()
+    # Node 1's copy is the registry's older nightly: pulled, not found.
+    client = docker_client(lab, 1)
+    try:
+        assert client.images.get(OLDER).attrs["RepoDigests"]
+    finally:
+        client.close()

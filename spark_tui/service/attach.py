@@ -38,7 +38,7 @@ def adopt(session: Session, found: ClusterStatus, head_argv: list[str]) -> Clust
 
 
 async def attach(
-    session: Session, emit: Emit, found: ClusterStatus, *, keep_failed: bool = False
+    session: Session, emit: Emit[ev.AttachEvent], found: ClusterStatus, *, keep_failed: bool = False
 ) -> None:
     """The attach action (see module doc); a failure stops the other ranks unless
     `keep_failed`."""

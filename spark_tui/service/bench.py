@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 async def run_bench(
-    session: Session, emit: Emit, target: ApiTarget, config: BenchConfig
+    session: Session, emit: Emit[ev.BenchEvent], target: ApiTarget, config: BenchConfig
 ) -> Run | None:
     """One benchmark of `target` with `config`: progress and levels as events, recorded
     (also when cancelled: what finished is kept), then BenchDone. Returns the record."""
@@ -58,7 +58,11 @@ async def run_bench(
 
 
 def record_bench(
-    session: Session, emit: Emit, target: ApiTarget, result: BenchResult, config: BenchConfig
+    session: Session,
+    emit: Emit[ev.BenchEvent],
+    target: ApiTarget,
+    result: BenchResult,
+    config: BenchConfig,
 ) -> Run | None:
     """The benchmark in the history (a failure to write it is said, not raised): BenchDone."""
     run = None
@@ -73,7 +77,7 @@ def record_bench(
 
 async def bench(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.BenchEvent],
     config: BenchConfig,
     base_url: str | None = None,
     model: str | None = None,

@@ -36,7 +36,9 @@ def unreachable(facts: list[NodeFacts]) -> dict[str, tuple[str, str | None]]:
     return errors
 
 
-async def discover(session: Session, emit: Emit, *, strict: bool = False) -> list[NodeFacts]:
+async def discover(
+    session: Session, emit: Emit[ev.DiscoverEvent], *, strict: bool = False
+) -> list[NodeFacts]:
     """Connect (again) and probe every node; the session keeps the facts: Probed.
     `strict`: an unreachable node is an error (a launch or a sync must not skip one)."""
     await session.connect(strict=strict)

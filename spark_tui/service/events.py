@@ -254,7 +254,7 @@ class SyncStarted:
 DiscoverEvent = Question | Probed
 
 # `attach`: the endpoint, then the ranks followed as a launch follows them.
-AttachEvent = Endpoint | ClusterEvent
+AttachEvent = Question | Endpoint | ClusterEvent
 
 # `stop`: each rank removed, then what is left.
 StopEvent = Question | Stopped | ClusterEvent

@@ -61,7 +61,7 @@ def alert_of(failed: Sequence[ev.RankStateChanged], head: int) -> ev.WatchAlert:
 
 async def launch(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.LaunchEvent],
     ask: Ask,
     recipe: Recipe,
     overrides: dict[str, Any],
@@ -142,7 +142,7 @@ async def launch(
 
 async def _follow(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.LaunchEvent],
     cluster: Cluster,
     replace_stale: Any,
     options: LaunchOptions,
@@ -228,7 +228,9 @@ async def _follow(
         cluster.launch_run = record_launch(session, emit, cluster, digests, None)
 
 
-async def replace_running(session: Session, emit: Emit, ask: Ask, replace: bool | None) -> bool:
+async def replace_running(
+    session: Session, emit: Emit[ev.LaunchEvent], ask: Ask, replace: bool | None
+) -> bool:
     """A cluster of ours already on the nodes holds the memory a launch needs: stopped
     (asked unless `replace`). True when one was."""
     running = [c for c in await session.nodes.status() if c.ranks]
@@ -306,7 +308,11 @@ async def insist(ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
 
 
 def record_launch(
-    session: Session, emit: Emit, cluster: Cluster, digests: dict[str, str], ok: bool | None
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    cluster: Cluster,
+    digests: dict[str, str],
+    ok: bool | None,
 ) -> Run | None:
     """The launch in the history (a failure to write it is said, not raised)."""
     from spark_tui.core.facts import cached_revision

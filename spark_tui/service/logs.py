@@ -61,7 +61,7 @@ async def log_ranks(session: Session, rank: int | None) -> tuple[ClusterStatus, 
 
 
 async def logs(
-    session: Session, emit: Emit, *, rank: int | None, tail: int | None, follow: bool
+    session: Session, emit: Emit[ev.LogsEvent], *, rank: int | None, tail: int | None, follow: bool
 ) -> None:
     """The logs action (see module doc); `tail` lines back per rank (None: all)."""
     await session.connect(strict=True)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
     from spark_tui.ops.launch import StaleContainer
     from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.service import events as ev
     from spark_tui.service.api import ApiTarget
 
 # The pool's question about an unknown host key: (host, fingerprint) -> trust it?
@@ -85,10 +86,12 @@ class Nodes(Protocol):
         wait_ready: bool,
         follow: bool,
         ready_timeout: float,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.ClusterEvent]:
         """Start the plan's ranks and follow them (see `ops.launch`)."""
 
-    def attach_events(self, cluster_id: str, *, keep_failed: bool) -> AsyncIterator[Any]:
+    def attach_events(
+        self, cluster_id: str, *, keep_failed: bool
+    ) -> AsyncIterator[ev.ClusterEvent]:
         """Follow a running cluster of ours (see `ops.attach`); a failure removes the other
         ranks unless `keep_failed`."""
 
@@ -99,10 +102,12 @@ class Nodes(Protocol):
         interval: float,
         request_timeout: float,
         cleanup: str | None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.WatchSample]:
         """Sample a ready cluster until it fails (see `ops.watch`)."""
 
-    def rank_log(self, rank: RankStatus, *, tail: int | None, follow: bool) -> AsyncIterator[Any]:
+    def rank_log(
+        self, rank: RankStatus, *, tail: int | None, follow: bool
+    ) -> AsyncIterator[ev.LogEvent]:
         """One rank's log: `LogRecord`s, and while following `LogOutage` / `LogResumed`
         across dropped connections (see `ops.logs`)."""
 
@@ -126,10 +131,12 @@ class Nodes(Protocol):
 
     def model_sync_events(
         self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[ModelNeed], where: str
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.SyncUpdate]:
         """Put the models on every node (see `ops.model_sync`)."""
 
-    def image_sync_events(self, facts: Sequence[NodeFacts], image: str) -> AsyncIterator[Any]:
+    def image_sync_events(
+        self, facts: Sequence[NodeFacts], image: str
+    ) -> AsyncIterator[ev.SyncUpdate]:
         """Put the head's image on every node (see `ops.image_sync`)."""
 
     async def close(self) -> None:

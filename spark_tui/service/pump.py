@@ -7,16 +7,18 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from spark_tui.ops.event_stream import stream_events
 
 if TYPE_CHECKING:
     from spark_tui.service.events import Question
 
-Emit = Callable[[Any], None]
+E = TypeVar("E")
+# How an action's work hands over each event of its union: `Emit[LaunchEvent]`, ...
+Emit: TypeAlias = Callable[[E], None]
+# How it asks the user (the consumer answers; see `Question`).
 Ask = Callable[["Question"], Awaitable[bool]]
-Work = Callable[[Emit, Ask], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -27,13 +29,13 @@ class _Asked:
     answer: asyncio.Future[bool]
 
 
-async def pump(work: Work) -> AsyncIterator[Any]:
+async def pump(work: Callable[[Emit[E], Ask], Awaitable[None]]) -> AsyncIterator[E | Question]:
     """Events `work` emits, in order; a question it asks is yielded, and its answer (the
     consumer's `reply()`, else the question's default) goes back when the consumer asks for
     the next event. Closing the generator cancels the work."""
     loop = asyncio.get_running_loop()
 
-    async def run(emit: Emit) -> None:
+    async def run(emit: Emit[E | _Asked]) -> None:
         async def ask(question: Question) -> bool:
             answer: asyncio.Future[bool] = loop.create_future()
             emit(_Asked(question, answer))

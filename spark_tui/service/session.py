@@ -22,7 +22,7 @@ from spark_tui.service.api import ApiTarget, find_target, target_from_argv
 from spark_tui.service.cluster import Cluster
 from spark_tui.service.discover import discover, host_key_question
 from spark_tui.service.endpoint import head_node, tunnel_command
-from spark_tui.service.pump import Ask, Emit, pump
+from spark_tui.service.pump import Ask, E, Emit, pump
 
 # The evaluation (and with it the fit model and the plan) is imported where it is first
 # used: the cockpit paints its first frame before it evaluates anything.
@@ -176,7 +176,7 @@ class Session:
         *,
         retry: bool = False,
         flags: bool = True,
-        emit: Emit | None = None,
+        emit: Emit[ev.Notice] | None = None,
     ) -> bool:
         """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
         worker thread) and the image's flag check of every rank. True when anything new
@@ -255,8 +255,10 @@ class Session:
     async def close(self) -> None:
         await self.nodes.close()
 
-    def _pumped(self, work: Callable[[Emit, Ask], Awaitable[Any]]) -> AsyncIterator[Any]:
-        async def run(emit: Emit, ask: Ask) -> None:
+    def _pumped(
+        self, work: Callable[[Emit[E], Ask], Awaitable[Any]]
+    ) -> AsyncIterator[E | ev.Question]:
+        async def run(emit: Emit[E], ask: Ask) -> None:
             previous, self._ask = self._ask, ask
             try:
                 await work(emit, ask)
@@ -268,11 +270,11 @@ class Session:
     # -- the actions: each in its module, imported when first run (an action's operations
     # load HTTP, SSH and Docker clients the cockpit's first frame does not need) ------------
 
-    def discover(self) -> AsyncIterator[Any]:
+    def discover(self) -> AsyncIterator[ev.DiscoverEvent]:
         """Connect to every node (unknown host keys are questions) and probe them: Probed."""
         return self._pumped(lambda emit, ask: discover(self, emit))
 
-    def probe(self) -> AsyncIterator[Any]:
+    def probe(self) -> AsyncIterator[ev.DiscoverEvent]:
         """Probe again (reconnecting nodes that dropped): Probed."""
         return self._pumped(lambda emit, ask: discover(self, emit))
 
@@ -287,7 +289,7 @@ class Session:
         follow: bool = True,
         keep_failed: bool = False,
         ready_timeout: float = READY_TIMEOUT_S,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.LaunchEvent]:
         """See `service.launch`. Raises LaunchFailed when a rank fails."""
         from spark_tui.service.launch import LaunchOptions, launch
 
@@ -302,14 +304,16 @@ class Session:
 
         return await running(self)
 
-    def attach(self, found: ClusterStatus, *, keep_failed: bool = False) -> AsyncIterator[Any]:
+    def attach(
+        self, found: ClusterStatus, *, keep_failed: bool = False
+    ) -> AsyncIterator[ev.AttachEvent]:
         """Follow a running cluster of ours like a launch (its logs, ready, failures: the
         other ranks stopped, unless `keep_failed`; see `service.attach`)."""
         from spark_tui.service.attach import attach
 
         return self._pumped(lambda emit, ask: attach(self, emit, found, keep_failed=keep_failed))
 
-    def stop(self, cluster_id: str | None = None) -> AsyncIterator[Any]:
+    def stop(self, cluster_id: str | None = None) -> AsyncIterator[ev.StopEvent]:
         """Remove every rank's container (of `cluster_id`, else of all our clusters) and
         check again that none is left: Stopped (see `service.stop`)."""
         from spark_tui.service.stop import stop
@@ -326,7 +330,7 @@ class Session:
 
     def logs(
         self, *, rank: int | None = None, tail: int | None = None, follow: bool = False
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.LogsEvent]:
         """The ranks' logs, `tail` lines back (None: all), followed or not (see
         `service.logs`)."""
         from spark_tui.service.logs import logs
@@ -341,7 +345,7 @@ class Session:
         request_timeout: float = WATCH_REQUEST_TIMEOUT_S,
         cleanup: str | None = None,
         keep_failed: bool = False,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.WatchEvent]:
         """Watch a ready cluster until a rank fails, then stop its ranks unless
         `keep_failed` (see `service.watch`)."""
         from spark_tui.service.watch import watch
@@ -360,7 +364,7 @@ class Session:
 
     def smoke(
         self, *, base_url: str | None = None, model: str | None = None, **kw: Any
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.SmokeEvent]:
         """The smoke checks of the API (see `service.smoke`)."""
         from spark_tui.service.smoke import smoke
 
@@ -374,7 +378,7 @@ class Session:
         *,
         base_url: str | None = None,
         model: str | None = None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.BenchEvent]:
         """A benchmark of the API (see `service.bench`)."""
         from spark_tui.service.bench import bench
 
@@ -391,7 +395,7 @@ class Session:
         baseline: str | None = None,
         new_baseline: bool = False,
         follow: bool = True,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.TuneEvent]:
         """One change, measured against the baseline (see `service.tune`)."""
         from spark_tui.service.tune import tune
 
@@ -416,7 +420,7 @@ class Session:
         *,
         where: str = "--inventory FILE",
         probe_after: bool = False,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.SyncEvent]:
         """The recipe's model and draft model on every node: downloaded once, copied node
         to node. `where` (the CLI flags naming the nodes) goes into remedies."""
         from spark_tui.service.sync import sync_models
@@ -427,7 +431,9 @@ class Session:
             )
         )
 
-    def sync_image(self, recipe: Recipe, *, probe_after: bool = False) -> AsyncIterator[Any]:
+    def sync_image(
+        self, recipe: Recipe, *, probe_after: bool = False
+    ) -> AsyncIterator[ev.SyncEvent]:
         """The head's image of the recipe on every node: pulled, else copied node to node."""
         from spark_tui.service.sync import sync_image
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 async def run_smoke(
-    session: Session, emit: Emit, target: ApiTarget, timeout: float = SMOKE_TIMEOUT_S
+    session: Session, emit: Emit[ev.SmokeEvent], target: ApiTarget, timeout: float = SMOKE_TIMEOUT_S
 ) -> list[SmokeResult]:
     """Every smoke check against `target`: SmokeChecked each, recorded, then SmokeDone."""
     results: list[SmokeResult] = []
@@ -42,7 +42,7 @@ async def run_smoke(
 
 async def smoke(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.SmokeEvent],
     *,
     base_url: str | None = None,
     model: str | None = None,

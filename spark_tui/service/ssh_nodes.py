@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spark_tui.service.nodes import BenchRunning, ConfirmKey, ReplaceStale, Sink
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
     from spark_tui.ops.smoke import SmokeResult
     from spark_tui.remote.ssh import ConnectionPool
+    from spark_tui.service import events as ev
     from spark_tui.service.api import ApiTarget
 
 
@@ -117,7 +118,7 @@ class SshNodes:
         wait_ready: bool,
         follow: bool,
         ready_timeout: float,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.ClusterEvent]:
         from spark_tui.ops.launch import launch
 
         return launch(
@@ -130,10 +131,14 @@ class SshNodes:
             ready_timeout=ready_timeout,
         )
 
-    def attach_events(self, cluster_id: str, *, keep_failed: bool) -> AsyncIterator[Any]:
+    def attach_events(
+        self, cluster_id: str, *, keep_failed: bool
+    ) -> AsyncIterator[ev.ClusterEvent]:
         from spark_tui.ops.attach import attach
 
-        events: AsyncIterator[Any] = attach(self.pool, cluster_id, keep_failed=keep_failed)
+        events: AsyncIterator[ev.ClusterEvent] = attach(
+            self.pool, cluster_id, keep_failed=keep_failed
+        )
         return events
 
     def watch_events(
@@ -143,7 +148,7 @@ class SshNodes:
         interval: float,
         request_timeout: float,
         cleanup: str | None,
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.WatchSample]:
         from spark_tui.ops.watch import watch
 
         return watch(
@@ -154,7 +159,9 @@ class SshNodes:
             cleanup=cleanup,
         )
 
-    def rank_log(self, rank: RankStatus, *, tail: int | None, follow: bool) -> AsyncIterator[Any]:
+    def rank_log(
+        self, rank: RankStatus, *, tail: int | None, follow: bool
+    ) -> AsyncIterator[ev.LogEvent]:
         from spark_tui.ops.logs import rank_log
 
         return rank_log(self.pool, rank, tail=tail, follow=follow)
@@ -193,7 +200,7 @@ class SshNodes:
 
     def model_sync_events(
         self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[ModelNeed], where: str
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncIterator[ev.SyncUpdate]:
         from spark_tui.ops.model_sync import ModelSync
 
         run = ModelSync(
@@ -206,7 +213,9 @@ class SshNodes:
         )
         return run.run(list(needs))
 
-    def image_sync_events(self, facts: Sequence[NodeFacts], image: str) -> AsyncIterator[Any]:
+    def image_sync_events(
+        self, facts: Sequence[NodeFacts], image: str
+    ) -> AsyncIterator[ev.SyncUpdate]:
         from spark_tui.ops.image_sync import ImageSync
 
         return ImageSync(self.pool, facts, image).run()

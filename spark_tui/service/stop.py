@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 async def stop_all(
-    session: Session, emit: Emit, cluster_id: str | None, *, keep_logs: bool = False
+    session: Session, emit: Emit[ev.StopEvent], cluster_id: str | None, *, keep_logs: bool = False
 ) -> ev.Stopped:
     """Remove the containers (see module doc) and forget our cluster if it was among them
     (`keep_logs`: the ranks' last lines into the history first): Stopped."""
@@ -32,7 +32,7 @@ async def stop_all(
     return stopped
 
 
-async def stop(session: Session, emit: Emit, cluster_id: str | None) -> None:
+async def stop(session: Session, emit: Emit[ev.StopEvent], cluster_id: str | None) -> None:
     """The stop action: every node must answer (a stop must not silently leave one out);
     each rank's last lines go into its launch's record."""
     await session.connect(strict=True)

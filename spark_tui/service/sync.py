@@ -14,7 +14,7 @@ sync fixes, as fit findings, are service.gaps'.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.model_presence import ModelNeed
     from spark_tui.core.recipe import Recipe
+    from spark_tui.service.events import SyncEvent, SyncUpdate
     from spark_tui.service.pump import Emit
     from spark_tui.service.session import Session
 
@@ -68,7 +69,7 @@ def image_of(recipe: Recipe) -> str:
 # -- the actions (run by Session.sync_models / Session.sync_image) ---------------------
 
 
-async def _probed(session: Session, emit: Emit) -> list[NodeFacts]:
+async def _probed(session: Session, emit: Emit[SyncEvent]) -> list[NodeFacts]:
     """Every node connected (an unreachable one is an error: a sync must not skip it) and
     probed; the facts in rank order."""
     return await discover(session, emit, strict=True)
@@ -76,7 +77,7 @@ async def _probed(session: Session, emit: Emit) -> list[NodeFacts]:
 
 async def sync_models(
     session: Session,
-    emit: Emit,
+    emit: Emit[SyncEvent],
     recipe: Recipe,
     overrides: Mapping[str, Any],
     *,
@@ -96,7 +97,7 @@ async def sync_models(
 
 async def sync_image(
     session: Session,
-    emit: Emit,
+    emit: Emit[SyncEvent],
     recipe: Recipe,
     *,
     probe_after: bool = False,
@@ -113,7 +114,7 @@ async def sync_image(
     return ok
 
 
-async def _pass(emit: Emit, events: Any) -> bool:
+async def _pass(emit: Emit[SyncEvent], events: AsyncIterator[SyncUpdate]) -> bool:
     ok = False
     async for event in events:
         emit(event)

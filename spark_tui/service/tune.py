@@ -90,7 +90,7 @@ def _wrong_ranks(ranks: list[tuple[int, list[str]]], setting: str, value: Any) -
 
 async def tune(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.TuneEvent],
     ask: Ask,
     recipe: Recipe,
     setting: str,

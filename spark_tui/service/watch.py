@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 async def watch(
     session: Session,
-    emit: Emit,
+    emit: Emit[ev.WatchEvent],
     cluster_id: str | None = None,
     *,
     interval: float = WATCH_INTERVAL_S,
@@ -51,7 +51,11 @@ async def watch(
 
 
 async def settle(
-    session: Session, emit: Emit, alert: ev.WatchAlert, cluster_id: str | None, keep_failed: bool
+    session: Session,
+    emit: Emit[ev.WatchEvent],
+    alert: ev.WatchAlert,
+    cluster_id: str | None,
+    keep_failed: bool,
 ) -> None:
     """After a watch's alert: the other ranks stopped and their lines kept (else kept for
     inspection), as a failed launch leaves them. `cluster_id` None: the only cluster on the

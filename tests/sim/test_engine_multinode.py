@@ -163,7 +163,12 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
     )
     try:
         head.wait_healthy(ports[0])
-        assert "All 2 data parallel engines are connected." in head.output
+        # vLLM 0.32's words on the lab's DP 2 (tests/lab/test_lab_vllm_dp.py).
+        assert "[utils.py:1245] Started DP Coordinator process (PID: " in head.output
+        assert (
+            "[coordinator.py:258] All engine subscriptions received by DP coordinator"
+            in head.output
+        )
         assert (
             f"Launching 1 data parallel engine(s) in headless mode, with head node address "
             f"tcp://127.0.0.1:{rpc}." in other.output

@@ -232,7 +232,9 @@ def _engine_config_line(ctx: Context, spec: ModelSpec, lay: mem.Layout) -> str:
         f"trust_remote_code={a.trust_remote_code}, dtype=torch.{_dtype(a, spec)}, "
         f"max_seq_len={lay.max_model_len}, download_dir={a.download_dir}, "
         f"load_format={a.load_format}, tensor_parallel_size={lay.tp}, "
-        f"pipeline_parallel_size={lay.pp}, data_parallel_size={lay.dp}, "
+        # A dense model's DP replicas are independent engines: vLLM prints each one's as 1.
+        f"pipeline_parallel_size={lay.pp}, "
+        f"data_parallel_size={lay.dp if spec.is_moe else 1}, "
         f"decode_context_parallel_size={a.decode_context_parallel_size}, "
         f"quantization={a.quantization or spec.quant_method}, enforce_eager={lay.enforce_eager}, "
         f"kv_cache_dtype={a.kv_cache_dtype}, device_config=cuda, "
@@ -599,7 +601,6 @@ def _dp_rendezvous(ctx: Context) -> None:
     addr = a.data_parallel_address or a.master_addr
     port = a.data_parallel_rpc_port or 29550
     timeout = ctx.st.rendezvous_timeout_s
-    who = ctx.engine or ctx.runner
     fingerprint = {
         "model": canonical_id(a.model),
         "tensor_parallel_size": ctx.tp,
@@ -608,11 +609,9 @@ def _dp_rendezvous(ctx: Context) -> None:
     }
     if ctx.dp_rank == 0:
         expected = list(range(ctx.dp_local, ctx.dp, ctx.dp_local))
-        who.info(
-            "coordinator.py:98",
-            f"Waiting for {len(expected)} remote data parallel engine node(s) at "
-            f"tcp://{addr}:{port}",
-        )
+        # The head's API process starts vLLM's DP coordinator, which the engines join.
+        coordinator_pid = ctx.pid + 1
+        ctx.bare.info("utils.py:1245", f"Started DP Coordinator process (PID: {coordinator_pid})")
         head = ctx.dp_head = _listening_head(ctx, port, expected, fingerprint)
         try:
             head.wait_all(timeout, lambda: ctx.stop.is_set())
@@ -620,7 +619,9 @@ def _dp_rendezvous(ctx: Context) -> None:
             raise failures.clients_timeout(timeout, exc.joined, len(expected) + 1) from exc
         ctx.check()
         head.broadcast({"type": "start"})
-        who.info("coordinator.py:121", f"All {ctx.dp} data parallel engines are connected.")
+        ctx.log.channel(f"VLLM_DP_Coordinator pid={coordinator_pid}").info(
+            "coordinator.py:258", "All engine subscriptions received by DP coordinator"
+        )
         return
     member = Member(
         addr,

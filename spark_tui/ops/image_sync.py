@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import asyncssh
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
+from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
 from spark_tui.ops.model_sync import DD_BYTES, PEER_CHECK, last_error, sh
-from spark_tui.ops.transfer import RateMeter, drain, relay
+from spark_tui.ops.transfer import RateMeter, relay
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
 
 # $1 the image: "ID SIZE DIGEST..." (nothing when the node does not have it).
@@ -68,18 +69,22 @@ class ImageSync:
     peer_port: int = 22
     pull_timeout: float = 600.0
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
-    _queue: asyncio.Queue[SyncUpdate] = field(default_factory=asyncio.Queue)
+    _emit: Callable[[SyncUpdate], None] | None = None  # the running sync's (see run)
 
     async def run(self) -> AsyncIterator[SyncUpdate]:
         """Sync the image; yields events as they happen, SyncFinished last."""
-        async for item in drain(self._all(), self._queue):
-            if isinstance(item, set):
-                yield SyncFinished(not item, (self.image,), tuple(sorted(item)))
-            else:
-                yield item
+
+        async def work(emit: Callable[[SyncUpdate], None]) -> None:
+            self._emit = emit
+            failed = await self._all()
+            emit(SyncFinished(not failed, (self.image,), tuple(sorted(failed))))
+
+        async for event in stream_events(work):
+            yield event
 
     def emit(self, event: SyncUpdate) -> None:
-        self._queue.put_nowait(event)
+        assert self._emit is not None, "a sync emits while it runs"
+        self._emit(event)
 
     async def inspect(self, conn: NodeConnection) -> ImageState:
         res = await conn.run(sh(INSPECT, self.image), timeout=60)

@@ -37,8 +37,9 @@ from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.model_presence import FileCopy, ModelNeed, files_to_copy
 from spark_tui.core.weight_files import UNUSED_PATTERNS
+from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
-from spark_tui.ops.transfer import RateMeter, drain, relay
+from spark_tui.ops.transfer import RateMeter, relay
 from spark_tui.remote.hub import DEFAULT_ENDPOINT, is_transport_error
 from spark_tui.remote.parsers import index_shards, parse_df_b1
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
@@ -260,25 +261,31 @@ class ModelSync:
     peer_port: int = 22
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
     progress_interval: float = 1.0
-    _queue: asyncio.Queue[SyncUpdate] = field(default_factory=asyncio.Queue)
+    _emit: Callable[[SyncUpdate], None] | None = None  # the running sync's (see run)
     _wanted: dict[ModelNeed, tuple[str, list[str]]] = field(default_factory=dict)
 
     # --- the run ------------------------------------------------------------------------
 
     async def run(self, needs: Sequence[ModelNeed]) -> AsyncIterator[SyncUpdate]:
         """Sync every model in `needs`; yields events as they happen, SyncFinished last."""
-        async for item in drain(self._all(needs), self._queue):
-            if isinstance(item, set):
-                yield SyncFinished(
-                    ok=not item,
+
+        async def work(emit: Callable[[SyncUpdate], None]) -> None:
+            self._emit = emit
+            failed = await self._all(needs)
+            emit(
+                SyncFinished(
+                    ok=not failed,
                     items=tuple(n.repo_id for n in needs),
-                    failed_nodes=tuple(sorted(item)),
+                    failed_nodes=tuple(sorted(failed)),
                 )
-            else:
-                yield item
+            )
+
+        async for event in stream_events(work):
+            yield event
 
     def emit(self, event: SyncUpdate) -> None:
-        self._queue.put_nowait(event)
+        assert self._emit is not None, "a sync emits while it runs"
+        self._emit(event)
 
     async def _all(self, needs: Sequence[ModelNeed]) -> set[str]:
         failed: set[str] = set()

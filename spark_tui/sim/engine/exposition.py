@@ -74,8 +74,9 @@ class Writer:
             self.lines.append(f"{name}{label_text(labels)} {go_float(value)}")
 
     def counter(self, name: str, help_text: str, samples: list[tuple[Labels, float]]) -> None:
-        """A counter family (`name` without `_total`), its samples and its `_created` gauges."""
-        self._head(name, "counter", help_text)
+        """A counter family (`name` without `_total`; the multiprocess collector declares it
+        with `_total`), its samples and its `_created` gauges."""
+        self._head(f"{name}_total", "counter", help_text)
         for labels, value in samples:
             self.lines.append(f"{name}_total{label_text(labels)} {go_float(value)}")
         self._created(name, help_text, [labels for labels, _v in samples])

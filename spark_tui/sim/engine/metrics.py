@@ -32,6 +32,46 @@ PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
+# vLLM 0.32's CacheConfig as `vllm:cache_config_info` labels it (every field, str()-ed), at
+# its defaults; the engine's own values replace these.
+CACHE_CONFIG_DEFAULTS = {
+    "block_size": "16",
+    "user_specified_block_size": "False",
+    "kv_cache_layout": "None",
+    "prefix_match_unit": "None",
+    "gpu_memory_utilization": "0.92",
+    "cache_dtype": "auto",
+    "is_attention_free": "False",
+    "num_gpu_blocks_override": "None",
+    "sliding_window": "None",
+    "enable_prefix_caching": "True",
+    "prefix_caching_hash_algo": "sha256",
+    "prefix_cache_retention_interval": "0",
+    "kv_cache_dtype_skip_layers": "[]",
+    "mamba_page_size_padded": "None",
+    "skip_page_size_padded": "None",
+    "mamba_block_size": "None",
+    "mamba_cache_dtype": "auto",
+    "mamba_ssm_cache_dtype": "auto",
+    "mamba_cache_mode": "none",
+    "enable_mamba_shared_prefix_checkpoint": "False",
+    "replayssm_buffer_len": "16",
+    "use_replayssm": "False",
+    "use_kda_recoverssm": "False",
+    "num_gpu_blocks": "None",
+    "num_cpu_blocks": "None",
+    "effective_attention_block_size": "None",
+    "kv_cache_size_tokens": "None",
+    "kv_cache_max_concurrency": "None",
+    "hash_block_size": "None",
+    "cache_hit_alignment_tokens": "None",
+    "kv_sharing_fast_prefill": "False",
+    "swa_bounded_replay": "True",
+    "kv_cache_memory_bytes": "None",
+    "kv_offloading_size": "None",
+    "kv_offloading_backend": "native",
+    "_block_size_resolved": "True",
+}
 
 # Per-request histograms: name -> (HELP, bucket family).
 _REQUEST_HISTOGRAMS: dict[str, tuple[str, str]] = {
@@ -346,7 +386,7 @@ class EngineMetrics:
                 "calculations).",
                 [(one, 0)],
             )
-        info = sorted(self.cache_info.items())
+        info = sorted({**CACHE_CONFIG_DEFAULTS, **self.cache_info, "engine": self.engine}.items())
         w.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [(info, 1)])
         return w.text()
 

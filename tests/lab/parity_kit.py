@@ -1,0 +1,216 @@
+"""spark-tui's `bench` and vLLM's own `vllm bench serve` on the same real-vLLM cluster, with
+the same prompt and output lengths, concurrency and request count; shared by the lab's parity
+test and benchmarks/bench_parity.py.
+
+How the two are made to measure the same thing:
+- Both stream /v1/chat/completions with `stream_options.include_usage`, force the output
+  length (spark-tui: min_tokens + ignore_eos; vLLM: --ignore-eos) and keep `concurrency`
+  requests in flight until `requests` are done.
+- Prompt length as the server counts it: spark-tui sizes its prompt so that the server's
+  `usage.prompt_tokens` (chat template included) is the requested length; vLLM's random
+  dataset gives the length of the message alone, so it is asked for the requested length
+  minus the template's tokens, measured on the server.
+- spark-tui runs where a user runs it (the control machine, through the SSH forward of
+  `--inventory`); `vllm bench serve` runs in the head's container against 127.0.0.1.
+- Rounds alternate (vLLM, spark-tui, vLLM, ...) and each figure is the median over rounds, so
+  a burst of load from elsewhere on the machine moves both tools' figures alike.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+
+FIGURES = ("ttft_p50_s", "itl_p50_s", "output_tps")
+
+
+@dataclass
+class Workload:
+    """What both tools run."""
+
+    prompt_tokens: int = 256
+    output_tokens: int = 64
+    concurrency: int = 4
+    requests: int = 48
+
+
+@dataclass
+class Comparison:
+    """Per-round figures of both tools and their medians."""
+
+    workload: Workload
+    template_tokens: int
+    vllm: list[dict[str, float]] = field(default_factory=list)
+    spark: list[dict[str, float]] = field(default_factory=list)
+    raw: list[dict[str, Any]] = field(default_factory=list)
+
+    def median(self, who: str, figure: str) -> float:
+        rounds = self.vllm if who == "vllm" else self.spark
+        return statistics.median(r[figure] for r in rounds)
+
+    def ratio(self, figure: str) -> float:
+        """spark-tui's median over vLLM's."""
+        return self.median("spark", figure) / self.median("vllm", figure)
+
+    def table(self) -> str:
+        """Both tools' figures side by side."""
+        w = self.workload
+        lines = [
+            f"workload: prompt {w.prompt_tokens} tokens (chat template {self.template_tokens} of "
+            f"them), output {w.output_tokens}, concurrency {w.concurrency}, {w.requests} "
+            f"requests; {len(self.vllm)} rounds each, medians",
+            f"{'figure':<22}{'vllm bench serve':>18}{'spark-tui bench':>18}{'spark/vllm':>12}",
+        ]
+        for fig, unit, scale in (
+            ("ttft_p50_s", "ms", 1000.0),
+            ("itl_p50_s", "ms", 1000.0),
+            ("output_tps", "tok/s", 1.0),
+        ):
+            v, s = self.median("vllm", fig) * scale, self.median("spark", fig) * scale
+            lines.append(f"{fig + ' (' + unit + ')':<22}{v:>18.2f}{s:>18.2f}{s / v:>12.3f}")
+        return "\n".join(lines)
+
+
+def template_tokens(base: str, model: str) -> int:
+    """The tokens the chat template adds around an empty user message, on this server."""
+    body = {"model": model, "messages": [{"role": "user", "content": ""}], "max_tokens": 1}
+    resp = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
+    resp.raise_for_status()
+    return int(resp.json()["usage"]["prompt_tokens"])
+
+
+def vllm_bench_argv(w: Workload, model_repo: str, served: str, input_len: int) -> list[str]:
+    """`vllm bench serve` as run in the head's container."""
+    return [
+        "vllm",
+        "bench",
+        "serve",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--base-url",
+        "http://127.0.0.1:8000",
+        "--model",
+        model_repo,
+        "--served-model-name",
+        served,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(input_len),
+        "--random-output-len",
+        str(w.output_tokens),
+        "--random-range-ratio",
+        "0",
+        "--num-prompts",
+        str(w.requests),
+        "--max-concurrency",
+        str(w.concurrency),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--disable-tqdm",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        "/tmp",
+        "--result-filename",
+        "spark-tui-parity.json",
+    ]
+
+
+def run_vllm_bench(container: Any, argv: list[str]) -> dict[str, Any]:
+    """Run `vllm bench serve` in the container; its saved result."""
+    res = container.exec_run(argv, environment={"HF_HUB_OFFLINE": "1"})
+    said = res.output.decode("utf-8", "replace")
+    if res.exit_code != 0:
+        raise RuntimeError(f"vllm bench serve exited {res.exit_code}:\n{said[-3000:]}")
+    got = container.exec_run(["cat", "/tmp/spark-tui-parity.json"])
+    result: dict[str, Any] = json.loads(got.output.decode())
+    result["_stdout"] = said
+    return result
+
+
+def vllm_figures(result: dict[str, Any]) -> dict[str, float]:
+    return {
+        "ttft_p50_s": result["median_ttft_ms"] / 1000.0,
+        "itl_p50_s": result["median_itl_ms"] / 1000.0,
+        "output_tps": float(result["output_throughput"]),
+    }
+
+
+def run_spark_bench(target: list[str], w: Workload) -> dict[str, Any]:
+    """`spark-tui bench TARGET --json` (TARGET: --inventory FILE or --base-url URL)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "spark_tui",
+        "bench",
+        *target,
+        "--concurrency",
+        str(w.concurrency),
+        "--prompt-tokens",
+        str(w.prompt_tokens),
+        "--output-tokens",
+        str(w.output_tokens),
+        "--requests-per-level",
+        str(w.requests),
+        "--json",
+    ]
+    res = subprocess.run(
+        argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"spark-tui bench exited {res.returncode}:\n{res.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+def spark_figures(result: dict[str, Any]) -> dict[str, float]:
+    (level,) = result["levels"]
+    fig = level["figures"]
+    return {
+        "ttft_p50_s": float(fig["ttft_p50_s"]),
+        "itl_p50_s": float(fig["itl_p50_s"]),
+        "output_tps": float(fig["total_output_tps"]),
+    }
+
+
+def head_container(socket: Path) -> Any:
+    """The one container running on the head (the launched rank 0)."""
+    client = docker.DockerClient(base_url=f"unix://{socket}", timeout=900)
+    (container,) = client.containers.list()
+    return container
+
+
+def compare(
+    container: Any,
+    base: str,
+    spark_target: list[str],
+    model_repo: str,
+    served: str,
+    w: Workload,
+    rounds: int = 3,
+) -> Comparison:
+    """Alternate `rounds` runs of each tool; the figures of every round."""
+    overhead = template_tokens(base, served)
+    out = Comparison(w, overhead)
+    argv = vllm_bench_argv(w, model_repo, served, w.prompt_tokens - overhead)
+    for _ in range(rounds):
+        v = run_vllm_bench(container, argv)
+        out.vllm.append(vllm_figures(v))
+        s = run_spark_bench(spark_target, w)
+        out.spark.append(spark_figures(s))
+        out.raw.append({"vllm": v, "spark": s})
+    return out

@@ -203,7 +203,7 @@ def test_data_parallel_replicas_meet_behind_one_api_and_fail_together() -> None:
             )
         }
         assert served["0"] > 0 and served["1"] > 0 and served["0"] + served["1"] == 8, served
-        assert text.count("# TYPE vllm:request_success counter") == 1  # one family
+        assert text.count("# TYPE vllm:request_success_total counter") == 1  # one family
         deadline = time.monotonic() + 10
         while (
             "Engine 001: Avg prompt throughput" not in head.output and time.monotonic() < deadline

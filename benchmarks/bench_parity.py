@@ -7,7 +7,8 @@ TTFT p50, ITL p50 and output tokens/s of both, side by side. Prints figures, nev
 Needs Linux and root and the lab's real-vLLM image (built once, cached). Brings up a 2-node lab,
 launches the lab recipe for one node on the head with `spark-tui launch --wait`, then alternates
 the two tools (`vllm bench serve` in the head's container against 127.0.0.1, `spark-tui bench
---inventory` from this machine through the SSH forward) and prints the medians over rounds.
+--inventory` from this machine through the SSH forward, in the head container's CPU cgroup like
+`vllm bench serve`, with the head's sshd) and prints the medians over rounds.
 How the two are matched (prompt tokens with the chat template, forced output length): see
 tests/lab/parity_kit.py. Budget (issue's target): each figure within 10 %.
 """
@@ -70,6 +71,7 @@ def main() -> int:
                 SERVED,
                 workload,
                 rounds=args.rounds,
+                sshd_pid=int(lab.node(1).sshd_pidfile.read_text()),
             )
             print(got.table())
             for i, (v, s) in enumerate(zip(got.vllm, got.spark, strict=True), 1):

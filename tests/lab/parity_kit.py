@@ -14,11 +14,18 @@ How the two are made to measure the same thing:
   `--inventory`); `vllm bench serve` runs in the head's container against 127.0.0.1.
 - Rounds alternate (vLLM, spark-tui, vLLM, ...) and each figure is the median over rounds, so
   a burst of load from elsewhere on the machine moves both tools' figures alike.
+- Both clients get the CPU alike: the lab's CPU vLLM keeps both of this machine's cores busy,
+  and a process outside the head container's CPU cgroup (spark-tui, and the head's sshd that
+  carries its forward) then runs only now and then: it reads a reply's streamed chunks late
+  and all at once (a near-zero ITL median, a TTFT of the whole reply). `vllm bench serve`
+  runs inside that cgroup, so spark-tui's bench process and the head's sshd are moved into it
+  too. On real Sparks the client is another machine and sshd has cores to spare.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -150,8 +157,28 @@ def vllm_figures(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def run_spark_bench(target: list[str], w: Workload) -> dict[str, Any]:
-    """`spark-tui bench TARGET --json` (TARGET: --inventory FILE or --base-url URL)."""
+def cpu_group(pid: int) -> Path:
+    """The `cgroup.procs` file of the CPU cgroup process `pid` is in (cgroup v1 or v2)."""
+    unified = None
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return Path("/sys/fs/cgroup", controllers, path.lstrip("/"), "cgroup.procs")
+        if controllers == "":
+            unified = Path("/sys/fs/cgroup", path.lstrip("/"), "cgroup.procs")
+    if unified is None:
+        raise RuntimeError(f"process {pid} is in no CPU cgroup")
+    return unified
+
+
+def join_cpu_group(procs: Path, pid: int) -> None:
+    """Move process `pid` into the cgroup of `procs` (its children follow)."""
+    procs.write_text(str(pid))
+
+
+def run_spark_bench(target: list[str], w: Workload, group: Path | None = None) -> dict[str, Any]:
+    """`spark-tui bench TARGET --json` (TARGET: --inventory FILE or --base-url URL), in the CPU
+    cgroup `group` when given."""
     argv = [
         sys.executable,
         "-m",
@@ -168,8 +195,18 @@ def run_spark_bench(target: list[str], w: Workload) -> dict[str, Any]:
         str(w.requests),
         "--json",
     ]
+
+    def join() -> None:  # runs in the child before it starts spark-tui
+        if group is not None:
+            join_cpu_group(group, os.getpid())
+
     res = subprocess.run(
-        argv, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=join,
     )
     if res.returncode != 0:
         raise RuntimeError(f"spark-tui bench exited {res.returncode}:\n{res.stderr[-3000:]}")
@@ -202,15 +239,21 @@ def compare(
     served: str,
     w: Workload,
     rounds: int = 3,
+    sshd_pid: int | None = None,
 ) -> Comparison:
-    """Alternate `rounds` runs of each tool; the figures of every round."""
+    """Alternate `rounds` runs of each tool; the figures of every round. spark-tui runs in the
+    head container's CPU cgroup, and so does the head's sshd (`sshd_pid`, its listener: the
+    connections it forks from now on stay there)."""
+    group = cpu_group(int(container.attrs["State"]["Pid"]))
+    if sshd_pid is not None:
+        join_cpu_group(group, sshd_pid)
     overhead = template_tokens(base, served)
     out = Comparison(w, overhead)
     argv = vllm_bench_argv(w, model_repo, served, w.prompt_tokens - overhead)
     for _ in range(rounds):
         v = run_vllm_bench(container, argv)
         out.vllm.append(vllm_figures(v))
-        s = run_spark_bench(spark_target, w)
+        s = run_spark_bench(spark_target, w, group)
         out.spark.append(spark_figures(s))
         out.raw.append({"vllm": v, "spark": s})
     return out

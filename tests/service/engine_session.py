@@ -59,9 +59,10 @@ class EngineNodes(SshNodes):
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any, wait: bool = True) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
-        engine these launches run), as the product asks the head's image."""
+        engine these launches run), as the product asks the head's image; read at once, so
+        never pending (`wait` or not)."""
         from spark_tui.core.serve_flags import parse_help
         from spark_tui.ops.image_flags import argvs_findings, serve_argvs
 

@@ -517,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spark-tui: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM/SIGHUP (commands._interrupts)
+    except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM/SIGHUP (commands.interrupts)
         print("spark-tui: interrupted", file=sys.stderr)
         return int(getattr(exc, "exit_code", 130))
     except BrokenPipeError:

@@ -33,7 +33,7 @@ async def _sync(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     if args.images_command == "sync":
-        from spark_tui.commands._interrupts import run_command
+        from spark_tui.commands.interrupts import run_command
 
         return EXIT_OK if run_command(lambda: _sync(args)) else EXIT_FAILED
     raise AssertionError(args.images_command)  # argparse allows no other action

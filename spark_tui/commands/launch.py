@@ -18,7 +18,7 @@ from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, LaunchFailed
 
 
 async def _launch(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import report_left
+    from spark_tui.commands.interrupts import report_left
     from spark_tui.commands.terminal import consume, err, session, show, targets
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.service import events as ev
@@ -91,6 +91,6 @@ def _sets(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import run_command
+    from spark_tui.commands.interrupts import run_command
 
     return int(run_command(lambda: _launch(args)))

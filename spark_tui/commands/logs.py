@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spark_tui.commands._interrupts import run_command
+from spark_tui.commands.interrupts import run_command
 from spark_tui.core.errors import EXIT_OK
 from spark_tui.service import events as ev
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spark_tui.commands._interrupts import run_command
+from spark_tui.commands.interrupts import run_command
 from spark_tui.core.errors import EXIT_OK, EXIT_UNREACHABLE
 from spark_tui.core.facts import GIB, NodeFacts, facts_to_json
 

@@ -76,6 +76,6 @@ async def _smoke(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import run_command
+    from spark_tui.commands.interrupts import run_command
 
     return int(run_command(lambda: _smoke(args)))

@@ -13,7 +13,7 @@ import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from spark_tui.commands._interrupts import run_command
+from spark_tui.commands.interrupts import run_command
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.images import image_line
 

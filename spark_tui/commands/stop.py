@@ -24,7 +24,7 @@ async def _stop(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import run_command
+    from spark_tui.commands.interrupts import run_command
 
     done = run_command(lambda: _stop(args))
     removed = done.removed

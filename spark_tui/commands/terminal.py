@@ -46,9 +46,9 @@ def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -
 
 
 def run_lazily(main: Callable[[], Any]) -> Any:
-    """`_interrupts.run_command`, imported only when a command does talk to nodes: `plan`
+    """`interrupts.run_command`, imported only when a command does talk to nodes: `plan`
     and `check` from a facts file never need asyncio."""
-    from spark_tui.commands._interrupts import run_command
+    from spark_tui.commands.interrupts import run_command
 
     return run_command(main)
 

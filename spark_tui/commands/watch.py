@@ -110,7 +110,7 @@ async def _watch(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_tui.commands._interrupts import CommandInterrupted, run_command
+    from spark_tui.commands.interrupts import CommandInterrupted, run_command
 
     try:
         return run_command(lambda: _watch(args))

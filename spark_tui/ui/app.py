@@ -195,10 +195,10 @@ class SparkApp(App[int]):
             return
         exc = event.worker.error
         if isinstance(exc, SparkError):
-            self.main._error(exc.message, exc.remedy)
+            self.main.show_error(exc.message, exc.remedy)
             return
         where = self._write_crash_log(exc)
-        self.main._error(
+        self.main.show_error(
             f"unexpected error in {event.worker.name or 'a task'}: {type(exc).__name__}: {exc}",
             f"the details are in {where}; please report it. The cockpit keeps running: "
             "try the action again, or quit (q)",
@@ -257,7 +257,7 @@ class SparkApp(App[int]):
         try:
             if self.cluster is not None and self.cluster.running and self.session.simulated:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self.main._stop_now(), GONE_STOP_TIMEOUT)
+                    await asyncio.wait_for(self.main.stop_now(), GONE_STOP_TIMEOUT)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.session.close(), GONE_STOP_TIMEOUT)
@@ -321,11 +321,11 @@ class SparkApp(App[int]):
     def _show_probes(self, probed: ev.Probed) -> None:
         self.main.route(probed)
 
-    def _refresh_recipes(self, keep: str | None = None) -> None:
-        self.main._refresh_recipes(keep=keep)
+    def refresh_recipes(self, keep: str | None = None) -> None:
+        self.main.refresh_recipes(keep=keep)
 
-    def _build_panes(self, ranks: list[tuple[int, str]]) -> None:
-        self.main._build_panes(ranks)
+    def build_panes(self, ranks: list[tuple[int, str]]) -> None:
+        self.main.build_panes(ranks)
 
     def _rank_state(self, event: ev.RankStateChanged) -> None:
         self.main.route(event)
@@ -427,7 +427,7 @@ class SparkApp(App[int]):
     @work(exclusive=True, group="stop", exit_on_error=False)
     async def _stop_and_exit(self) -> None:
         self.closing = True
-        if await self.main._stop_now():
+        if await self.main.stop_now():
             self._exit_clean()
         else:
             self.closing = False

@@ -1,4 +1,4 @@
-"""The headless commands' signal handling (commands._interrupts): SIGINT, SIGTERM and
+"""The headless commands' signal handling (commands.interrupts): SIGINT, SIGTERM and
 SIGHUP end a command through its finally blocks; a second signal does not cut the
 clean-up short, a third abandons it."""
 
@@ -13,7 +13,7 @@ import pytest
 
 _SCRIPT = r"""
 import asyncio, sys
-from spark_tui.commands._interrupts import CommandInterrupted, run_command
+from spark_tui.commands.interrupts import CommandInterrupted, run_command
 
 async def main():
     try:

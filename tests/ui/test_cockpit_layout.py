@@ -126,7 +126,7 @@ async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
-        app._build_panes([(0, "spark-a"), (1, "spark-b"), (2, "spark-c")])
+        app.build_panes([(0, "spark-a"), (1, "spark-b"), (2, "spark-c")])
         await pilot.pause(0.1)
         tabs = app.query_one("#rank-tabs", TabbedContent)
         assert tabs.tab_count == 3

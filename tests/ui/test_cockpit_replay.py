@@ -89,7 +89,7 @@ async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> 
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         app.sets["glm-5.3-flash"] = {"gpu_memory_utilization": "0.4"}
-        app._refresh_recipes(keep="glm-5.3-flash")
+        app.refresh_recipes(keep="glm-5.3-flash")
         assert "does not fit" in static_text(app, "#fit-body")
         await pilot.press("l")
         await pilot.pause(0.05)

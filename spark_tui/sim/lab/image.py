@@ -99,7 +99,7 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 @contextmanager
-def _locked(cache_dir: Path) -> Iterator[None]:
+def locked(cache_dir: Path) -> Iterator[None]:
     import fcntl  # Unix only, like the lab
 
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -111,14 +111,14 @@ def _locked(cache_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _python_candidates() -> list[str]:
+def python_candidates() -> list[str]:
     import sys
 
     cands = ["/usr/bin/python3", os.path.realpath(sys.executable)]
     return [c for i, c in enumerate(cands) if os.path.exists(c) and c not in cands[:i]]
 
 
-def _describe_python(exe: str) -> dict[str, str] | None:
+def describe_python(exe: str) -> dict[str, str] | None:
     code = (
         "import json, os, sys, sysconfig; print(json.dumps({"
         "'exe': os.path.realpath(sys.executable), "
@@ -138,7 +138,7 @@ def _stamp(path: str) -> str:
     return f"{path}:{st.st_size}:{int(st.st_mtime)}"
 
 
-def _ldd(paths: list[str]) -> set[str]:
+def ldd(paths: list[str]) -> set[str]:
     libs: set[str] = set()
     for chunk in range(0, len(paths), 64):
         proc = run(["ldd", *paths[chunk : chunk + 64]], check=False, timeout=30)
@@ -159,7 +159,7 @@ def _ignore(_dir: str, names: list[str]) -> set[str]:
     return {n for n in names if n in _EXCLUDED or n.startswith("config-")}
 
 
-def _skeleton(root: Path) -> None:
+def skeleton(root: Path) -> None:
     for d in ("bin", "etc", "tmp", "root", "proc", "sys", "dev", "opt", "var/tmp", "usr/local/bin"):
         (root / d).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
@@ -168,7 +168,7 @@ def _skeleton(root: Path) -> None:
     (root / "etc" / "group").write_text(_GROUP)
 
 
-def _add_busybox(root: Path) -> list[str]:
+def add_busybox(root: Path) -> list[str]:
     busybox = which("busybox")
     if busybox is None:
         raise SparkError("busybox is not installed", "apt-get install -y busybox-static")
@@ -185,8 +185,8 @@ def _add_busybox(root: Path) -> list[str]:
 
 
 def _build_hostpy(info: dict[str, str], root: Path) -> None:
-    _skeleton(root)
-    binaries = _add_busybox(root)
+    skeleton(root)
+    binaries = add_busybox(root)
     exe = info["exe"]
     _copy_file(exe, root)
     for alias in ("/usr/bin/python3", "/usr/local/bin/python3"):
@@ -201,7 +201,7 @@ def _build_hostpy(info: dict[str, str], root: Path) -> None:
         shutil.copytree(dynload, root / dynload.lstrip("/"), symlinks=True)
     sos = [str(p) for p in (root / dynload.lstrip("/")).glob("*.so")] if dynload else []
     host_sos = ["/" + str(Path(p).relative_to(root)) for p in sos]
-    for lib in sorted(_ldd([exe, *binaries, *host_sos])):
+    for lib in sorted(ldd([exe, *binaries, *host_sos])):
         if not (root / lib.lstrip("/")).exists():
             _copy_file(lib, root)
 
@@ -244,10 +244,10 @@ def rootfs(cache_dir: Path) -> tuple[Path, str, bool, float]:
     """The cached root filesystem (built when missing): (path, base, was_cached, seconds)."""
     started = time.monotonic()
     want = os.environ.get("SPARK_TUI_LAB_BASE", "hostpy")
-    with _locked(cache_dir):
+    with locked(cache_dir):
         if want != "debootstrap":
-            for exe in _python_candidates():
-                info = _describe_python(exe)
+            for exe in python_candidates():
+                info = describe_python(exe)
                 if info is None:
                     continue
                 parts = [_BUILD_VERSION, _stamp(info["exe"]), info["stdlib"]]

@@ -32,7 +32,7 @@ from typing import Any
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.sim.lab import image as lab_image
 from spark_tui.sim.lab.config import DEFAULT_CACHE_DIR
-from spark_tui.sim.lab.image import LAB_IMAGE, _describe_python, _ldd, _locked, _python_candidates
+from spark_tui.sim.lab.image import LAB_IMAGE, describe_python, ldd, locked, python_candidates
 from spark_tui.sim.lab.run import run
 
 RAY_VERSION = "2.60.0"
@@ -53,8 +53,8 @@ def site_dir(cache_dir: Path = DEFAULT_CACHE_DIR) -> Path:
 
 
 def _rootfs_python() -> dict[str, str]:
-    for exe in _python_candidates():
-        info = _describe_python(exe)
+    for exe in python_candidates():
+        info = describe_python(exe)
         if info is not None:
             return info
     raise OperationFailed(
@@ -68,7 +68,7 @@ def ensure_site(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> 
     say = say or (lambda _m: None)
     site = site_dir(cache_dir)
     started = time.monotonic()
-    with _locked(cache_dir):
+    with locked(cache_dir):
         if (site / _COMPLETE).exists():
             return site, 0.0
         version = _rootfs_python()["version"]
@@ -111,7 +111,7 @@ def _image_tar(cache_dir: Path, site: Path, out: Path) -> None:
         info.size, info.mode, info.mtime = len(data), 0o755, int(time.time())
         tar.addfile(info, io.BytesIO(data))
         have = set(tar.getnames())
-        for lib in sorted(_ldd(_native(site))):
+        for lib in sorted(ldd(_native(site))):
             name = "." + lib
             if name not in have:
                 tar.add(os.path.realpath(lib), arcname=name, filter=_owned)

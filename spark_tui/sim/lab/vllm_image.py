@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.sim.lab import shims
 from spark_tui.sim.lab.config import DEFAULT_CACHE_DIR
-from spark_tui.sim.lab.image import _add_busybox, _ldd, _locked, _skeleton
+from spark_tui.sim.lab.image import add_busybox, ldd, locked, skeleton
 from spark_tui.sim.lab.preflight import which
 from spark_tui.sim.lab.run import run
 
@@ -413,7 +413,7 @@ def _shared_libraries(roots: list[Path], binaries: list[str]) -> list[str]:
     for root in roots:
         for dirpath, _dirs, names in os.walk(root):
             sos += [os.path.join(dirpath, n) for n in names if _SO.search(n)]
-    libs = _ldd(sorted(set(sos)))
+    libs = ldd(sorted(set(sos)))
     inside = tuple(str(r) + "/" for r in roots)
     wanted = {lib for lib in libs if not lib.startswith(inside)}
     # vLLM's CPU kernels load libnuma at run time.
@@ -432,8 +432,8 @@ def _layer_entries(tar: tarfile.TarFile, venv: Path, base_python: str) -> None:
     layer = _Layer(tar)
     with tempfile.TemporaryDirectory() as tmp:
         skel = Path(tmp)
-        _skeleton(skel)
-        _add_busybox(skel)
+        skeleton(skel)
+        add_busybox(skel)
         for entry in sorted(skel.iterdir()):
             layer.tree(entry, entry.name)
     prefix = _base_prefix(base_python)
@@ -572,7 +572,7 @@ def ensure(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> VllmB
     """Build (or find) the venv, the model and the image archive; idempotent, locked."""
     say = say or (lambda _m: None)
     d = build_dir(cache_dir)
-    with _locked(d):
+    with locked(d):
         venv, base, venv_s = ensure_venv(d, say)
         hub, revision, model_s = ensure_model(d, venv, say)
         archive, image_id, archive_s = ensure_archive(d, venv, base, say)

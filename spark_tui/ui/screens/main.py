@@ -151,7 +151,7 @@ class MainScreen(Screen[None]):
         self.recipes = load_recipes(self._warn)
         # The gaps the fit panel and a launch find name the cockpit's sync, not the CLI's.
         self.session.sync_hint = self.syncer.remedy()
-        self._refresh_recipes(keep=self.initial_recipe)
+        self.refresh_recipes(keep=self.initial_recipe)
         self.query_one("#recipe-list", OptionList).focus()
         self.discover()
 
@@ -296,16 +296,16 @@ class MainScreen(Screen[None]):
 
     @_app_work(group="discover")
     async def discover(self) -> None:
-        self._status("discovering nodes…")
+        self.show_status("discovering nodes…")
         try:
             await self.session.start()
             await self.consume(self.session.discover())
         except SparkError as exc:
             self.nodes_panel.show_message(f"{exc.message}\n→ {exc.remedy}")
-            self._error(exc.message, exc.remedy)
+            self.show_error(exc.message, exc.remedy)
             return
         reachable = len(self.session.reachable)
-        self._status(
+        self.show_status(
             f"{reachable} of {len(self.session.facts)} nodes reachable; pick a recipe and "
             f"press {self._key_of('launch', 'l')}"
         )
@@ -339,11 +339,11 @@ class MainScreen(Screen[None]):
 
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
         # The node panel shows them; the recipes' verdicts and the idle panes follow.
-        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         idle = all(p.state == "idle" for p in self.panes.values())
         if not self.cluster and not self.busy and idle:
             # A stopped or failed cluster's panes stay, with its logs, until the next launch.
-            self._build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
+            self.build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
         self.prepare_verdicts(retry=True)
 
     @_app_work(group="prepare")
@@ -364,10 +364,10 @@ class MainScreen(Screen[None]):
             except SparkError:
                 continue  # the verdict keeps saying what is missing
             if new:
-                self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+                self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
 
     # ---------------------------------------------------------------- recipes
-    def _refresh_recipes(self, keep: str | None = None) -> None:
+    def refresh_recipes(self, keep: str | None = None) -> None:
         from spark_tui.ui.widgets.recipes import RecipeRow
 
         rows = []
@@ -410,17 +410,17 @@ class MainScreen(Screen[None]):
             fit.show(report, problem)
 
     # -------------------------------------------------------------- log panes
-    def _build_panes(self, ranks: list[tuple[int, str]]) -> None:
+    def build_panes(self, ranks: list[tuple[int, str]]) -> None:
         self.rank_panes.build(ranks)
 
-    def _status(self, text: str | Text) -> None:
+    def show_status(self, text: str | Text) -> None:
         self.bar.set_status(text)
 
-    def _error(self, message: str, remedy: str | None) -> None:
+    def show_error(self, message: str, remedy: str | None) -> None:
         text = Text(message, style="bold red")
         if remedy:
             text.append(f"  → {remedy}", style="")
-        self._status(text)
+        self.show_status(text)
         self.notify(f"{message}\n→ {remedy}" if remedy else message, severity="error", timeout=10)
 
     def _keys_hint(self, *actions: tuple[str, str, str]) -> str:
@@ -448,7 +448,7 @@ class MainScreen(Screen[None]):
         result = self.evaluate(recipe)
         if result.problem or result.plan is None:
             problem = result.problem
-            self._error(
+            self.show_error(
                 problem.message if problem else "no launch plan",
                 problem.remedy if problem else "fix the recipe or the settings",
             )
@@ -457,7 +457,7 @@ class MainScreen(Screen[None]):
 
     def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
         self._ray_clear()
-        self._build_panes(ranks)
+        self.build_panes(ranks)
         self.bar.clear_results()
         self.gauges.clear()
         self.last_compare = None
@@ -470,7 +470,7 @@ class MainScreen(Screen[None]):
         if evaluation.plan is not None:
             self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
         self.busy = "launching"
-        self._status(f"launching {recipe.name}…")
+        self.show_status(f"launching {recipe.name}…")
         await self._follow(self.session.launch(recipe, sets, keep_failed=self.keep_failed))
         if running is not None and self.cluster is running:
             # The user kept the running cluster (or the fit check refused the new one):
@@ -483,7 +483,7 @@ class MainScreen(Screen[None]):
         except SparkError:
             return
         if found is not None:
-            self._build_panes([(r.rank, r.node) for r in found.ranks])
+            self.build_panes([(r.rank, r.node) for r in found.ranks])
             await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
 
     async def _follow(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
@@ -493,8 +493,8 @@ class MainScreen(Screen[None]):
             cluster = self.cluster
             # Its ranks kept for inspection: what to do next is the cockpit's keys.
             kept = cluster is not None and cluster.failed and cluster.running
-            self._error(exc.message, self._alert_remedy() if kept else exc.remedy)
-            self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+            self.show_error(exc.message, self._alert_remedy() if kept else exc.remedy)
+            self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         finally:
             self.busy = None
             # Nothing follows the cluster any more (failed, or the user stopped watching).
@@ -505,7 +505,7 @@ class MainScreen(Screen[None]):
     def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
         # A cluster launched or attached to is now the session's: the verdicts count its
         # memory as a replacing launch gets it back, and show the settings it runs with.
-        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
         # The rank's pane shows its state and failure, its tab the state; here the status.
@@ -519,7 +519,7 @@ class MainScreen(Screen[None]):
                 f"rank {event.rank} on {event.node} {event.reason or 'failed'}", style="bold red"
             )
             text.append("  → the lines that explain it are at the top of its pane", style="")
-            self._status(text)
+            self.show_status(text)
 
     def on_cluster_up(self, message: msg.ClusterUp) -> None:
         self.busy = None if self.busy == "launching" else self.busy
@@ -531,8 +531,8 @@ class MainScreen(Screen[None]):
             ("stop", "s", "stop"),
         )
         text.append(f"({hint})", style="dim")
-        self._status(text)
-        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self.show_status(text)
+        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         self._watch(message.event.cluster_id)
 
     # ------------------------------------------------------------------ watch
@@ -580,7 +580,7 @@ class MainScreen(Screen[None]):
         # The gauges panel shows why (the lines); here which rank and what to do.
         text = Text(f"rank {alert.rank} on {alert.node} failed", style="bold red")
         text.append(f"  → {message.remedy}", style="")
-        self._status(text)
+        self.show_status(text)
 
     # ---------------------------------------------------------------- outages
     def on_node_outage(self, message: msg.NodeOutage) -> None:
@@ -601,7 +601,7 @@ class MainScreen(Screen[None]):
     def on_node_back(self, message: msg.NodeBack) -> None:
         event = message.event
         self.outage_asked.pop(event.node, None)
-        self._status(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
+        self.show_status(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
 
     def _ray_panel(self) -> RayStatePanel:
         """The Ray cluster's line above the logs, made when a Ray launch first reports."""
@@ -620,12 +620,12 @@ class MainScreen(Screen[None]):
     def on_service_notice(self, message: msg.ServiceNotice) -> None:
         notice = message.notice
         if notice.level == "error":
-            self._error(notice.message, notice.remedy)
+            self.show_error(notice.message, notice.remedy)
         elif notice.level == "warning":
             text = notice.message + (f"\n→ {notice.remedy}" if notice.remedy else "")
             self.notify(text, severity="warning", timeout=8)
         elif not (self.cluster and self.cluster.ready) or self.busy:
-            self._status(notice.message)
+            self.show_status(notice.message)
 
     async def _maybe_attach(self) -> None:
         try:
@@ -634,8 +634,8 @@ class MainScreen(Screen[None]):
             return
         if found is None or self.cluster is not None:
             return
-        self._build_panes([(r.rank, r.node) for r in found.ranks])
-        self._status(f"attached to running cluster {found.cluster_id} ({found.recipe})")
+        self.build_panes([(r.rank, r.node) for r in found.ranks])
+        self.show_status(f"attached to running cluster {found.cluster_id} ({found.recipe})")
         self._attach_to(found)
 
     @_app_work(group="follow")
@@ -659,9 +659,9 @@ class MainScreen(Screen[None]):
 
     @_app_work(group="stop")
     async def _stop(self) -> None:
-        await self._stop_now()
+        await self.stop_now()
 
-    async def _stop_now(self) -> bool:
+    async def stop_now(self) -> bool:
         cluster = self.cluster
         if cluster is None:
             return True
@@ -669,21 +669,21 @@ class MainScreen(Screen[None]):
         self.session.keep_on_cancel = True
         for group in ("watch", "follow", "measure"):
             self.workers.cancel_group(self.app, group)
-        self._status(f"stopping {cluster.cluster_id}…")
+        self.show_status(f"stopping {cluster.cluster_id}…")
         try:
             await self.consume(self.session.stop(cluster.cluster_id))
         except SparkError as exc:
-            self._error(exc.message, exc.remedy)
+            self.show_error(exc.message, exc.remedy)
             return False
         finally:
             self.session.keep_on_cancel = False
         self._ray_clear()
-        self._status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
+        self.show_status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
         # The last probe still sees the stopped cluster's memory in use (and no cluster
         # left to credit it to): the verdicts follow the nodes as they are now.
         with contextlib.suppress(SparkError):
             await self.consume(self.session.probe())
-        self._refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         return True
 
     # ------------------------------------------------------------------- sync
@@ -713,7 +713,7 @@ class MainScreen(Screen[None]):
 
     @_app_work(group="measure")
     async def _smoke(self) -> None:
-        self._status("running the smoke checks: health, models, chat, tool call, streaming…")
+        self.show_status("running the smoke checks: health, models, chat, tool call, streaming…")
         await self.consume(self.session.smoke())
 
     def on_smoke_update(self, message: msg.SmokeUpdate) -> None:
@@ -722,10 +722,10 @@ class MainScreen(Screen[None]):
         self.last_smoke = message.results
         failed = [r["name"] for r in message.results if not r.get("ok")]
         if failed:
-            self._status(Text(f"smoke checks failed: {', '.join(failed)}", style="bold red"))
+            self.show_status(Text(f"smoke checks failed: {', '.join(failed)}", style="bold red"))
         else:
             n = len(message.results)
-            self._status(Text(f"smoke checks passed ({n}/{n})", style="bold green"))
+            self.show_status(Text(f"smoke checks passed ({n}/{n})", style="bold green"))
 
     def action_bench(self) -> None:
         if self._ready_cluster():
@@ -739,7 +739,7 @@ class MainScreen(Screen[None]):
         # and a saturated engine's slow answer is no hang.
         self.workers.cancel_group(self.app, "watch")
         self._send(msg.WatchEnded("paused while the benchmark runs"), self.gauges, screen=False)
-        self._status(f"benchmark: concurrency {', '.join(map(str, config.concurrency))}…")
+        self.show_status(f"benchmark: concurrency {', '.join(map(str, config.concurrency))}…")
         try:
             await self.consume(self.session.bench())
         finally:
@@ -750,13 +750,13 @@ class MainScreen(Screen[None]):
 
     def on_bench_update(self, message: msg.BenchUpdate) -> None:
         if message.progress:
-            self._status(message.progress)
+            self.show_status(message.progress)
         if message.done is None:
             return
         self.last_bench = message.done
         n = len(message.levels or [])
         again = self._key_of("bench", "b")
-        self._status(
+        self.show_status(
             Text(f"benchmark done: {n} concurrency levels ({again} runs it again)", style="bold")
         )
 
@@ -795,9 +795,9 @@ class MainScreen(Screen[None]):
         if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
             # Nothing to compare against yet: remember the setting for the next launch.
             self.sets[recipe.name] = {**self.sets.get(recipe.name, {}), key: value}
-            self._refresh_recipes(keep=recipe.listed_name)
+            self.refresh_recipes(keep=recipe.listed_name)
             self.prepare_verdicts()
-            self._status(
+            self.show_status(
                 f"{key}={value} set for {recipe.name}; press {self._key_of('launch', 'l')} "
                 "to launch"
             )
@@ -814,7 +814,7 @@ class MainScreen(Screen[None]):
         if cluster is not None:
             self._new_cluster_panes(list(cluster.ranks))
         self.busy = "tuning"
-        self._status(f"relaunching every rank with {key}={value}, then measuring…")
+        self.show_status(f"relaunching every rank with {key}={value}, then measuring…")
         await self._follow(self.session.tune(recipe, key, value))
 
     def on_tune_compared(self, message: msg.TuneCompared) -> None:
@@ -823,7 +823,9 @@ class MainScreen(Screen[None]):
         self.busy = None
         self.last_compare = comparison_text(message.compared)
         change = message.compared.comparison.changed_text()
-        self._status(Text(f"relaunched ({change}): compared with the baseline below", style="bold"))
+        self.show_status(
+            Text(f"relaunched ({change}): compared with the baseline below", style="bold")
+        )
 
     def action_reset_baseline(self) -> None:
         """Forget the picked baseline of the running recipe: the next change measures anew."""
@@ -848,7 +850,7 @@ class MainScreen(Screen[None]):
         try:
             runs = history_rows(history)
         except SparkError as exc:
-            self._error(exc.message, exc.remedy)
+            self.show_error(exc.message, exc.remedy)
             return
         from spark_tui.ui.screens.info import HistoryScreen
 

@@ -243,7 +243,7 @@ class CockpitSync:
         from spark_tui.service.sync import IMAGE, MODELS
 
         screen, session = self.screen, self.screen.session
-        screen._status(f"syncing {recipe.name}: the model, then the image, on every node…")
+        screen.show_status(f"syncing {recipe.name}: the model, then the image, on every node…")
         try:
             actions: list[tuple[str, Callable[[], AsyncIterator[SyncEvent]]]] = [
                 (MODELS, lambda: session.sync_models(recipe, sets, where=session.where)),
@@ -256,7 +256,7 @@ class CockpitSync:
                     # Said in the view too, with its remedy; the next sync still runs.
                     if self.tally is not None:
                         self.tally.abort(exc.message, exc.remedy, kind)
-                    screen._error(exc.message, exc.remedy)
+                    screen.show_error(exc.message, exc.remedy)
         finally:
             self.running = False
             if self.tally is not None and not self.tally.done:
@@ -286,7 +286,7 @@ class CockpitSync:
 
         self._redraw()
         if isinstance(event, SyncStep):
-            self.screen._status(f"sync: {event.node}: {event.message}")
+            self.screen.show_status(f"sync: {event.node}: {event.message}")
 
     def _redraw(self) -> None:
         top = self.screen.app.screen
@@ -299,12 +299,12 @@ class CockpitSync:
             return
         failed = sorted({r.node for r in tally.rows.values() if r.state == "failed"})
         if tally.ok:
-            self.screen._status(
+            self.screen.show_status(
                 Text(f"{self.recipe}: model and image complete on every node", style="bold green")
             )
         else:
             where = ", ".join(failed) or "some nodes"
-            self.screen._status(
+            self.screen.show_status(
                 Text(
                     f"{self.recipe}: sync not complete on {where} ({self.key} shows what "
                     "happened; a new sync resumes)",

@@ -79,7 +79,6 @@ async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
     import docker
 
     from spark_tui.core.recipe_loader import load_recipe_file
-    from spark_tui.ops.cluster import stop
     from spark_tui.service import events as ev
     from spark_tui.service.session import Session
 
@@ -121,7 +120,7 @@ async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
                     break
         finally:
             client.close()
-        await stop(session.pool, cluster.cluster_id, stop_timeout=5)
+        await session.nodes.stop(cluster.cluster_id, None)
     finally:
         await session.close()
     return out
@@ -173,8 +172,9 @@ def main() -> int:
         f"({verdict} the {100 * BUDGET_SHARE:.0f} % budget)"
     )
     print(
-        f"    before the head container started: {before:.2f} s (of it the image's flag "
-        f"check, a first `vllm serve --help=all`: {flags:.2f} s)"
+        f"    before the head container started: {before:.2f} s (of it waiting for the "
+        f"image's flag check: {flags:.2f} s; a first launch starts its ranks beside the "
+        "image's `vllm serve --help=all`)"
     )
     print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
     cached = share - flags

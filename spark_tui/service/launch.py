@@ -244,9 +244,15 @@ async def _follow(
 async def _interrupt(upcoming: asyncio.Future[Any] | None) -> None:
     """Cancel an event stream's step under way and wait for it to end (the stream is then
     at rest: it makes nothing more until asked for its next event)."""
-    if upcoming is not None and not upcoming.done():
+    if upcoming is None:
+        return
+    if not upcoming.done():
         upcoming.cancel()
         await asyncio.wait({upcoming})
+    if not upcoming.cancelled():
+        # A stream that ends when cancelled (StopAsyncIteration) or failed meanwhile: its
+        # outcome is dropped on purpose, not left for asyncio to report as unretrieved.
+        upcoming.exception()
 
 
 async def _flag_checked(

@@ -172,9 +172,8 @@ def main() -> int:
         f"({verdict} the {100 * BUDGET_SHARE:.0f} % budget)"
     )
     print(
-        f"    before the head container started: {before:.2f} s (of it waiting for the "
-        f"image's flag check: {flags:.2f} s; a first launch starts its ranks beside the "
-        "image's `vllm serve --help=all`)"
+        f"    before the head container started: {before:.2f} s (of it the image's flag "
+        f"check, a first `vllm serve --help=all`: {flags:.2f} s)"
     )
     print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
     cached = share - flags

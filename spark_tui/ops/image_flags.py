@@ -5,10 +5,7 @@ image pull and the imports. Before that, `check` and `launch` run `vllm serve --
 the image on the head (a throwaway container, no network), keep the text on this machine
 under the image's id (platformdirs' user cache: the same id is the same vLLM), and make each
 unknown flag or value outside a flag's choices a blocking finding naming the flag and the
-image. `launch` refuses such a plan before any container is created (see `refusal`) when
-the table is at hand; on a first launch of an image it does not wait for the table's
-`--help=all` run (tens of seconds) but starts the ranks beside it (`wait=False` gives a
-PENDING note), and stops them if the table then refuses a flag.
+image. `launch` refuses such a plan before any container is created (see `refusal`).
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ import asyncio
 import re
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +28,10 @@ _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 BLOCKING_CODES = ("unknown_flag", "flag_value")
 NOT_PULLED = "image_not_pulled"
 NOT_CHECKED = "flags_not_checked"
-PENDING = "flags_pending"
 
 
 class ImageNotPulled(SparkError):
     """The image is not on the head, so its flags cannot be read yet."""
-
-
-class TablePending(Exception):
-    """The image's flag table needs its `vllm serve --help=all` run, which is under way."""
 
 
 def cache_dir() -> Path:
@@ -110,16 +101,11 @@ def _run_help(client: Any, image: str) -> str:
 
 
 async def image_flag_table(
-    docker: Any,
-    image: str,
-    *,
-    pull: Callable[[str], None] | None = None,
-    helping: Callable[[], None] | None = None,
+    docker: Any, image: str, *, pull: Callable[[str], None] | None = None
 ) -> tuple[FlagTable, str]:
     """The flag table of `image` on the node behind `docker` (a RemoteDocker), and the
     image id it is cached under. A missing image is pulled when `pull` (its progress
-    callback) is given, else ImageNotPulled; SparkError when the image fails to answer.
-    `helping` is called when the table needs the image's `--help=all` run (not cached)."""
+    callback) is given, else ImageNotPulled; SparkError when the image fails to answer."""
     info = await docker.image(image)
     if (info is None or not info.id) and pull is not None:
         pull(f"{docker.node}: pulling {image} (its vLLM's flags are checked before launch)")
@@ -131,8 +117,6 @@ async def image_flag_table(
         )
     text = cached_help(info.id)
     if text is None:
-        if helping is not None:
-            helping()
         text = await docker.call(lambda c: _run_help(c, image), "vllm serve --help=all")
         parse_help(text)  # refuse to cache what is not help text
         store_help(info.id, text)
@@ -140,28 +124,16 @@ async def image_flag_table(
 
 
 async def _build_table(
-    pool: Any,
-    head: str,
-    image: str,
-    pull: Callable[[str], None] | None,
-    helping: Callable[[], None],
+    pool: Any, head: str, image: str, pull: Callable[[str], None] | None
 ) -> tuple[FlagTable, str]:
     """image_flag_table over its own Docker connection to the head."""
     from spark_tui.remote.docker_remote import RemoteDocker
 
     docker = await RemoteDocker.open(pool[head], timeout=HELP_TIMEOUT + 30)
     try:
-        return await image_flag_table(docker, image, pull=pull, helping=helping)
+        return await image_flag_table(docker, image, pull=pull)
     finally:
         await docker.close()
-
-
-@dataclass
-class _Build:
-    """One flag table build under way, and whether it turned out to need `--help=all`."""
-
-    task: asyncio.Task[tuple[FlagTable, str]]
-    runs_help: asyncio.Future[bool]
 
 
 class FlagTables:
@@ -176,7 +148,7 @@ class FlagTables:
     _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
 
     def __init__(self) -> None:
-        self._builds: dict[tuple[str, str], _Build] = {}
+        self._builds: dict[tuple[str, str], asyncio.Task[tuple[FlagTable, str]]] = {}
 
     @classmethod
     def of(cls, pool: Any) -> FlagTables:
@@ -188,27 +160,19 @@ class FlagTables:
 
     def _launch(
         self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None
-    ) -> _Build:
+    ) -> asyncio.Task[tuple[FlagTable, str]]:
         key = (head, image)
-        runs_help: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-        def decided(answer: bool) -> None:
-            if not runs_help.done():
-                runs_help.set_result(answer)
-
-        task = asyncio.ensure_future(_build_table(pool, head, image, pull, lambda: decided(True)))
-        build = _Build(task, runs_help)
+        task = asyncio.ensure_future(_build_table(pool, head, image, pull))
 
         def done(t: asyncio.Task[tuple[FlagTable, str]]) -> None:
-            decided(False)
-            if self._builds.get(key) is build:
+            if self._builds.get(key) is t:
                 del self._builds[key]
             if not t.cancelled():
                 t.exception()  # a build nobody awaits (the launch went elsewhere) stays quiet
 
         task.add_done_callback(done)
-        self._builds[key] = build
-        return build
+        self._builds[key] = task
+        return task
 
     def start(self, pool: Any, head: str, image: str) -> None:
         """Build the table of `image` on `head` in the background, unless a build of it
@@ -217,34 +181,18 @@ class FlagTables:
             self._launch(pool, head, image, None)
 
     async def get(
-        self,
-        pool: Any,
-        head: str,
-        image: str,
-        pull: Callable[[str], None] | None = None,
-        *,
-        wait: bool = True,
+        self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None = None
     ) -> tuple[FlagTable, str]:
         """The table of `image` on `head` (see image_flag_table): the build under way, else
-        a new one (with `pull`, a missing image is pulled first). Not `wait`: TablePending
-        as soon as the build turns out to need the image's `--help=all` run (it goes on)."""
-        build = self._builds.get((head, image)) or self._launch(pool, head, image, pull)
+        a new one (with `pull`, a missing image is pulled first)."""
+        task = self._builds.get((head, image)) or self._launch(pool, head, image, pull)
         try:
-            return await self._result(build, image, wait)
+            return await asyncio.shield(task)
         except ImageNotPulled:
             if pull is None:
                 raise
             # The background build found no image (it never pulls): pull it now.
-            return await self._result(self._launch(pool, head, image, pull), image, wait)
-
-    @staticmethod
-    async def _result(build: _Build, image: str, wait: bool) -> tuple[FlagTable, str]:
-        if not wait:
-            either: set[asyncio.Future[Any]] = {build.task, build.runs_help}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if not build.task.done():
-                raise TablePending(image)
-        return await asyncio.shield(build.task)
+            return await asyncio.shield(self._launch(pool, head, image, pull))
 
 
 def start_flag_table(pool: Any, head: str, image: str) -> None:
@@ -276,28 +224,15 @@ async def check_image_flags(
     *,
     pull: Callable[[str], None] | None = None,
     mods: Sequence[str] = (),
-    wait: bool = True,
 ) -> list[Finding]:
     """The findings of the flag check on the head's image for one argv or several (each
     rank's; a problem is reported once). An info finding when the check could not be made:
     the fit verdict stands on its own then. `pull`: pull a missing image (see
-    image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use;
-    not `wait`: a PENDING note instead of waiting for the image's `--help=all` run."""
+    image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
     import docker as docker_sdk
 
     try:
-        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull, wait=wait)
-    except TablePending:
-        return [
-            Finding(
-                "info",
-                PENDING,
-                f"the flags of {image} are being read from its vLLM on {head} (a first "
-                "launch of this image); the ranks start meanwhile and are stopped if it "
-                "refuses one",
-                "nothing to do: later launches of this image check at once",
-            )
-        ]
+        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull)
     except ImageNotPulled as exc:
         return [Finding("info", NOT_PULLED, exc.message, exc.remedy)]
     except SparkError as exc:
@@ -339,23 +274,19 @@ def serve_argvs(plan: Any) -> list[list[str]]:
 
 
 async def plan_flag_findings(
-    pool: Any, plan: Any, *, pull: Callable[[str], None] | None = None, wait: bool = True
+    pool: Any, plan: Any, *, pull: Callable[[str], None] | None = None
 ) -> list[Finding]:
     """The flag check of a LaunchPlan against its image on the head (see check_image_flags)."""
     argvs = serve_argvs(plan)
     if not argvs:
         return []
-    head = plan.head
     return await check_image_flags(
-        pool, head.node, head.container.image, argvs, pull=pull, mods=head.mods, wait=wait
+        pool, plan.head.node, plan.head.container.image, argvs, pull=pull, mods=plan.head.mods
     )
 
 
-def refusal(
-    findings: Sequence[Finding], recipe: str, image: str, *, started: bool = False
-) -> OperationFailed | None:
-    """The launch refusal the blocking flag findings make (None when there is none);
-    `started`: the ranks had started beside the check (they are stopped).
+def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFailed | None:
+    """The launch refusal the blocking flag findings make (None when there is none).
 
     It is not a question to insist on: argparse refuses these words before the engine
     starts (exit 2, `unrecognized arguments` / `invalid choice`), so every rank would only
@@ -363,13 +294,9 @@ def refusal(
     blocking = [f for f in findings if f.severity == "error" and f.code in BLOCKING_CODES]
     if not blocking:
         return None
-    when = (
-        "stopped and its ranks removed (they started while the image's flags were read)"
-        if started
-        else "refused before any container was created"
-    )
     return OperationFailed(
-        f"launch of {recipe} {when}: " + "; ".join(f.message for f in blocking),
+        f"launch of {recipe} refused before any container was created: "
+        + "; ".join(f.message for f in blocking),
         "; ".join(dict.fromkeys(f.remedy for f in blocking))
         + f" (--force does not skip this: the vLLM in {image} exits at once, code 2)",
     )

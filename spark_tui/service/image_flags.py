@@ -15,10 +15,8 @@ from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
 
-# The finding a flag check makes when the image is not on the head yet (a launch pulls it),
-# and when its table is still being read from the image (a first launch does not wait).
+# The finding a flag check makes when the image is not on the head yet (a launch pulls it).
 NOT_PULLED = "image_not_pulled"
-PENDING = "flags_pending"
 
 
 def serve_argvs(plan: LaunchPlan) -> list[list[str]]:
@@ -43,11 +41,8 @@ def plan_flags_now(
     return check_image_flags_sync(inventory, head.node, image, argvs, head.mods, **pool_options)
 
 
-def refusal(
-    findings: Sequence[Finding], recipe: str, image: str, *, started: bool = False
-) -> OperationFailed | None:
-    """The launch refusal the blocking flag findings make (None when there is none);
-    `started`: the ranks had started beside the check."""
+def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFailed | None:
+    """The launch refusal the blocking flag findings make (None when there is none)."""
     from spark_tui.ops.image_flags import refusal as refused
 
-    return refused(findings, recipe, image, started=started)
+    return refused(findings, recipe, image)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,6 @@ from spark_tui.service import events as ev
 from spark_tui.service.cluster import Cluster
 from spark_tui.service.discover import discover
 from spark_tui.service.evaluate import Evaluation, add_findings
-from spark_tui.service.image_flags import PENDING
 from spark_tui.service.images import refuse_unresolved
 from spark_tui.service.stop import stop_all
 from spark_tui.service.watch import settled
@@ -24,7 +23,6 @@ from spark_tui.service.watch import settled
 __all__ = ["LaunchFailed", "LaunchOptions", "launch"]
 
 if TYPE_CHECKING:
-    from spark_tui.core.fit import Finding
     from spark_tui.core.recipe import Recipe
     from spark_tui.ops.history import Run
     from spark_tui.ops.launch import StaleContainer
@@ -82,10 +80,8 @@ async def launch(
     # The verdict `check` and the fit panel give (model facts from the Hub when no node
     # has them, our running cluster's memory counted free, gaps, the image's flag check
     # of every rank), before the running cluster is replaced: a launch refused leaves it
-    # alone. An image not on the head yet is checked after the fit question. A first launch
-    # of an image does not wait for its flag table (the image's `vllm serve --help=all`,
-    # tens of seconds): the check is noted pending and its ranks start beside it.
-    await session.prepare(recipe, overrides, retry=True, emit=emit, wait_flags=False)
+    # alone. An image not on the head yet is checked after the fit question.
+    await session.prepare(recipe, overrides, retry=True, emit=emit)
     evaluation = session.evaluate(recipe, overrides)
     nodes = session.nodes
     emit(ev.Evaluated(evaluation))
@@ -109,7 +105,7 @@ async def launch(
         def progress(line: str) -> None:
             emit(ev.Notice("info", line))
 
-        add_findings(evaluation, await nodes.image_flags(plan, pull=progress, wait=False))
+        add_findings(evaluation, await nodes.image_flags(plan, pull=progress))
         refuse_flags(recipe, evaluation)
     cluster = Cluster(
         plan.cluster_id,
@@ -140,8 +136,7 @@ async def launch(
             )
         )
 
-    pending = report is not None and any(f.code == PENDING for f in report.findings)
-    await _follow(session, emit, cluster, replace_stale, options, on_ready, pending=pending)
+    await _follow(session, emit, cluster, replace_stale, options, on_ready)
     return cluster
 
 
@@ -152,11 +147,8 @@ async def _follow(
     replace_stale: Any,
     options: LaunchOptions,
     on_ready: Callable[[Cluster], None] | None,
-    *,
-    pending: bool = False,
 ) -> None:
-    """Start the ranks and pass their events on, keeping the cluster's state and record;
-    `pending`: the image's flag check is under way (see `_flag_checked`)."""
+    """Start the ranks and pass their events on, keeping the cluster's state and record."""
     from spark_tui.service.history import RankTails
 
     plan = cluster.plan
@@ -166,20 +158,15 @@ async def _follow(
     failed: list[ev.RankStateChanged] = []
     tails = RankTails()
     cluster.followed = True
-    events = session.nodes.launch_events(
-        plan,
-        replace_stale,
-        keep_failed=options.keep_failed,
-        wait_ready=options.wait_ready,
-        follow=options.follow,
-        ready_timeout=options.ready_timeout,
-    )
-    if pending:
-        # The ranks start beside the table's `--help=all` run; the check waits for it.
-        check = asyncio.ensure_future(session.nodes.image_flags(plan, pull=None))
-        events = _flag_checked(session, events, check, cluster)
     try:
-        async for event in events:
+        async for event in session.nodes.launch_events(
+            plan,
+            replace_stale,
+            keep_failed=options.keep_failed,
+            wait_ready=options.wait_ready,
+            follow=options.follow,
+            ready_timeout=options.ready_timeout,
+        ):
             tails.see(event)
             if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
                 started = True
@@ -239,72 +226,6 @@ async def _follow(
     if options.record and cluster.launch_run is None:
         # Started without waiting for ready: recorded with an open outcome.
         cluster.launch_run = record_launch(session, emit, cluster, digests, None)
-
-
-async def _interrupt(upcoming: asyncio.Future[Any] | None) -> None:
-    """Cancel an event stream's step under way and wait for it to end (the stream is then
-    at rest: it makes nothing more until asked for its next event)."""
-    if upcoming is None:
-        return
-    if not upcoming.done():
-        upcoming.cancel()
-        await asyncio.wait({upcoming})
-    if not upcoming.cancelled():
-        # A stream that ends when cancelled (StopAsyncIteration) or failed meanwhile: its
-        # outcome is dropped on purpose, not left for asyncio to report as unretrieved.
-        upcoming.exception()
-
-
-async def _flag_checked(
-    session: Session,
-    events: AsyncIterator[ev.ClusterEvent],
-    check: asyncio.Future[list[Finding]],
-    cluster: Cluster,
-) -> AsyncIterator[ev.ClusterEvent]:
-    """The launch's events while the image's flag check finishes: a flag it refuses before
-    the cluster is ready stops the ranks and refuses the launch (once ready, vLLM has taken
-    every flag itself). The launch's end waits for the check."""
-    from spark_tui.ops.image_flags import refusal
-    from spark_tui.service.prepared import flag_key
-
-    plan = cluster.plan
-    assert plan is not None
-    it = aiter(events)
-    flag_check: asyncio.Future[list[Finding]] | None = check
-    upcoming: asyncio.Future[ev.ClusterEvent] | None = None
-    ended = False
-    try:
-        while True:
-            if upcoming is None and not ended:
-                upcoming = asyncio.ensure_future(anext(it))
-            waiting = {f for f in (upcoming, flag_check) if f is not None}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if flag_check is not None and flag_check in done:
-                findings, flag_check = flag_check.result(), None
-                # The next evaluation of these settings has the answer at once.
-                session.prepared.flags[flag_key(plan)] = findings
-                refused = refusal(findings, cluster.recipe, plan.head.container.image, started=True)
-                if refused is not None and not cluster.ready:
-                    # The launch first (it may be making the next container), then what
-                    # it made.
-                    await _interrupt(upcoming)
-                    upcoming = None
-                    await session.nodes.stop(plan.cluster_id, None)
-                    raise refused
-            if upcoming is not None and upcoming in done:
-                step, upcoming = upcoming, None
-                try:
-                    event = step.result()
-                except StopAsyncIteration:
-                    ended = True  # started, not followed to ready: the check still decides
-                else:
-                    yield event
-            if ended and flag_check is None:
-                return
-    finally:
-        if flag_check is not None:
-            flag_check.cancel()
-        await _interrupt(upcoming)
 
 
 async def replace_running(

@@ -72,13 +72,10 @@ class Nodes(Protocol):
         check awaits a table built while the nodes are probed (nothing while not open)."""
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None, wait: bool = True
+        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None
     ) -> list[Finding]:
         """The plan's argv checked against its image's own vLLM on the head; `pull`
-        (given a progress sink): pull a missing image first; not `wait`: when the image's
-        flag table needs its `vllm serve --help=all` run (not built, not cached for the
-        image), a `flags_pending` note at once instead of waiting for it (the run goes on,
-        and a later call with `wait` gets its answer)."""
+        (given a progress sink): pull a missing image first."""
 
     def launch_events(
         self,

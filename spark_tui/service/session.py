@@ -177,18 +177,15 @@ class Session:
         retry: bool = False,
         flags: bool = True,
         emit: Emit[ev.Notice] | None = None,
-        wait_flags: bool = True,
     ) -> bool:
         """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
         worker thread) and the image's flag check of every rank. True when anything new
         came in; `retry`: ask again where the last answer was a failure; not `flags`: the
         Hub only (the flag check runs a container on the head); `emit` gets a notice of
-        what the Hub is asked and how long it may take, before it is asked; not
-        `wait_flags`: a note that the flag check is under way rather than waiting for the
-        image's `--help=all` run."""
+        what the Hub is asked and how long it may take, before it is asked."""
 
         async def check_flags(plan: LaunchPlan) -> list[Finding]:
-            return await self.nodes.image_flags(plan, pull=None, wait=wait_flags)
+            return await self.nodes.image_flags(plan, pull=None)
 
         self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(

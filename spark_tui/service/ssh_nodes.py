@@ -103,11 +103,11 @@ class SshNodes:
         start_flag_table(self._pool, head, image)
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None, wait: bool = True
+        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None
     ) -> list[Finding]:
         from spark_tui.ops.image_flags import plan_flag_findings
 
-        return list(await plan_flag_findings(self.pool, plan, pull=pull, wait=wait))
+        return list(await plan_flag_findings(self.pool, plan, pull=pull))
 
     def launch_events(
         self,

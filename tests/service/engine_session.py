@@ -59,10 +59,9 @@ class EngineNodes(SshNodes):
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any, wait: bool = True) -> list[Finding]:
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
-        engine these launches run), as the product asks the head's image; read at once, so
-        never pending (`wait` or not)."""
+        engine these launches run), as the product asks the head's image."""
         from spark_tui.core.serve_flags import parse_help
         from spark_tui.ops.image_flags import argvs_findings, serve_argvs
 

@@ -6,15 +6,12 @@ seams records when the table was requested, when the check needed it and every h
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spark_tui.core.errors import OperationFailed
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.ops import image_flags
 from spark_tui.remote import probe as probe_module
@@ -120,102 +117,3 @@ async def test_the_flag_table_is_built_while_the_launch_probes_and_once_per_imag
     assert rec.first("requested") < rec.first("probed") < rec.first("needed"), rec.log
     assert rec.count("needed") >= 3, rec.log  # the launch, the other settings, the later one
     assert rec.count("help") == 1, rec.log  # one image: one `vllm serve --help=all`
-
-
-class HeldHelp:
-    """The image's `vllm serve --help=all` held until the test releases it (a slow first
-    read of an image's flags), noting whether it had ended when the first rank was made."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.released = asyncio.Event()
-        self.runs = 0
-        self.ended = False
-        call = RemoteDocker.call
-
-        async def held(docker: Any, fn: Any, what: str) -> Any:
-            if what != HELP:
-                return await call(docker, fn, what)
-            self.runs += 1
-            try:
-                # Bounded: a launch that waits for the table before its ranks still ends.
-                await asyncio.wait_for(self.released.wait(), 30)
-                return await call(docker, fn, what)
-            finally:
-                self.ended = True
-
-        monkeypatch.setattr(RemoteDocker, "call", held)
-
-
-async def first_launch(
-    session: Session, recipe: Any, held: HeldHelp
-) -> tuple[list[Any], bool | None]:
-    """A launch that does not wait for ready; the help run is released once a rank is
-    made. The events, and whether the help run had ended when the first rank was made."""
-    seen: list[Any] = []
-    ended_at_create: bool | None = None
-    async for event in session.launch(
-        recipe, {}, insist=True, replace=True, wait_ready=False, follow=False
-    ):
-        if isinstance(event, ev.Question):
-            event.reply(False)
-        if isinstance(event, ev.RankStateChanged) and ended_at_create is None:
-            ended_at_create = held.ended
-            held.released.set()
-        seen.append(event)
-    return seen, ended_at_create
-
-
-def sim_scenario() -> Scenario:
-    return Scenario(nodes=2, ssh_port=0, base_address=random_loopback_base(), pace=0.02)
-
-
-async def test_a_first_launch_starts_its_ranks_while_the_flag_table_is_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path / "cache"))  # a first launch
-    held = HeldHelp(monkeypatch)
-    async with SimCluster(sim_scenario()) as sim:
-        session = Session(sim.inventory)
-        try:
-            seen, ended_at_create = await first_launch(session, find_recipe("glm-5.3-flash"), held)
-        finally:
-            await session.close()
-    assert ended_at_create is False, "the ranks waited for the image's --help=all"
-    assert held.runs == 1
-    (evaluated,) = [e for e in seen if isinstance(e, ev.Evaluated)]
-    report = evaluated.evaluation.report
-    assert report is not None
-    assert "flags_pending" in [f.code for f in report.findings]
-    assert report.verdict != "does_not_fit", report.findings
-
-
-async def test_a_flag_the_table_refuses_after_the_ranks_started_stops_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path / "cache"))
-    held = HeldHelp(monkeypatch)
-    recipe = find_recipe("glm-5.3-flash")
-    recipe = dataclasses.replace(
-        recipe, command=recipe.command.rstrip() + " --enable-prefix-cachin\n"
-    )
-    async with SimCluster(sim_scenario()) as sim:
-        session = Session(sim.inventory)
-        try:
-            with pytest.raises(OperationFailed) as refused:
-                await first_launch(session, recipe, held)
-            left = await session.status()
-        finally:
-            await session.close()
-    msg = refused.value.message
-    assert "stopped and its ranks removed" in msg and "--enable-prefix-cachin" in msg, msg
-    assert "--force does not skip this" in refused.value.remedy
-    assert left == [], "the ranks that started were removed"
-
-
-def test_a_simulated_help_run_holds_no_memory() -> None:
-    # vLLM prints its help and exits: a flag table read beside a starting rank must not
-    # take the memory that rank's engine asks for.
-    from spark_tui.sim.nodes.docker_engine import gpu_memory_utilization
-
-    assert gpu_memory_utilization(["vllm", "serve", "--help=all"]) is None
-    assert gpu_memory_utilization(["vllm", "serve", "m", "--gpu-memory-utilization", "0.7"]) == 0.7

@@ -88,11 +88,11 @@ class NotPulledYet(EngineNodes):
         super().__init__(log_dir)
         self.pulls: list[bool] = []
 
-    async def image_flags(self, plan: Any, *, pull: Any, wait: bool = True) -> list[Finding]:
+    async def image_flags(self, plan: Any, *, pull: Any) -> list[Finding]:
         self.pulls.append(pull is not None)
         if pull is None:
             return [Finding("info", "image_not_pulled", "not on the head yet", "pull it")]
-        return await super().image_flags(plan, pull=pull, wait=wait)
+        return await super().image_flags(plan, pull=pull)
 
 
 async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_container(

@@ -70,7 +70,7 @@ class DoubleNodes:
     def start_flag_table(self, head: str, image: str) -> None:
         return None  # the flag check below reads a table at once
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any, wait: bool = True) -> list[Any]:
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Any]:
         return []  # every flag known to the image's vLLM
 
     async def launch_events(

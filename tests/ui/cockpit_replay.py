@@ -171,10 +171,9 @@ class ReplayNodes:
     def start_flag_table(self, head: str, image: str) -> None:
         return None  # the flag check below reads a table at once
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any, wait: bool = True) -> list[Finding]:
+    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
-        recorded launches ran it), as the product asks the head's image; read at once, so
-        never pending (`wait` or not)."""
+        recorded launches ran it), as the product asks the head's image."""
         from spark_tui.ops.image_flags import argvs_findings, serve_argvs
 
         table = _stand_in_flags()

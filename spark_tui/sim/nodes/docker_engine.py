@@ -112,13 +112,11 @@ def _env_dict(items: list[str]) -> dict[str, str]:
 
 def gpu_memory_utilization(argv: list[str]) -> float | None:
     """The `--gpu-memory-utilization` a vLLM argv asks for (vLLM's default when absent);
-    None when the argv does not run vLLM's engine (not vLLM, or only its help)."""
+    None when the argv does not run vLLM."""
     joined = " ".join(argv)
     if not (argv and os.path.basename(argv[0]) == "vllm") and "vllm serve" not in joined:
         return None
     words = joined.replace("=", " ").split()
-    if "--help" in words or "-h" in words:
-        return None  # vLLM prints its help and exits: it holds no memory
     for i, word in enumerate(words[:-1]):
         if word == "--gpu-memory-utilization":
             with contextlib.suppress(ValueError):

@@ -17,6 +17,7 @@ import pytest
 
 from spark_tui.remote import probe_commands as pc
 from spark_tui.sim.nodes import Scenario, SimCluster, SimNode, random_loopback_base
+from spark_tui.sim.nodes.docker_engine import gpu_memory_utilization
 from spark_tui.sim.nodes.images import bundled_image_refs
 
 IMAGE = bundled_image_refs()[0]
@@ -233,3 +234,21 @@ async def test_a_second_engine_on_a_busy_node_finds_no_free_memory(cluster: SimC
 
     log = await asyncio.to_thread(run)
     assert "Free memory on device" in log, log[-1500:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "held"),
+    [
+        (["vllm", "serve", MODEL], 0.9),
+        (["vllm", "serve", MODEL, "--gpu-memory-utilization=0.5"], 0.5),
+        (["bash", "-c", f"vllm serve {MODEL} --gpu-memory-utilization 0.7"], 0.7),
+        # The flag check's container prints the flag table and exits: no engine, no memory
+        # (a node probed while it runs must not look full).
+        (["vllm", "serve", "--help=all"], None),
+        (["vllm", "serve", MODEL, "--gpu-memory-utilization", "0.5", "-h"], None),
+        (["vllm", "--version"], None),
+        (["python3", "-c", "print(1)"], None),
+    ],
+)
+def test_only_a_serving_engine_holds_memory(argv: list[str], held: float | None) -> None:
+    assert gpu_memory_utilization(argv) == held

@@ -82,7 +82,18 @@ async def test_kept_failed_ranks_stay_for_inspection_and_s_removes_them() -> Non
         await pilot.press("s")
         await pilot.pause(0.1)
         await pilot.press("y")
-        await wait_until(pilot, lambda: not _containers(backend), 30, "the stop")
+        # The stop has ended when the cockpit says so, not when the last container goes:
+        # a q between the two rightly asks whether to stop the cluster.
+        await wait_until(
+            pilot,
+            lambda: (
+                not _containers(backend)
+                and app.busy is None
+                and (app.cluster is None or not app.cluster.running)
+            ),
+            30,
+            "the stop",
+        )
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "exit")
     await wait_until_gone(before)

@@ -110,13 +110,20 @@ def _env_dict(items: list[str]) -> dict[str, str]:
     return out
 
 
+# Flags with which `vllm` prints and exits before any engine starts.
+_PRINT_ONLY = frozenset({"-h", "--help", "--version"})
+
+
 def gpu_memory_utilization(argv: list[str]) -> float | None:
     """The `--gpu-memory-utilization` a vLLM argv asks for (vLLM's default when absent);
-    None when the argv does not run vLLM."""
+    None when the argv does not start an engine (not vLLM, or `serve --help`, `--version`:
+    those print and exit without touching the GPU, so they hold no memory)."""
     joined = " ".join(argv)
     if not (argv and os.path.basename(argv[0]) == "vllm") and "vllm serve" not in joined:
         return None
     words = joined.replace("=", " ").split()
+    if "serve" not in words or any(w in _PRINT_ONLY for w in words):
+        return None
     for i, word in enumerate(words[:-1]):
         if word == "--gpu-memory-utilization":
             with contextlib.suppress(ValueError):

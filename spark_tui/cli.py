@@ -371,6 +371,46 @@ def _tune(sub: Any) -> None:
     p.add_argument("recipe")
     _targets(p)
     _sets(p)
+    p.add_argument(
+        "--sweep",
+        metavar="KEY=V1,V2,...",
+        help="measure each value of one setting in turn (instead of --set), against one baseline",
+    )
+    p.add_argument(
+        "--target",
+        dest="targets",
+        action="append",
+        default=[],
+        metavar="FIG<=X@cN",
+        help="with --sweep: a limit each value must keep, e.g. ttft_p95<=2s@c8, "
+        "itl_p95<=80ms@c8, tok_s>=30@c8 (repeatable)",
+    )
+    obj = p.add_mutually_exclusive_group()
+    obj.add_argument(
+        "--maximize",
+        metavar="FIG@cN",
+        help="with --sweep: the best value has the most of this (default: tok_s at the "
+        "targets' concurrency)",
+    )
+    obj.add_argument("--minimize", metavar="FIG@cN", help="with --sweep: ... the least of this")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --sweep: continue the same sweep where it was interrupted (finished "
+        "values are not measured again)",
+    )
+    p.add_argument(
+        "--apply-best",
+        action="store_true",
+        help="with --sweep: leave the best value running and make it the baseline (default: "
+        "the baseline's settings are left running)",
+    )
+    p.add_argument(
+        "--on-interrupt",
+        choices=["best", "baseline", "nothing"],
+        help="with --sweep: what Ctrl+C leaves running (default: asked on a terminal, "
+        "else the baseline's settings)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument(
         "--baseline",

@@ -1,6 +1,7 @@
 """`spark-tui tune RECIPE --set K=V (--inventory FILE | --hosts ...) [--baseline RUN |
 --new-baseline] [--json]`: one changed setting on the running cluster, measured against
-the baseline (`spark_tui.service.tune`). Exit 1 when the relaunch or its smoke checks fail."""
+the baseline (`spark_tui.service.tune`). Exit 1 when the relaunch or its smoke checks fail.
+With `--sweep K=V1,V2,...` each value in turn (`spark_tui.commands.sweep`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ async def _tune(args: argparse.Namespace) -> int:
     from spark_tui.service import events as ev
     from spark_tui.service.evaluate import parse_sets
 
+    if args.sweep:
+        from spark_tui.commands.sweep import run_sweep
+
+        return await run_sweep(args)
+    for flag in ("targets", "maximize", "minimize", "resume", "apply_best", "on_interrupt"):
+        if getattr(args, flag):
+            name = "--" + flag.rstrip("s").replace("_", "-")
+            raise InputError(f"{name} goes with --sweep", "add --sweep KEY=V1,V2,... or drop it")
     change = parse_sets(args.sets)
     if len(change) != 1:
         raise InputError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -162,6 +163,10 @@ def _run_section(run: Run) -> list[str]:
             ["node", *keys], [[n, *(v.get(k, "") for k in keys)] for n, v in run.network.items()]
         )
         out.append("")
+    if run.kind == "sweep" and run.results.get("sweep"):
+        from spark_tui.core.sweep_result import SweepResult
+
+        out += ["```", SweepResult.from_dict(run.results["sweep"]).text(), "```", ""]
     if run.kind == "smoke":
         rows = [
             [
@@ -285,6 +290,15 @@ def _related(history: History, run: Run) -> list[Run]:
     """A launch with its measurements, or a measurement with its launch and smoke runs."""
     if run.kind == "launch":
         return [run] + [r for r in history.list_runs() if r.launch_id == run.id]
+    if run.kind == "sweep":
+        # Each value's launch (its script) and benchmark, beside the table.
+        rows = (run.results.get("sweep") or {}).get("rows") or []
+        ids = [i for r in rows for i in (r.get("launch_id"), r.get("bench_id")) if i]
+        found = []
+        for rid in dict.fromkeys(ids):
+            with contextlib.suppress(InputError):
+                found.append(history.get_run(rid))
+        return [run, *found]
     if not run.launch_id:
         return [run]
     try:

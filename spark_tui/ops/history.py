@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from spark_tui.core.errors import InputError
 from spark_tui.core.plan import is_secret_name
 
-KINDS = ("launch", "smoke", "bench")
+KINDS = ("launch", "smoke", "bench", "sweep")
 # Per-node values worth keeping to reproduce the network setup (seed 004, Step 3).
 NETWORK_KEYS = (
     "MN_IF_NAME",
@@ -202,6 +202,10 @@ class Run(BaseModel):
                 if tps is not None:
                     parts.append(f"c{lv.get('concurrency')} {tps:.1f} tok/s")
             return ", ".join(parts) or "no level finished"
+        if self.kind == "sweep":
+            sweep = self.results.get("sweep") or {}
+            rows = sweep.get("rows") or []
+            return f"{sweep.get('setting')}: {len(rows)} value(s), {sweep.get('best_text', '')}"
         if self.kind == "launch":
             ranks = len(self.commands)
             return f"{ranks} rank(s)" + (f", {self.image}" if self.image else "")
@@ -592,6 +596,19 @@ class History:
             lv.get("errors", 0) == 0 for lv in data.get("levels") or []
         )
         run.results = {"bench": data}
+        return self.save(run)
+
+    def record_sweep(
+        self, sweep: Mapping[str, Any], *, launch: Run | None = None, run_id: str | None = None
+    ) -> Run:
+        """Record a sweep (its result as a dict), or update the record `run_id` as the
+        sweep goes on: the record always holds the rows measured so far."""
+        if run_id is not None:
+            run = self.get_run(run_id)
+        else:
+            run = self._measured("sweep", launch, None, sweep.get("recipe"))
+        run.ok = bool(sweep.get("done")) and sweep.get("best") is not None
+        run.results = {"sweep": dict(sweep)}
         return self.save(run)
 
 

@@ -48,6 +48,7 @@ from spark_tui.ops.events import (
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
+    from spark_tui.core.sweep_result import SweepResult
     from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
     from spark_tui.ops.compare import Comparison
     from spark_tui.ops.smoke import SmokeResult
@@ -99,6 +100,10 @@ __all__ = [
     "SyncProgress",
     "SyncStarted",
     "SyncStep",
+    "SweepDone",
+    "SweepEvent",
+    "SweepProgressed",
+    "SweepValueDone",
     "SyncUpdate",
     "TuneEvent",
     "WatchAlert",
@@ -227,6 +232,34 @@ class Compared:
 
 
 @dataclass(frozen=True)
+class SweepProgressed:
+    """Where a sweep is: values done of the total, the value being measured and its phase
+    (baseline, relaunch, check, smoke, bench, leave), the time left (None until a value
+    has been measured)."""
+
+    done: int
+    total: int
+    value: Any
+    phase: str
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SweepValueDone:
+    """One value of a sweep has its row (measured, or why it did not start)."""
+
+    result: SweepResult
+    value: Any
+
+
+@dataclass(frozen=True)
+class SweepDone:
+    """The sweep's table: every value's row and the best value that meets the targets."""
+
+    result: SweepResult
+
+
+@dataclass(frozen=True)
 class Stopped:
     """What a stop removed; `left` is empty when nothing of ours is left."""
 
@@ -285,8 +318,12 @@ BenchEvent = Question | Notice | BenchProgressed | BenchLevel | Recorded | Bench
 # benchmark, then the comparison.
 TuneEvent = LaunchEvent | SmokeEvent | BenchEvent | Compared
 
+# `sweep`: the baseline (measured once), then per value what a tune step streams, its
+# progress and its row; then the table, and what is left running.
+SweepEvent = TuneEvent | SweepProgressed | SweepValueDone | SweepDone
+
 # `sync_models` and `sync_image`: the nodes probed, the sync announced, then its updates.
 SyncEvent = Question | Probed | SyncStarted | SyncUpdate
 
 # Whatever an action streams (the cockpit renders every action with one consumer).
-ServiceEvent = DiscoverEvent | TuneEvent | StopEvent | WatchEvent | SyncEvent | LogsEvent
+ServiceEvent = DiscoverEvent | SweepEvent | StopEvent | WatchEvent | SyncEvent | LogsEvent

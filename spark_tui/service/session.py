@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from spark_tui.core.inventory import InventoryNode
     from spark_tui.core.plan import LaunchPlan
     from spark_tui.core.recipe import Recipe
+    from spark_tui.core.sweep import Objective, Target
+    from spark_tui.core.sweep_result import SweepResult
     from spark_tui.ops.bench import BenchConfig
     from spark_tui.ops.cluster import ClusterStatus
     from spark_tui.ops.history import History
@@ -412,6 +414,53 @@ class Session:
                 follow=follow,
             )
         )
+
+    def sweep(
+        self,
+        recipe: Recipe,
+        setting: str,
+        values: Sequence[str],
+        targets: Sequence[Target] = (),
+        objective: Objective | None = None,
+        *,
+        resume: bool = False,
+        apply_best: bool = False,
+        baseline: str | None = None,
+        new_baseline: bool = False,
+        on_result: Callable[[SweepResult], None] | None = None,
+    ) -> AsyncIterator[ev.SweepEvent]:
+        """Each value of one setting measured against one baseline, judged against the
+        targets; the best value left running with `apply_best`, else the baseline's
+        settings (see `service.sweep`)."""
+        from spark_tui.core.sweep import default_objective
+        from spark_tui.service.sweep import LEAVE_BASELINE, LEAVE_BEST, sweep
+
+        return self._pumped(
+            lambda emit, ask: sweep(
+                self,
+                emit,
+                ask,
+                recipe,
+                setting,
+                values,
+                targets,
+                objective or default_objective(targets),
+                resume=resume,
+                leave_at_end=LEAVE_BEST if apply_best else LEAVE_BASELINE,
+                baseline=baseline,
+                new_baseline=new_baseline,
+                on_result=on_result,
+            )
+        )
+
+    def leave_after_sweep(
+        self, recipe: Recipe, result: SweepResult, choice: str
+    ) -> AsyncIterator[ev.SweepEvent]:
+        """After a sweep (an interrupted one too): leave `choice` running, one of best,
+        baseline, nothing (see `service.sweep.leave`)."""
+        from spark_tui.service.sweep import leave
+
+        return self._pumped(lambda emit, ask: leave(self, emit, ask, recipe, result, choice))
 
     def sync_models(
         self,

@@ -63,7 +63,7 @@ def pick_baseline(
     return None
 
 
-async def _adopt(session: Session) -> Cluster:
+async def adopt_running(session: Session) -> Cluster:
     """The running cluster to tune: ours, or the one found on the nodes."""
     cluster = session.cluster
     if cluster is not None and cluster.ready and cluster.base_url:
@@ -108,7 +108,7 @@ async def tune(
     from spark_tui.ops.history import changed_settings
     from spark_tui.service.evaluate import running_overrides
 
-    cluster = await _adopt(session)
+    cluster = await adopt_running(session)
     if cluster.recipe != recipe.name:
         raise InputError(
             f"the running cluster serves {cluster.recipe}, not {recipe.name}",
@@ -175,7 +175,7 @@ async def tune(
             )
         relaunched = session.cluster
         assert relaunched is not None
-        carrying = await _check_every_rank(session, relaunched, setting, typed)
+        carrying = await check_every_rank(session, relaunched, setting, typed)
         emit(ev.Notice("info", f"every rank carries {setting}={value}: ranks {carrying}"))
         target = await find_target(session, None, None)
         results = await run_smoke(session, emit, target)
@@ -219,7 +219,7 @@ async def tune(
             launching.cancel()
 
 
-async def _check_every_rank(
+async def check_every_rank(
     session: Session, cluster: Cluster, setting: str, value: Any
 ) -> list[int]:
     """Every rank's container runs with the change (as Docker reports its command):

@@ -207,3 +207,16 @@ def test_tp2_on_one_node_needs_nnodes() -> None:
         "ValueError: World size (2) is larger than the number of available GPUs (1) in this node."
         in out
     )
+
+
+def test_more_sequences_than_the_step_budget_is_refused_as_vllm_does() -> None:
+    """vLLM 0.32's SchedulerConfig: max_num_batched_tokens must be >= max_num_seqs."""
+    rc, out = run(serve_argv("openai/gpt-oss-120b", free_port(), "--max-num-seqs", "10000"))
+    assert rc == 1 and "Traceback (most recent call last):" in out
+    assert (
+        "Value error, max_num_batched_tokens (8192) must be greater than or equal to "
+        "max_num_seqs (10000)." in out
+    )
+    flags = ["--max-num-seqs", "512", "--max-num-batched-tokens", "256"]
+    out = run(serve_argv("openai/gpt-oss-120b", free_port(), *flags))[1]
+    assert "max_num_batched_tokens (256) must be" in out

@@ -164,6 +164,26 @@ def max_len_too_long(user: int, derived: int) -> Failure:
     return Failure(exc, frames, "config", exit_code=1)
 
 
+def batched_below_seqs(batched: int, seqs: int) -> Failure:
+    """--max-num-seqs above the token budget per step (vLLM's SchedulerConfig refuses it)."""
+    exc = (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig\n"
+        f"  Value error, max_num_batched_tokens ({batched}) must be greater than or equal to "
+        f"max_num_seqs ({seqs}). [type=value_error, input_value=ArgsKwargs((), "
+        "{'runner_type': ...}), input_type=ArgsKwargs]\n"
+        "    For further information visit https://errors.pydantic.dev/2.12/v/value_error"
+    )
+    frames = CLI_FRAMES + [
+        _f(
+            "vllm/engine/arg_utils.py",
+            2617,
+            "create_engine_config",
+            "scheduler_config = SchedulerConfig(",
+        ),
+    ]
+    return Failure(exc, frames, "config", exit_code=1)
+
+
 def world_exceeds_gpus(world: int, gpus: int) -> Failure:
     """More ranks on this node than it has GPUs (e.g. -tp 2 without --nnodes 2)."""
     exc = (

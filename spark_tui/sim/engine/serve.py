@@ -353,6 +353,9 @@ def _config_phase(ctx: Context) -> ModelSpec:
     out.info(
         "scheduler.py:307", f"Chunked prefill is enabled with max_num_batched_tokens={batched}."
     )
+    seqs = a.max_num_seqs or mem.DEFAULT_MAX_NUM_SEQS
+    if batched < seqs:
+        raise failures.batched_below_seqs(batched, seqs)
     if spec.attention == "hybrid" and spec.linear_kind == "gated_deltanet" and _prefix_caching(a):
         out.info(
             "config.py:688",

@@ -1,0 +1,89 @@
+"""The sweep through the service on the demo's simulated Sparks: max_num_seqs 2, 8192, 8,
+where vLLM refuses 8192 (above the recipe's max_num_batched_tokens of 4096) and the sweep
+goes on; interrupted after its first value, resumed without measuring it again, the best
+value left running and made the baseline."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.core.sweep import Objective, Target
+from spark_tui.ops.bench import BenchConfig
+from spark_tui.service import events as ev
+from spark_tui.sim.nodes import random_loopback_base
+from spark_tui.ui.demo_session import DemoSession
+
+CONFIG = BenchConfig(concurrency=(2,), prompt_tokens=16, output_tokens=8, requests_per_level=4)
+
+
+async def drain(events, stop_after_value: bool = False) -> list:
+    seen = []
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if isinstance(event, ev.Question):
+                event.reply(True)
+            seen.append(event)
+            if stop_after_value and isinstance(event, ev.SweepValueDone):
+                break  # the consumer goes away: the sweep's work is cancelled (an interrupt)
+    return seen
+
+
+async def test_sweep_refused_value_interrupt_resume_apply_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(tmp_path / "data"))
+    session = DemoSession(
+        pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=CONFIG
+    )
+    recipe = find_recipe("glm-5.3-flash")
+    targets = [Target.parse("errors<=0@c2")]
+    objective = Objective.parse("tok_s@c2")
+    values = ["2", "8192", "8"]
+    try:
+        await session.start()
+        await drain(session.launch(recipe, {}, follow=False))
+        first = await drain(
+            session.sweep(recipe, "max_num_seqs", values, targets, objective),
+            stop_after_value=True,
+        )
+        history = session.history
+        (record,) = history.list_runs("sweep")
+        kept = record.results["sweep"]
+        assert kept["interrupted"] and [r["raw"] for r in kept["rows"]] == ["2"]
+        assert any(isinstance(e, ev.SweepProgressed) and e.phase == "bench" for e in first)
+        launches = len(history.list_runs("launch"))
+
+        seen = await drain(
+            session.sweep(
+                recipe, "max_num_seqs", values, targets, objective, resume=True, apply_best=True
+            )
+        )
+    finally:
+        await session.close()
+    done = [e for e in seen if isinstance(e, ev.SweepDone)]
+    assert len(done) == 1
+    result = done[0].result
+    assert result.run_id == record.id, "resumed in the same record"
+    rows = {r.raw: r for r in result.ordered_rows()}
+    refused = rows["8192"]
+    assert refused.status == "did not start"
+    said = (refused.reason or "") + " ".join(sum(refused.rank_lines.values(), []))
+    assert "must be greater than or equal to max_num_seqs (8192)" in said, refused
+    assert rows["2"].measured and rows["8"].measured
+    # Resumed: value 2 was not launched again (8192's and 8's launches, then none to leave
+    # the best running when it is the last one measured).
+    progressed = [e.value for e in seen if isinstance(e, ev.SweepProgressed) and e.value]
+    assert 2 not in progressed and {8192, 8} <= set(progressed)
+    assert any(e.eta_s is not None for e in seen if isinstance(e, ev.SweepProgressed))
+    best = result.best()
+    assert best is not None and best.raw in ("2", "8")
+    history = session.history
+    assert len(history.list_runs("launch")) in (launches + 2, launches + 3)
+    # The best value runs and is the baseline now.
+    pinned = history.pinned_baseline(recipe.name, history.get_run(best.bench_id or "").cluster_key)
+    assert pinned is not None and pinned.id == best.bench_id
+    assert history.list_runs("launch")[-1].settings["max_num_seqs"] == best.value

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
+from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.service.bench import fmt_figure
 
 if TYPE_CHECKING:
@@ -76,6 +77,40 @@ def format_table(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
+def format_link(result: BenchResult) -> str:
+    """The ranks' interfaces and every node's memory while the benchmark ran ("" when not
+    sampled: a server not of ours)."""
+    if not result.link and not result.memory:
+        return ""
+    width = max([len(f"{f.node} {f.interface}") for f in result.link] + [14])
+    lines = [
+        f"{'link (GB/s)':<{width}} {'rx peak':>8} {'rx mean':>8} {'tx peak':>8} {'tx mean':>8} "
+        f"{'peak share of link':>18}"
+    ]
+    for f in result.link:
+        share = fmt_share(f.peak_share)
+        speed = f" of {f.speed_gbs:g} GB/s" if f.speed_gbs else ""
+        lines.append(
+            f"{f.node + ' ' + f.interface:<{width}} {_gbs(f.rx_peak_gbs):>8} "
+            f"{_gbs(f.rx_mean_gbs):>8} {_gbs(f.tx_peak_gbs):>8} {_gbs(f.tx_mean_gbs):>8} "
+            f"{share + speed:>18}"
+        )
+    if not result.link:
+        lines = ["link: no rank interface named (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)"]
+    mem = [f"{m.node} {_gib(m.min_available)}/{_gib(m.total)} GiB" for m in result.memory]
+    if mem:
+        lines.append("memory free at least: " + " · ".join(mem))
+    return "\n".join(lines)
+
+
+def _gbs(value: float | None) -> str:
+    return fmt_gbs(None if value is None else value * GB)
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 1024**3:.1f}"
+
+
 def report(done: object, as_json: bool) -> None:
     """The finished (or cancelled) benchmark on stdout."""
     from spark_tui.service.events import BenchDone
@@ -89,6 +124,9 @@ def report(done: object, as_json: bool) -> None:
     for note in result.notes:
         print(f"note: {note}")
     print(format_table(result))
+    link = format_link(result)
+    if link:
+        print(link)
     state = " (cancelled: partial results)" if result.cancelled else ""
     print(f"recorded as run {done.run_id}{state}" if done.run_id else state.strip())
 

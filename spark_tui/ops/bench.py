@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 from pydantic.dataclasses import dataclass as record
 
+from spark_tui.core.link import LinkFigure, MemoryFigure
 from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 from spark_tui.ops.prometheus import vllm_gauges
 from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
@@ -193,6 +194,10 @@ class BenchResult(JsonRecord):
     # The warm-up and calibration requests before the levels (the server counts them too).
     warmup_requests: int = 0
     warmup_output_tokens: int = 0
+    # Sampled on every node of the cluster while it ran (none for a server not of ours):
+    # the ranks' interfaces (peak and mean GB/s each way) and each node's least free memory.
+    link: list[LinkFigure] = field(default_factory=list)
+    memory: list[MemoryFigure] = field(default_factory=list)
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

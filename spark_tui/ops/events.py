@@ -1,5 +1,5 @@
 """Every event the operations emit: a launch's and an attach's (rank states, log lines,
-notices, ready, outages, the Ray cluster forming), the watch's samples and alerts, and the
+notices, ready, outages, the Ray cluster forming), the watch's samples and alerts, link and memory samples, and the
 model and image syncs' steps and progress.
 
 The interfaces never import this module: `service.events` is their vocabulary, these
@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from spark_tui.core.link import InterfaceRate
 
 
 class RankState(StrEnum):
@@ -195,6 +197,19 @@ class NodeMemory:
 
 
 @dataclass(frozen=True)
+class LinkSample:
+    """One sample of a node while a benchmark or the watch runs: its memory in bytes and
+    the traffic of the interfaces its ranks use (NCCL/Gloo) since its previous sample
+    (rates None on the first); `missing`: interfaces the ranks name that the node lacks."""
+
+    node: str
+    mem_total: int | None
+    mem_available: int | None
+    interfaces: tuple[InterfaceRate, ...] = ()
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RankContainer:
     """One rank's container as Docker reports it (`state`: running, exited, ...)."""
 
@@ -309,6 +324,7 @@ WatchSample = (
     | ProbeResult
     | ServiceGauges
     | NodeMemory
+    | LinkSample
     | ContainerStates
     | NodeNotAnswering
     | WatchAlert

@@ -3,7 +3,7 @@
 Every `interval` seconds, independently of one another:
 - a tiny request through the SSH forward (1 token of chat/completions, short timeout);
 - the head's /metrics (running and waiting requests, KV cache use, tokens/s from counters);
-- every node's /proc/meminfo;
+- every node's memory and the traffic of its ranks' interfaces (`ops.link`: one command);
 - the container of every rank.
 
 A rank whose container is down, a 5xx answer, or a head that gives no token twice in a row
@@ -39,6 +39,7 @@ from spark_tui.ops.cluster import (
 from spark_tui.ops.diagnose import ClusterDiagnosis, RankFailure, diagnose, rank_evidence
 from spark_tui.ops.events import (
     ContainerStates,
+    LinkSample,
     NodeMemory,
     NodeNotAnswering,
     ProbeResult,
@@ -48,9 +49,8 @@ from spark_tui.ops.events import (
     WatchSample,
     WatchStarted,
 )
+from spark_tui.ops.link import LinkSampler, open_sampler
 from spark_tui.ops.prometheus import parse_prometheus, vllm_gauges
-from spark_tui.remote import parsers
-from spark_tui.remote import probe_commands as pc
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool
 
@@ -129,8 +129,10 @@ class _Watch:
         *,
         interval: float,
         request_timeout: float,
+        link: LinkSampler,
     ) -> None:
         self.pool = pool
+        self.link = link
         self.dockers = dockers
         self.cluster = cluster
         self.base_url = base_url
@@ -140,7 +142,7 @@ class _Watch:
         self.queue: asyncio.Queue[WatchSample] = asyncio.Queue()
         self.model: str | None = cluster.model
         self.model_checked = False
-        self.down_since: dict[str, float] = {}
+        self.down_since: dict[str, float] = link.down_since
         self._metrics_prev: tuple[float, dict[str, float]] | None = None
         self.stopped = False
 
@@ -235,20 +237,13 @@ class _Watch:
         return NodeNotAnswering(node, round(time.monotonic() - since, 1), message)
 
     async def _memory_once(self) -> None:
-        async def one(node: str) -> WatchSample:
-            try:
-                res = await asyncio.wait_for(
-                    self.pool[node].run(pc.MEMINFO, timeout=self.request_timeout),
-                    self.request_timeout + 1,
+        # One command per node reads its memory and its ranks' interface counters.
+        for sample in await self.link.sample():
+            if isinstance(sample, LinkSample):
+                await self.queue.put(
+                    NodeMemory(sample.node, sample.mem_total, sample.mem_available)
                 )
-            except (SparkError, TimeoutError) as exc:
-                return self._unreachable(node, exc)
-            mem = parsers.parse_meminfo(res.stdout)
-            return NodeMemory(node, mem.total, mem.available)
-
-        nodes = list(dict.fromkeys(self.cluster.nodes))
-        for ev in await asyncio.gather(*(one(n) for n in nodes)):
-            await self.queue.put(ev)
+            await self.queue.put(sample)
 
     async def containers(self) -> tuple[ContainerStates, list[NodeNotAnswering]]:
         """Every rank's container now; nodes that did not answer are not counted missing."""
@@ -491,8 +486,16 @@ async def watch(
         argv = await rank_argv(dockers[head.node], head.container)
         port = await pool[head.node].forward_local_port(api_host, api_port_of(argv))
         base = f"http://127.0.0.1:{port}"
+        link = await open_sampler(pool, cluster, dockers, timeout=request_timeout)
         w = _Watch(
-            pool, dockers, cluster, base, client, interval=interval, request_timeout=request_timeout
+            pool,
+            dockers,
+            cluster,
+            base,
+            client,
+            interval=interval,
+            request_timeout=request_timeout,
+            link=link,
         )
         yield WatchStarted(cluster.cluster_id, cluster.recipe, tuple(cluster.nodes), base)
         tasks = w.start()

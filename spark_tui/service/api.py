@@ -24,6 +24,7 @@ class ApiTarget:
     expect_reasoning: bool | None = None
     tool_call_parser: str | None = None
     launch: Run | None = None
+    cluster_id: str | None = None  # the cluster of ours serving it (None: another server)
 
 
 def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget:
@@ -46,11 +47,13 @@ async def find_target(session: Session, base_url: str | None, model: str | None)
     if cluster is not None and cluster.ready and cluster.base_url:
         t = target_from_argv(cluster.base_url, cluster.head_argv, via_cluster=True)
         t.launch = cluster.launch_run
+        t.cluster_id = cluster.cluster_id
     else:
         await session.connect(strict=True)
         found = await session.nodes.find_api()
         head = found.ranks[0] if found.ranks else {}
         t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
         t.launch = session.history.launch_of(found.cluster_id, found.recipe)
+        t.cluster_id = found.cluster_id
     t.model = model or t.model
     return t

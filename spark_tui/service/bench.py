@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from spark_tui.core.errors import OperationFailed, UnreachableError
+from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
+from spark_tui.core.link import LinkSummary
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
 from spark_tui.ops.compare import fmt_figure
+from spark_tui.ops.link import LINK_INTERVAL_S
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 
@@ -42,19 +44,64 @@ async def run_bench(
             f"{config.prompt_tokens} tokens, output {config.output_tokens} tokens",
         )
     )
+    summary = LinkSummary()
+    sampler = _start_sampling(session, emit, target, summary)
     try:
         await bench.run()
     except asyncio.CancelledError:
         bench.result.cancelled = True
+        await _stop_sampling(sampler, emit, bench.result, summary)
         record_bench(session, emit, target, bench.result, config)
         raise
     except BenchError as exc:
+        await _stop_sampling(sampler, emit, bench.result, summary)
         err = UnreachableError if exc.unreachable and target.via_cluster else OperationFailed
         raise err(
             f"benchmark failed: {exc}",
             "run the smoke checks against the same server to see which part fails",
         ) from exc
+    await _stop_sampling(sampler, emit, bench.result, summary)
     return record_bench(session, emit, target, bench.result, config)
+
+
+def _start_sampling(
+    session: Session, emit: Emit[ev.BenchEvent], target: ApiTarget, summary: LinkSummary
+) -> asyncio.Task[None] | None:
+    """Every node's memory and its ranks' link sampled beside the benchmark, when the API is
+    our cluster's (another server's nodes are not known)."""
+    if not target.via_cluster:
+        return None
+
+    def take(sample: ev.LinkSample | ev.NodeNotAnswering) -> None:
+        if isinstance(sample, ev.LinkSample):
+            summary.add(sample.node, sample.mem_total, sample.mem_available, sample.interfaces)
+        emit(sample)
+
+    return asyncio.create_task(
+        session.nodes.sample_link(target.cluster_id, take, interval=LINK_INTERVAL_S)
+    )
+
+
+async def _stop_sampling(
+    task: asyncio.Task[None] | None,
+    emit: Emit[ev.BenchEvent],
+    result: BenchResult,
+    summary: LinkSummary,
+) -> None:
+    """End the sampling; its summary goes into the result. A sampling that failed costs the
+    benchmark its link figures, never its results."""
+    if task is None:
+        return
+    task.cancel()
+    (outcome,) = await asyncio.gather(task, return_exceptions=True)
+    if isinstance(outcome, SparkError):
+        emit(
+            ev.Notice("warning", f"link and memory not sampled: {outcome.message}", outcome.remedy)
+        )
+    elif isinstance(outcome, Exception):
+        emit(ev.Notice("warning", f"link and memory not sampled: {outcome!r}"))
+    result.link = summary.links()
+    result.memory = summary.memory()
 
 
 def record_bench(

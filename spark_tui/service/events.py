@@ -19,6 +19,7 @@ from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
     ContainerStates,
+    LinkSample,
     LogEvent,
     LogLine,
     NodeMemory,
@@ -68,6 +69,7 @@ __all__ = [
     "Endpoint",
     "Evaluated",
     "LaunchEvent",
+    "LinkSample",
     "LogEvent",
     "LogLine",
     "LogsEvent",
@@ -311,8 +313,18 @@ WatchEvent = WatchSample | StopEvent
 # `smoke`: each check, the record, then every check's result.
 SmokeEvent = Question | Notice | SmokeChecked | Recorded | SmokeDone
 
-# `bench`: progress and levels, the record, then the result.
-BenchEvent = Question | Notice | BenchProgressed | BenchLevel | Recorded | BenchDone
+# `bench`: progress and levels, every node's link and memory samples (a node that does not
+# answer one), the record, then the result.
+BenchEvent = (
+    Question
+    | Notice
+    | BenchProgressed
+    | BenchLevel
+    | LinkSample
+    | NodeNotAnswering
+    | Recorded
+    | BenchDone
+)
 
 # `tune`: the baseline measured, a stop, a launch with the change, the smoke checks and the
 # benchmark, then the comparison.

@@ -105,6 +105,16 @@ class Nodes(Protocol):
     ) -> AsyncIterator[ev.WatchSample]:
         """Sample a ready cluster until it fails (see `ops.watch`)."""
 
+    async def sample_link(
+        self,
+        cluster_id: str | None,
+        emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
+        *,
+        interval: float,
+    ) -> None:
+        """Sample the cluster's nodes (memory, their ranks' interfaces' traffic) every
+        `interval` seconds over the open connections until cancelled (see `ops.link`)."""
+
     def rank_log(
         self, rank: RankStatus, *, tail: int | None, follow: bool
     ) -> AsyncIterator[ev.LogEvent]:

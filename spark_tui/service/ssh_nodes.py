@@ -159,6 +159,17 @@ class SshNodes:
             cleanup=cleanup,
         )
 
+    async def sample_link(
+        self,
+        cluster_id: str | None,
+        emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
+        *,
+        interval: float,
+    ) -> None:
+        from spark_tui.ops.link import sample_link
+
+        await sample_link(self.pool, cluster_id, emit, interval=interval)
+
     def rank_log(
         self, rank: RankStatus, *, tail: int | None, follow: bool
     ) -> AsyncIterator[ev.LogEvent]:

@@ -93,6 +93,10 @@ class EngineNodes(SshNodes):
         if kw.get("follow"):
             await asyncio.Event().wait()
 
+    async def sample_link(self, cluster_id: str | None, emit: Any, *, interval: float) -> None:
+        """The engines run on this machine, not on nodes: no node to sample."""
+        return None
+
     async def stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         plan, service = self.running_plan, self.service
         self.running_plan, self.service = None, None

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from spark_tui.sim.engine import SIMULATED_BANNER, VERSION, api, failures, ray_path
+from spark_tui.sim.engine import SIMULATED_BANNER, VERSION, api, failures, link_traffic, ray_path
 from spark_tui.sim.engine import memory as mem
 from spark_tui.sim.engine.catalogue import GIB, ModelSpec, canonical_id, lookup
 from spark_tui.sim.engine.failures import Failure
@@ -1018,6 +1018,32 @@ def _engine_stats(
     return active
 
 
+def _engine_tokens(ctx: Context) -> int:
+    """Every prompt and generated token this API's engines processed so far."""
+    total = 0
+    for sched in ctx.engines.values():
+        m = sched.metrics
+        with m.lock:
+            total += m.prompt_tokens + m.generation_tokens
+    return total
+
+
+def _start_link_traffic(ctx: Context) -> None:
+    """The simulated link traffic of a multi-rank engine (see `link_traffic`)."""
+    path = ctx.st.link_file
+    spec = lookup(ctx.args.model)
+    if not path or ctx.scheduler is None or ctx.world <= 1 or spec is None:
+        return
+    per_token = link_traffic.bytes_per_token(
+        spec.hidden_size, spec.num_hidden_layers, ctx.tp, ctx.pp
+    )
+    threading.Thread(
+        target=link_traffic.link_loop,
+        args=(path, lambda: _engine_tokens(ctx), per_token, ctx.stop, 0.25),
+        daemon=True,
+    ).start()
+
+
 def _serve_until_done(ctx: Context) -> int:
     """Run until a signal, a peer's loss, or the die-after-ready scenario. Returns the exit code."""
     die_at = None
@@ -1025,6 +1051,7 @@ def _serve_until_done(ctx: Context) -> int:
         die_at = time.monotonic() + ctx.st.die_after_ready_s
     if ctx.scheduler is not None and _logs_stats(ctx):
         threading.Thread(target=_stats_loop, args=(ctx,), daemon=True).start()
+    _start_link_traffic(ctx)
     if ctx.head is not None and ctx.state is not None and (ctx.args.data_parallel_size or 1) == 1:
         head = ctx.head
         ctx.state.lost_peer = lambda: lost_peer(head)

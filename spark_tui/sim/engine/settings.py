@@ -14,6 +14,7 @@
 | SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
 | SPARK_SIM_STATS_INTERVAL_S | 10 | period of the "Engine 000: Avg prompt throughput" log line |
 | SPARK_SIM_GPUS_PER_NODE | 1 | GPUs per node (a DGX Spark has one GB10) |
+| SPARK_SIM_LINK_FILE | unset | where a multi-rank head writes the bytes its ranks would have sent over the link (`link_traffic`) |
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ class SimSettings:
     heartbeat_timeout_s: float
     stats_interval_s: float
     gpus_per_node: int
+    # Where the head writes its simulated link traffic (see `link_traffic`); None: nowhere.
+    link_file: str | None = None
     # Real vLLM's head waits for its workers forever; a timeout applies to it only when
     # SPARK_SIM_RENDEZVOUS_TIMEOUT_S is set (workers always give up, as torch's clients do).
     head_waits_forever: bool = False
@@ -91,6 +94,7 @@ class SimSettings:
             head_waits_forever=timeout is None,
             stats_interval_s=max(0.05, _float(env, "SPARK_SIM_STATS_INTERVAL_S", 10.0)),
             gpus_per_node=max(1, int(_float(env, "SPARK_SIM_GPUS_PER_NODE", 1))),
+            link_file=(env.get("SPARK_SIM_LINK_FILE") or "").strip() or None,
         )
 
     @property

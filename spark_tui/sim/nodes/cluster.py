@@ -173,6 +173,8 @@ class SimCluster:
             )
             for s in peers
         ]
+        for n in self.nodes:
+            n.cluster_nodes = self.nodes
         await asyncio.gather(*(n.start() for n in self.nodes))
 
     def _write_files(self) -> None:

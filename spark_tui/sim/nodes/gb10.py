@@ -386,3 +386,57 @@ def net_speeds(node: NodeScenario) -> str:
     """What the NET_SPEEDS loop prints: "name speed" per /sys/class/net entry, glob order."""
     devs = sorted(netdevs(node), key=lambda d: d.name.encode())
     return "".join(f"{d.name} {d.speed}\n" for d in devs)
+
+
+# ---- link counters (simulated) ---------------------------------------------------------
+
+# Bytes a cabled port sees each way with no job on it (LLDP, neighbour discovery).
+IDLE_LINK_BYTES_PER_S = 180
+# How long a simulated node has been up when the simulation starts.
+BOOT_UPTIME_S = 3 * 86400 + 4127.31
+_CPUS = 20  # /proc/uptime's idle time counts every core's
+
+
+def link_counters(
+    node: NodeScenario, name: str, uptime_s: float, engine_bytes: int
+) -> tuple[int, int] | None:
+    """(rx_bytes, tx_bytes) of interface `name` (None: the node has none of that name). The
+    cabled port carries the engines' traffic (`engine_bytes` each way: a ring all-reduce
+    sends what it receives) on top of an idle trickle; the counters start from a made-up
+    history since boot."""
+    dev = next((d for d in netdevs(node) if d.name == name), None)
+    if dev is None:
+        return None
+    rx = (node.index + 1) * 7_519_000_000 + dev.ifindex * 104_729
+    tx = rx * 97 // 100
+    if dev.up and not dev.loopback:
+        idle = int(uptime_s * IDLE_LINK_BYTES_PER_S)
+        rx, tx = rx + idle, tx + idle
+    if name == primary_netdev(node):
+        rx, tx = rx + engine_bytes, tx + engine_bytes
+    return rx, tx
+
+
+def link_sample(
+    node: NodeScenario, mem: Memory, interfaces: list[str], uptime_s: float, engine_bytes: int
+) -> tuple[str, int]:
+    """What `grep -H . /proc/uptime /proc/meminfo <each interface's counters and speed>`
+    prints on this node, and its exit status (2 when a file is missing or unreadable, as
+    grep's is: the speed of a virtual link gives EINVAL)."""
+    lines = [f"/proc/uptime:{uptime_s:.2f} {uptime_s * _CPUS * 0.97:.2f}"]
+    lines += [f"/proc/meminfo:{line}" for line in meminfo(mem).splitlines()]
+    speeds = {d.name: d.speed for d in netdevs(node)}
+    status = 0
+    for name in interfaces:
+        counters = link_counters(node, name, uptime_s, engine_bytes)
+        if counters is None:
+            status = 2
+            continue
+        base = f"/sys/class/net/{name}"
+        lines.append(f"{base}/statistics/rx_bytes:{counters[0]}")
+        lines.append(f"{base}/statistics/tx_bytes:{counters[1]}")
+        if speeds.get(name):
+            lines.append(f"{base}/speed:{speeds[name]}")
+        else:
+            status = 2
+    return "\n".join(lines) + "\n", status

@@ -9,12 +9,15 @@ import re
 import shutil
 import signal
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
+from spark_tui.core.plan import LABEL_PREFIX
+from spark_tui.remote import link_sample
 from spark_tui.remote import probe_commands as pc
 from spark_tui.sim.nodes import gb10
 from spark_tui.sim.nodes.docker_api import DockerApiServer
@@ -31,6 +34,7 @@ _DROP_CACHES = re.compile(
     r"echo\s+['\"]?([123])['\"]?\s*(?:>|\|\s*(?:sudo\s+)?tee)[^;&|]*drop_caches"
 )
 _SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes
+_CLUSTER_LABEL = LABEL_PREFIX + "cluster"
 
 
 def load_or_create_key(path: Path) -> asyncssh.SSHKey:
@@ -114,6 +118,12 @@ class SimNode:
         self._server: Any = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.command_groups: set[int] = set()  # process groups of commands run for real
+        # Every node of the simulation (the cluster sets it): a rank's link traffic is its
+        # cluster's, which the head's engine writes on the head's node.
+        self.cluster_nodes: list[SimNode] = [self]
+        self.started_at = time.monotonic()
+        self._link_seen: dict[str, int] = {}
+        self._link_total = 0
 
     # ---- facts the node answers with ---------------------------------------------------
 
@@ -139,7 +149,9 @@ class SimNode:
             "SPARK_SIM_MEM_AVAILABLE_BYTES": str(mem.available * 1024),
             "SPARK_SIM_PAGE_CACHE_BYTES": str(mem.page_cache_held * 1024),
             "SPARK_SIM_BIND_ADDRESS": self.address,
+            "SPARK_SIM_LINK_FILE": str(self.link_file(container)),
         }
+        self.link_file(container).parent.mkdir(parents=True, exist_ok=True)
         if self.pace is not None:
             env["SPARK_SIM_PACE"] = str(self.pace)
         if self.token_scale is not None:
@@ -147,6 +159,36 @@ class SimNode:
         if self.scenario.dies_after_ready is not None:
             env["SPARK_SIM_DIE_AFTER_READY_S"] = str(self.scenario.dies_after_ready)
         return env
+
+    def link_file(self, container: SimContainer) -> Path:
+        """Where `container`'s engine writes its simulated link traffic."""
+        return self.state_dir / "link" / f"{container.id}.bytes"
+
+    def cluster_link_bytes(self, cluster_id: str) -> int:
+        """The link traffic written by this node's engines of `cluster_id` (0: none)."""
+        best = 0
+        for c in list(self.engine.containers.values()):
+            if c.labels.get(_CLUSTER_LABEL) != cluster_id:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                best = max(best, int(self.link_file(c).read_text().strip() or 0))
+        return best
+
+    def engine_link_bytes(self) -> int:
+        """Bytes this node's ranks sent (and received) over the link since the simulation
+        began: only ever rises, as a real counter does across containers that come and go."""
+        running = {
+            c.labels.get(_CLUSTER_LABEL) for c in self.engine.containers.values() if c.running
+        }
+        for cid in sorted(i for i in running if i):
+            now = max(n.cluster_link_bytes(cid) for n in self.cluster_nodes)
+            self._link_total += max(0, now - self._link_seen.get(cid, 0))
+            self._link_seen[cid] = now
+        return self._link_total
+
+    def uptime(self) -> float:
+        """Seconds since the simulated node booted."""
+        return gb10.BOOT_UPTIME_S + time.monotonic() - self.started_at
 
     def _docker_info(self) -> dict[str, Any]:
         return {
@@ -187,6 +229,14 @@ class SimNode:
             return gb10.ip_neigh_json(self.scenario, self.peers), 0
         if cmd == pc.NET_SPEEDS:
             return gb10.net_speeds(self.scenario), 0
+        if cmd.startswith(link_sample.COMMAND_START):
+            return gb10.link_sample(
+                self.scenario,
+                self.memory(),
+                link_sample.interfaces_of(cmd),
+                self.uptime(),
+                self.engine_link_bytes(),
+            )
         if cmd in ("free", "free -k"):
             return gb10.free(self.memory()), 0
         if cmd == "free -b":

@@ -23,6 +23,7 @@ from spark_tui.core.errors import UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
+from spark_tui.core.link import InterfaceRate
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.serve_flags import FlagTable
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
@@ -30,6 +31,7 @@ from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
+    LinkSample,
     LogLine,
     NodeMemory,
     NodeUnreachable,
@@ -229,6 +231,21 @@ class ReplayNodes:
             yield self.watch_alert
             return
         await asyncio.Event().wait()  # samples every few seconds, until cancelled
+
+    async def sample_link(self, cluster_id: str | None, emit: Any, *, interval: float) -> None:
+        """Each node's memory and its cabled port as a benchmark of the recorded cluster saw
+        them (the first sample has no rate yet), then nothing until cancelled."""
+        self.calls.append(f"sample_link {cluster_id}")
+        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+        speed = 200000 * 1e6 / 8
+        for rate in (None, 1.84e9):
+            for i, n in enumerate(nodes):
+                iface = n.connectx_up[0].netdev if n.connectx_up else "enp1s0f1np1"
+                moved = 10**9 * (i + 1) + (0 if rate is None else int(rate))
+                sample = InterfaceRate(iface, rate, rate, speed, moved, moved)
+                emit(LinkSample(n.name, n.memory_total_bytes, 21 * 1024**3, (sample,)))
+            await asyncio.sleep(0)
+        await asyncio.Event().wait()
 
     async def attach_events(self, cluster_id: str, **kw: Any) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"attach {cluster_id}")

@@ -50,6 +50,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "linear_state_bytes": _BYTES,
     "mtp_layers": _COUNT0,
     "ple_table_bytes": _BYTES,
+    "encoder_bytes": _BYTES,
     "num_experts": _COUNT0,
 }
 

@@ -91,6 +91,9 @@ class ModelFacts:
     linear_state_bytes: int | None = None
     mtp_layers: int | None = None
     ple_table_bytes: int | None = None
+    # The vision tower and projector of a multimodal checkpoint: --language-model-only
+    # leaves them unloaded.
+    encoder_bytes: int | None = None
     # The sampler's logits are vocab_size wide (the fit check's runtime overhead).
     vocab_size: int | None = None
     # Routed experts (0: a dense model); vLLM runs some data-parallel forms only for MoE.

@@ -282,12 +282,15 @@ def runtime_overhead(
 def weights_per_rank_bytes(
     facts: ModelFacts, args: ServeArgs, env: Mapping[str, str]
 ) -> int | None:
-    """Weight memory of one rank: weights / (TP x PP), less a PLE table kept on disk, as loaded."""
+    """Weight memory of one rank: weights / (TP x PP), as loaded, less a PLE table kept on
+    disk and, with --language-model-only, less the multimodal encoders vLLM does not build."""
     if facts.weight_bytes is None:
         return None
     weights = facts.weight_bytes
     if env.get("VLLM_PLE_TABLE_MEMORY", "").lower() == "disk" and facts.ple_table_bytes:
         weights -= facts.ple_table_bytes
+    if args.has("language-model-only") and facts.encoder_bytes:
+        weights -= min(facts.encoder_bytes, weights)
     shards = max(1, args.tensor_parallel_size) * max(1, args.pipeline_parallel_size)
     return int(weights / shards * WEIGHT_LOAD_FACTOR)
 

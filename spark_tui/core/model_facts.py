@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from spark_tui.core.encoder_weights import encoder_bytes
 from spark_tui.core.errors import RecipeError
 from spark_tui.core.facts import ModelFacts, NodeFacts
 from spark_tui.core.recipe import Recipe
@@ -99,6 +100,7 @@ _INT_FIELDS = (
     "linear_state_bytes",
     "mtp_layers",
     "ple_table_bytes",
+    "encoder_bytes",
     "vocab_size",
     "num_experts",
 )
@@ -545,6 +547,9 @@ def facts_from_hf_config(
         "mtp_layers",
         _positive_int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers")),
     )
+    # The encoders' weights keep the checkpoint's dtype (quantisation spares them).
+    elem = dtype_bytes(values.get("dtype")) or 2
+    put("encoder_bytes", encoder_bytes(config, hidden, elem), "vision_config")
     return ModelFacts(model_id=model_id, sources=sources, **values)
 
 

@@ -456,6 +456,19 @@ def test_weights_per_rank_minus_a_ple_table_on_disk() -> None:
     assert on_disk == int(60 * GIB / 4 * WEIGHT_LOAD_FACTOR)
 
 
+def test_language_model_only_drops_the_encoders_from_the_weights() -> None:
+    # vLLM builds no vision tower with --language-model-only: its tensors are not loaded.
+    facts = ModelFacts(model_id="m", weight_bytes=48 * GIB, encoder_bytes=1 * GIB)
+    whole = weights_per_rank_bytes(facts, parse_serve_args(["vllm", "serve", "m"]), {})
+    lm_only = parse_serve_args(["vllm", "serve", "m", "--language-model-only"])
+    assert whole == int(48 * GIB * WEIGHT_LOAD_FACTOR)
+    assert weights_per_rank_bytes(facts, lm_only, {}) == int(47 * GIB * WEIGHT_LOAD_FACTOR)
+    negated = parse_serve_args(["vllm", "serve", "m", "--no-language-model-only"])
+    assert weights_per_rank_bytes(facts, negated, {}) == whole
+    unknown = ModelFacts(model_id="m", weight_bytes=48 * GIB)  # encoder size not known
+    assert weights_per_rank_bytes(unknown, lm_only, {}) == whole
+
+
 # --- KV formulas against hand-computed numbers ---------------------------------------------------
 
 

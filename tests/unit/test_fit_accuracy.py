@@ -74,6 +74,9 @@ HELD_OUT = {
             ),
         ),
     ),
+    "gemma-3-12b-it rerun (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma3_12b_default.log", "constructed_gemma3_12b_it_config.json"
+    ),
     "gemma-3-27b-it fp8 KV 128k (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_gemma3_27b_fp8kv_128k.log",
         "constructed_gemma3_27b_it_config.json",
@@ -83,6 +86,9 @@ HELD_OUT = {
     ),
     "gemma-4-26B-A4B-it fp8 KV (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_gemma4_26b_fp8kv.log", "constructed_gemma4_26b_a4b_config.json"
+    ),
+    "gemma-4-26B-A4B-it rerun (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_triton.log", "constructed_gemma4_26b_a4b_config.json"
     ),
     "gemma-4-26B-A4B-it QAT (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_gemma4_26b_qat.log", "constructed_gemma4_26b_a4b_config.json"

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from textual.driver import Driver
 
 DEFAULT_RECIPE = "glm-5.3-flash"
+# Four Sparks and more open on a recipe made for them (TP 4 by default; its layouts are
+# settings), where the pair's recipe would leave all but two nodes out.
+MANY_NODES_RECIPE = "gpt-oss-120b-cluster"
+MANY_NODES = 4
 
 
 def demo_app(
@@ -29,7 +33,7 @@ def demo_app(
     session = DemoSession(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
     return SparkApp(
         session,
-        recipe=recipe or DEFAULT_RECIPE,
+        recipe=recipe or (MANY_NODES_RECIPE if nodes >= MANY_NODES else DEFAULT_RECIPE),
         theme=theme,
         config=load_config(),
         driver_class=driver_class,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import ipaddress
 import json
 import os
 import subprocess
@@ -87,6 +88,54 @@ def to_event(data: dict[str, Any]) -> ClusterEvent:
     raise ValueError(f"unknown recorded event type {kind}")
 
 
+def node_name(index: int) -> str:
+    """The recording's name of node `index` (0-based: sim-spark-1 is the head)."""
+    return f"sim-spark-{index + 1}"
+
+
+def recorded_nodes(count: int) -> list[NodeFacts]:
+    """The recorded nodes; beyond the two recorded, copies of the worker's facts under the
+    next names and addresses (as `spark-tui demo --nodes N` numbers them)."""
+    nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+    worker = recording()["nodes"][1]
+    base = ipaddress.IPv4Address(worker["address"])
+    for i in range(len(nodes), count):
+        data = copy.deepcopy(worker)
+        address = str(base + i - 1)
+        data.update(name=node_name(i), hostname=node_name(i), address=address)
+        for iface in data["interfaces"]:
+            if iface["ipv4"] == worker["address"]:
+                iface["ipv4"] = address
+        nodes.append(NodeFacts.from_dict(data))
+    return nodes[:count]
+
+
+def recorded_events(scenario: str, ranks: int, failing: int) -> list[dict[str, Any]]:
+    """The scenario's recorded events for `ranks` ranks: the worker's (rank 1's) events
+    given to every worker rank under its own node's name, and in a failed launch its
+    failure (and every line after ready) to rank `failing` alone."""
+    out: list[dict[str, Any]] = []
+    after_ready = False
+    for data in recording()[scenario]["events"]:
+        if data["type"] == "ClusterReady":
+            after_ready = True
+        if data.get("rank") != 1 or ranks == 2:
+            out.append(data)
+            continue
+        dying = after_ready and recording()[scenario].get("failure")
+        for rank in [failing] if dying else range(1, ranks):
+            out.append({**data, "rank": rank, "node": node_name(rank)})
+    if recording()[scenario].get("failure") and ranks > 2:
+        # The launch removes the ranks that did not fail, each reported stopped.
+        for rank in range(1, ranks):
+            if rank != failing:
+                stopped = {"rank": rank, "node": node_name(rank), "state": "stopped"}
+                out.append(
+                    {"type": "RankStateChanged", "progress": None, "reason": None, **stopped}
+                )
+    return out
+
+
 @functools.cache
 def _stand_in_flags() -> FlagTable:
     from spark_tui.core.serve_flags import parse_help
@@ -108,7 +157,9 @@ class ReplayNodes:
     `host_key` asks the host-key question first; `smoke_fails` makes the tool-call check
     fail. The watch after ready gives fixed samples (`watch_alert`: then that alert);
     `outages` is a queue of NodeUnreachable events the launch yields after ready (giving up
-    ends it as the real watch does). Evaluating, questions, records, tuning and comparing
+    ends it as the real watch does). `sparks` (more than the two recorded) gives every
+    extra node the worker's facts and every extra rank the worker's events; in a failed
+    launch rank `failing_rank` (default: the last) is the one that dies. Evaluating, questions, records, tuning and comparing
     run as in the product."""
 
     def __init__(
@@ -121,9 +172,15 @@ class ReplayNodes:
         smoke_fails: bool = False,
         watch_alert: WatchAlert | None = None,
         outages: asyncio.Queue[NodeUnreachable | None] | None = None,
+        sparks: int = 2,
+        failing_rank: int | None = None,
     ) -> None:
-        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
-        self.inventory = [InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes]
+        self.node_count = sparks
+        self.failing_rank = sparks - 1 if failing_rank is None else failing_rank
+        nodes_facts = recorded_nodes(sparks)
+        self.inventory = [
+            InventoryNode(n.name, n.address, port=2222, user="nvidia") for n in nodes_facts
+        ]
         self.simulated = simulated
         self.scenario = scenario
         self.freeze_when = freeze_when
@@ -151,7 +208,7 @@ class ReplayNodes:
 
     async def probe(self) -> list[NodeFacts]:
         self.calls.append("probe")
-        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+        nodes = recorded_nodes(self.node_count)
         if self.host_key_answer is False:
             nodes[0] = NodeFacts(
                 nodes[0].name,
@@ -187,7 +244,8 @@ class ReplayNodes:
         self.calls.append(f"launch {plan.cluster_id}")
         self.launched = plan
         recorded = recording()[self.scenario]
-        for data in recorded["events"]:
+        ranks = len(plan.ranks)
+        for data in recorded_events(self.scenario, ranks, self.failing_rank):
             event = to_event(data)
             yield event
             await asyncio.sleep(0)
@@ -196,7 +254,11 @@ class ReplayNodes:
         failure = recorded.get("failure")
         if failure:
             self.launched = None
-            raise LaunchFailed(failure["message"], failure["remedy"], rank=1, node="sim-spark-2")
+            rank = self.failing_rank if ranks > 2 else 1
+            message = failure["message"].replace(
+                "rank 1 on sim-spark-2", f"rank {rank} on {node_name(rank)}"
+            )
+            raise LaunchFailed(message, failure["remedy"], rank=rank, node=node_name(rank))
         while self.outages is not None:
             outage = await self.outages.get()
             if outage is None:  # the user gave up waiting: the watch ends, ranks untouched
@@ -211,7 +273,7 @@ class ReplayNodes:
     async def watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchSample]:
         self.calls.append(f"watch {cluster_id}")
         plan = self.launched
-        nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
+        nodes = recorded_nodes(self.node_count)
         yield WatchStarted(
             str(cluster_id),
             plan.recipe if plan else None,
@@ -297,8 +359,9 @@ class ReplaySession(Session):
     """The product's Session over `nodes` (ReplayNodes with `kw` unless given)."""
 
     def __init__(self, nodes: ReplayNodes | None = None, **kw: Any) -> None:
+        replay = nodes or ReplayNodes(**kw)
         super().__init__(
-            nodes=nodes or ReplayNodes(**kw),
-            label="REPLAY · 2 recorded simulated 128 GB Sparks (test double)",
+            nodes=replay,
+            label=f"REPLAY · {replay.node_count} recorded simulated 128 GB Sparks (test double)",
             reattach_hint="`spark-tui --hosts sim-spark-1,sim-spark-2` (it re-attaches)",
         )

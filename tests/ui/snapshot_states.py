@@ -14,10 +14,10 @@ from spark_tui.ops.events import ClusterEvent, RankState, RankStateChanged, Watc
 from spark_tui.ui.app import SparkApp
 
 
-def make_app(**backend_kw: object) -> SparkApp:
+def make_app(recipe: str = "glm-5.3-flash", **backend_kw: object) -> SparkApp:
     return SparkApp(
         ReplaySession(**backend_kw),  # type: ignore[arg-type]
-        recipe="glm-5.3-flash",
+        recipe=recipe,
         auto_refresh=False,
         handle_signals=False,
     )
@@ -131,6 +131,22 @@ async def watch_alert(pilot: Pilot[int]) -> None:
     await settle(pilot)
 
 
+async def eight_ranks_failed(pilot: Pilot[int]) -> None:
+    """TP 8 on eight Sparks (set in the edit dialog before the launch), one worker killed:
+    its tab is brought forward."""
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await discovered(pilot)
+    await pilot.press("e", *"tensor_parallel", "enter", "8", "enter")
+    await settle(pilot)
+    await failed(pilot)
+
+
+# Four and eight Sparks: the recipe made for them, the recorded worker's events on every
+# worker rank (cockpit_replay.recorded_events).
+MANY = "gpt-oss-120b-cluster"
+
+
 # A worker killed after ready, as the watch reports it (the head's lines with it).
 WORKER_KILLED = WatchAlert(
     1,
@@ -160,4 +176,13 @@ STATES: dict[str, tuple[dict[str, object], Callable[[Pilot[int]], Awaitable[None
     "help": ({}, help_screen),
     "watching": ({}, watching),
     "watch_alert": ({"watch_alert": WORKER_KILLED}, watch_alert),
+    "four_ranks_watching": ({"recipe": MANY, "sparks": 4}, watching),
+    "four_ranks_failed": (
+        {"recipe": MANY, "sparks": 4, "scenario": "failed_launch", "failing_rank": 2},
+        failed,
+    ),
+    "eight_ranks_failed": (
+        {"recipe": MANY, "sparks": 8, "scenario": "failed_launch", "failing_rank": 5},
+        eight_ranks_failed,
+    ),
 }

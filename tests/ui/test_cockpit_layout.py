@@ -128,7 +128,7 @@ async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
         await discovered(pilot)
         app.build_panes([(0, "spark-a"), (1, "spark-b"), (2, "spark-c")])
         await pilot.pause(0.1)
-        tabs = app.query_one("#rank-tabs", TabbedContent)
+        tabs = app.query_one(TabbedContent)
         assert tabs.tab_count == 3
         event = RankStateChanged(2, "spark-c", RankState.READY, progress=1.0)
         app._rank_state(event)

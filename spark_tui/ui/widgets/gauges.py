@@ -86,24 +86,45 @@ def gauges_line(view: WatchView, wide: bool = True) -> Text:
     return text
 
 
-def memory_line(view: WatchView, nodes: list[str], wide: bool = True) -> Text:
-    """`memory  spark-a 98/128 GiB free · spark-b not answering since 12 s, retrying`."""
+def memory_line(
+    view: WatchView, nodes: list[str], wide: bool = True, width: int | None = None
+) -> Text:
+    """`memory  spark-a 98/128 GiB free · spark-b not answering since 12 s, retrying`.
+    Within `width`: wide, the nodes go on as many rows as they need (under the label);
+    narrow, one row, the separators shortened so that every node's figure still fits."""
+    label = "memory" if wide else "mem"
+    entries = [_node_memory(view, node, wide) for node in nodes]
+    sep = " · "
+    if width is not None and not wide:
+        needed = len(label) + sum(len(e) for e in entries) + len(sep) * len(entries)
+        if needed > width:
+            sep = " "
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append("memory" if wide else "mem", style="bold")
-    for i, node in enumerate(nodes):
-        text.append(" · " if i else " ", style="dim")
-        silent = view.silent.get(node)
-        if silent is not None:
-            text.append(f"{node} not answering since {silent.since_s:.0f} s, retrying", "yellow")
-            continue
-        mem = view.memory.get(node)
-        if mem is None:
-            text.append(f"{node} –", style="dim")
-        elif wide:
-            text.append(f"{node} ")
-            text.append(f"{_gib(mem.available)}/{_gib(mem.total)} GiB free", style="bold")
-        else:
-            text.append(f"{_gib(mem.available)}/{_gib(mem.total)}G", style="bold")
+    text.append(label, style="bold")
+    column = len(label)
+    for i, entry in enumerate(entries):
+        gap = sep if i else " "
+        if wide and width is not None and i and column + len(gap) + len(entry) > width:
+            text.append("\n" + " " * len(label))
+            column, gap = len(label), " "
+        text.append(gap, style="dim")
+        text.append_text(entry)
+        column += len(gap) + len(entry)
+    return text
+
+
+def _node_memory(view: WatchView, node: str, wide: bool) -> Text:
+    silent = view.silent.get(node)
+    if silent is not None:
+        return Text(f"{node} not answering since {silent.since_s:.0f} s, retrying", "yellow")
+    mem = view.memory.get(node)
+    if mem is None:
+        return Text(f"{node} –", style="dim")
+    figure = f"{_gib(mem.available)}/{_gib(mem.total)}"
+    if not wide:
+        return Text(f"{figure}G", style="bold")
+    text = Text(f"{node} ")
+    text.append(f"{figure} GiB free", style="bold")
     return text
 
 
@@ -152,7 +173,8 @@ class GaugesPanel(Static):
         nodes = list(view.started.nodes) if view.started else sorted(view.memory)
         lines = [gauges_line(view, wide)]
         if wide or not view.alert:
-            lines.append(memory_line(view, nodes, wide))
+            width = self.content_region.width or self.app.size.width - 2
+            lines.append(memory_line(view, nodes, wide, width))
         if view.ended and not view.alert:
             lines.append(Text(f"not watching: {view.ended}", style="dim"))
         if view.alert is not None:

@@ -1,5 +1,5 @@
 """The log area: one LogPane per rank, side by side up to two ranks, in tabs beyond (each
-tab marked with its rank's state)."""
+tab marked with its rank's state; the first rank that fails is brought forward)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from spark_tui.ui.widgets.logpane import LogPane
 
 if TYPE_CHECKING:
     from textual.widget import Widget
+    from textual.widgets import TabbedContent
 
     from spark_tui.ui import messages as msg
 
 # Side by side up to this many ranks; tabs beyond.
 SIDE_BY_SIDE = 2
 TAB_MARKS = {"ready": "✓", "failed": "✗", "loading": "…", "stopped": "■"}
+# A tab's label is "rank N ✓" while every tab fits the width in that form ("rank N" and
+# its mark, plus the tab's padding); "rN ✓" beyond, so eight ranks fit 80 columns.
+LONG_TAB_WIDTH = 12
 
 
 class RankPanes(Container):
@@ -26,6 +30,11 @@ class RankPanes(Container):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.panes: dict[int, LogPane] = {}
+        self.tabs: TabbedContent | None = None
+        self.short_labels = False
+        # The rank brought forward when it failed (one per cluster: the first to fail is
+        # the one whose lines explain it; the others' failures follow from it).
+        self.brought_forward: int | None = None
 
     @property
     def tabbed(self) -> bool:
@@ -33,31 +42,43 @@ class RankPanes(Container):
 
     def build(self, ranks: list[tuple[int, str]]) -> dict[int, LogPane]:
         """New panes for (rank, node) pairs, the first one the head's."""
+        # The old panes leave at the next refresh, after the new ones are mounted: nothing
+        # here may carry a fixed id (it would clash with the leaving one's).
         self.remove_children()
+        self.brought_forward = None
         self.panes = {
             rank: LogPane(rank, node, role="head" if i == 0 else None)
             for i, (rank, node) in enumerate(ranks)
         }
         if not self.tabbed:
+            self.tabs = None
             self.mount(Horizontal(*self.panes.values()))
             return self.panes
         from textual.widgets import TabbedContent, TabPane
 
-        tabs = TabbedContent(id="rank-tabs")
+        width = self.size.width or self.app.size.width
+        self.short_labels = len(self.panes) * LONG_TAB_WIDTH > width
+        self.tabs = TabbedContent(classes="rank-tabs")
         for rank, pane in self.panes.items():
             # Given before mounting, as `with TabbedContent():` does in compose.
-            tabs.compose_add_child(TabPane(f"rank {rank}", pane, id=f"tab-{rank}"))
-        self.mount(tabs)
+            self.tabs.compose_add_child(TabPane(self.tab_label(rank, ""), pane, id=f"tab-{rank}"))
+        self.mount(self.tabs)
         return self.panes
 
-    def mark_tab(self, rank: int, state: str) -> None:
-        if not self.tabbed:
-            return
-        from textual.widgets import TabbedContent
+    def tab_label(self, rank: int, state: str) -> str:
+        name = f"r{rank}" if self.short_labels else f"rank {rank}"
+        return f"{name} {TAB_MARKS.get(state, '')}".rstrip()
 
-        with contextlib.suppress(Exception):
-            tab = self.query_one("#rank-tabs", TabbedContent).get_tab(f"tab-{rank}")
-            tab.label = f"rank {rank} {TAB_MARKS.get(state, '')}".rstrip()
+    def mark_tab(self, rank: int, state: str) -> None:
+        if self.tabs is None:
+            return
+        with contextlib.suppress(Exception):  # the tab may not be mounted yet
+            self.tabs.get_tab(f"tab-{rank}").label = self.tab_label(rank, state)
+
+    def bring_forward(self, rank: int) -> None:
+        """Show `rank`'s pane: its tab made the active one."""
+        if self.tabs is not None and rank in self.panes:
+            self.tabs.active = f"tab-{rank}"
 
     def current(self, focused: Widget | None) -> LogPane | None:
         """The pane the user is in: the focused one, else the active tab's, else the first."""
@@ -65,12 +86,9 @@ class RankPanes(Container):
             (n for n in (focused.ancestors_with_self if focused else []) if isinstance(n, LogPane)),
             None,
         )
-        if pane is None and self.tabbed:
-            from textual.widgets import TabbedContent
-
-            with contextlib.suppress(Exception):
-                active = self.query_one("#rank-tabs", TabbedContent).active
-                pane = self.panes.get(int(active.removeprefix("tab-")))
+        if pane is None and self.tabs is not None:
+            with contextlib.suppress(ValueError):
+                pane = self.panes.get(int(self.tabs.active.removeprefix("tab-")))
         return pane or next(iter(self.panes.values()), None)
 
     def set_filter(self, text: str) -> None:
@@ -85,7 +103,11 @@ class RankPanes(Container):
 
     # ------------------------------------------------------------ messages
     def on_rank_changed(self, message: msg.RankChanged) -> None:
-        self.mark_tab(message.event.rank, message.event.state.value)
+        event = message.event
+        self.mark_tab(event.rank, event.state.value)
+        if event.state.value == "failed" and self.brought_forward is None:
+            self.brought_forward = event.rank
+            self.bring_forward(event.rank)
 
     def on_cluster_stopped(self, message: msg.ClusterStopped) -> None:
         if message.stopped.cluster_id is None:

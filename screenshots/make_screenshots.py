@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SIZE = (140, 42)
 SMALL = (80, 24)
+WIDE_4 = (160, 48)
 
 
 async def wait(pilot, condition: Callable[[], object], timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -137,6 +138,38 @@ async def small() -> None:
         await wait(pilot, lambda: not app.is_running, 60, "exit")
 
 
+async def four_nodes(size: tuple[int, int], name: str, dies: bool) -> None:
+    """`spark-tui demo --nodes 4`: TP 2 x DP 2 set in the edit dialog, launched; ready and
+    smoke-checked, or (`dies`) a worker killed after ready, its tab brought forward."""
+    from spark_tui.ui.app import SparkApp
+    from spark_tui.ui.demo_session import DemoSession
+
+    backend = DemoSession(
+        nodes=4, pace=0.1, token_scale=0.2, worker_dies_after=1.0 if dies else None
+    )
+    app = SparkApp(backend, recipe="gpt-oss-120b-cluster", auto_refresh=False, handle_signals=False)
+    async with app.run_test(size=size) as pilot:
+        await wait(pilot, app.discovered.is_set, 60, "discovery")
+        for setting in ("tensor_parallel", "data_parallel"):
+            await pilot.press("e", *setting, "enter", "2", "enter")
+            await settle(pilot)
+        await pilot.press("l")
+        if dies:
+            await wait(pilot, lambda: app.cluster and app.cluster.failed, 180, "the failure")
+            await wait(pilot, lambda: app.busy is None, 60, "the launch to end")
+        else:
+            await wait(pilot, lambda: app.cluster and app.cluster.ready, 180, "ready")
+            await pilot.press("t")
+            await wait(pilot, lambda: app.last_smoke is not None, 120, "smoke")
+        await settle(pilot)
+        save(app, name)
+        await pilot.press("q")
+        if not dies:
+            await pilot.pause(0.2)
+            await pilot.press("y")
+        await wait(pilot, lambda: not app.is_running, 60, "exit")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="spark-tui-shots-") as tmp:
         os.environ["SPARK_TUI_DATA_DIR"] = str(Path(tmp) / "data")
@@ -146,6 +179,8 @@ def main() -> None:
         asyncio.run(story())
         asyncio.run(failure())
         asyncio.run(small())
+        asyncio.run(four_nodes(WIDE_4, "12-four-nodes.svg", dies=False))
+        asyncio.run(four_nodes(SMALL, "13-four-nodes-failed-80x24.svg", dies=True))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spark_tui.core import prelaunch
+from spark_tui.core.attention_backend import FLASHINFER, attention_backend
 from spark_tui.core.errors import FactsError
 from spark_tui.core.fact_ranges import check_fact_ranges
 from spark_tui.core.facts import GIB, ModelFacts, NodeFacts
@@ -58,6 +59,12 @@ DEFAULT_VOCAB_SIZE = 262144
 # 0.37 GiB on the dense logs at 512 captured tokens, 0.03 to 0.1 GiB at 48.
 CUDA_GRAPH_BASE_BYTES = 48 * MIB
 CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN = 640 * 1024
+# With FlashInfer, each KV cache group's attention metadata builder allocates its float
+# workspace (vLLM's VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB) at the first graph
+# capture, and a full CUDA graph needs one decode wrapper per captured batch size, each with
+# FlashInfer's own 8 MiB int workspace on the device: vLLM's graph estimate holds both.
+FLASHINFER_WORKSPACE_BYTES = 394 * MIB
+FLASHINFER_DECODE_WRAPPER_BYTES = 8 * MIB
 # Above this the OS, Docker and the page cache share too little of a unified-memory node.
 HIGH_UTILIZATION = 0.9
 # What the system-headroom remedy suggests instead.
@@ -254,13 +261,46 @@ def _captures_graphs(args: ServeArgs) -> bool:
     return mode is None or str(mode).strip().upper() not in ("NONE", "0")
 
 
+def capture_sizes(largest: int) -> list[int]:
+    """vLLM's default CUDA graph batch sizes up to `largest`: 1, 2, 4, then steps of 8 to
+    256 and of 16 beyond (51 sizes up to 512, as the GB10 logs list them)."""
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, MAX_CUDA_GRAPH_CAPTURE_SIZE + 1, 16)]
+    return [n for n in sizes if n <= largest]
+
+
+def _full_decode_graphs(args: ServeArgs) -> bool:
+    """Whether vLLM captures full CUDA graphs of decode batches (its default mode,
+    FULL_AND_PIECEWISE, does; PIECEWISE does not)."""
+    mode = str(_compilation_config(args).get("cudagraph_mode") or "FULL_AND_PIECEWISE")
+    return "FULL" in mode.strip().upper()
+
+
+def _flashinfer_graph_bytes(
+    args: ServeArgs, facts: ModelFacts | None, decode_tokens: int, captured: int
+) -> int:
+    """What FlashInfer adds to vLLM's CUDA graph estimate: per KV cache group with attention,
+    its workspace and one decode wrapper per full decode graph (one group when the layout
+    is not known)."""
+    # The groups follow the layer counts alone: any element size will do to lay them out.
+    shape = replace(facts, dtype=facts.dtype or "bfloat16") if facts is not None else None
+    layout = layout_for(shape, args) if shape is not None else None
+    groups = max(1, layout.attention_groups()) if layout is not None else 1
+    decode_graphs = len(capture_sizes(min(decode_tokens, captured)))
+    return groups * (FLASHINFER_WORKSPACE_BYTES + decode_graphs * FLASHINFER_DECODE_WRAPPER_BYTES)
+
+
 def runtime_overhead(
-    args: ServeArgs, facts: ModelFacts | None = None, *, unified: bool = True
+    args: ServeArgs,
+    facts: ModelFacts | None = None,
+    *,
+    unified: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> RuntimeOverhead:
     """vLLM's non-KV, non-weight memory of one rank for these settings (see the constants).
 
     `unified` says the node shares one memory between CPU and GPU (GB10), where the
-    compile workers' host memory counts against the GPU budget.
+    compile workers' host memory counts against the GPU budget; `env` is the recipe's
+    environment (VLLM_ATTENTION_BACKEND).
     """
     tokens = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     seqs = min(args.max_num_seqs or DEFAULT_MAX_NUM_SEQS, tokens)
@@ -270,6 +310,9 @@ def runtime_overhead(
     if _captures_graphs(args):
         captured = min(MAX_CUDA_GRAPH_CAPTURE_SIZE, 2 * seqs * (1 + draft), tokens)
         graphs = CUDA_GRAPH_BASE_BYTES + captured * CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN
+        backend = attention_backend(args, facts, env or {}, unified=unified)
+        if backend == FLASHINFER and _full_decode_graphs(args):
+            graphs += _flashinfer_graph_bytes(args, facts, seqs * (1 + draft), captured)
     return RuntimeOverhead(
         non_torch_bytes=NON_TORCH_BYTES,
         compile_bytes=COMPILE_WORKERS_BYTES if unified and _compiles(args) else 0,
@@ -917,7 +960,7 @@ def check_fit(
     per_node: list[tuple[str, Finding]] = []
     fits: list[NodeFit] = []
     for rank, node in enumerate(nodes):
-        parts = runtime_overhead(args, facts, unified=_unified_memory(node))
+        parts = runtime_overhead(args, facts, unified=_unified_memory(node), env=env)
         overhead = parts.total_bytes
         fit = NodeFit(
             name=node.name,

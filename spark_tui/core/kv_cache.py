@@ -127,6 +127,14 @@ class KVLayout:
         groups = sum(math.ceil(n / group) for n in counts)
         return page, group, groups
 
+    def attention_groups(self) -> int:
+        """The KV cache groups that hold attention layers: vLLM gives each its own attention
+        metadata builder (and so its own backend workspaces)."""
+        if not self.attention:
+            return 0
+        _, group, _ = self._grouping()
+        return sum(math.ceil(k.layers / group) for k in self.attention)
+
     def _kind_block(self, kind: LayerKind, page: int) -> int:
         """Tokens per block of an attention kind once its page is grown to the unified page."""
         return max(1, page // kind.bytes_per_token) if kind.bytes_per_token else page

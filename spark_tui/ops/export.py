@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import InputError
+from spark_tui.core.link import fmt_share
 from spark_tui.core.wording import change_text, setting_text
 from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
@@ -232,6 +233,49 @@ def _run_section(run: Run) -> list[str]:
             ],
             rows,
         )
+        out.append("")
+        out += _link_section(bench)
+    return out
+
+
+def _gbs(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.3g}"
+
+
+def _link_section(bench: dict[str, Any]) -> list[str]:
+    """The ranks' interfaces and every node's memory while the benchmark ran."""
+    link, memory = bench.get("link") or [], bench.get("memory") or []
+    out: list[str] = []
+    if link:
+        rows = [
+            [
+                f.get("node"),
+                f.get("interface"),
+                *(
+                    _gbs(f.get(k))
+                    for k in ("rx_peak_gbs", "rx_mean_gbs", "tx_peak_gbs", "tx_mean_gbs")
+                ),
+                fmt_share(f.get("peak_share")),
+                _gbs(f.get("speed_gbs")),
+                f.get("samples"),
+            ]
+            for f in link
+        ]
+        header = ["node", "interface", "rx peak GB/s", "rx mean GB/s", "tx peak GB/s"]
+        header += ["tx mean GB/s", "peak share", "link GB/s", "samples"]
+        out += _table(header, rows)
+        out.append("")
+    if memory:
+        gib = 1024**3
+        rows = [
+            [
+                m.get("node"),
+                "?" if m.get("min_available") is None else f"{m['min_available'] / gib:.1f}",
+                "?" if m.get("total") is None else f"{m['total'] / gib:.1f}",
+            ]
+            for m in memory
+        ]
+        out += _table(["node", "least free GiB", "total GiB"], rows)
         out.append("")
     return out
 

@@ -108,10 +108,12 @@ async def sample_link(
     interval: float = LINK_INTERVAL_S,
     timeout: float = 5.0,
     nodes: Sequence[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Sample the cluster's nodes every `interval` seconds until cancelled, handing each
-    sample to `emit`. Without a cluster of ours on the nodes (`cluster_id` None: the only
-    one), `nodes`' memory alone (all the pool's when None)."""
+    """Sample the cluster's nodes every `interval` seconds, handing each sample to `emit`,
+    until cancelled, or until `stop` is set: then once more (what moved since the last
+    sample counts too) and return. Without a cluster of ours on the nodes (`cluster_id`
+    None: the only one), `nodes`' memory alone (all the pool's when None)."""
     dockers = await open_dockers(pool)
     try:
         found = await status(pool, cluster_id, dockers=dockers)
@@ -124,9 +126,13 @@ async def sample_link(
             sampler = LinkSampler(pool, {n: [] for n in names}, timeout=timeout)
     finally:
         await close_dockers(dockers)
+    stop = stop if stop is not None else asyncio.Event()
     while True:
         started = time.monotonic()
         with contextlib.suppress(SparkError):
             for event in await sampler.sample():
                 emit(event)
-        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, interval - (time.monotonic() - started)))

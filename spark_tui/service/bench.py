@@ -45,7 +45,8 @@ async def run_bench(
         )
     )
     summary = LinkSummary()
-    sampler = _start_sampling(session, emit, target, summary)
+    stop = asyncio.Event()
+    sampler = _start_sampling(session, emit, target, summary, stop)
     try:
         await bench.run()
     except asyncio.CancelledError:
@@ -60,12 +61,20 @@ async def run_bench(
             f"benchmark failed: {exc}",
             "run the smoke checks against the same server to see which part fails",
         ) from exc
+    # One last sample: what moved since the one before belongs to the benchmark too.
+    stop.set()
+    if sampler is not None:
+        await asyncio.wait([sampler], timeout=LINK_INTERVAL_S + 5)
     await _stop_sampling(sampler, emit, bench.result, summary)
     return record_bench(session, emit, target, bench.result, config)
 
 
 def _start_sampling(
-    session: Session, emit: Emit[ev.BenchEvent], target: ApiTarget, summary: LinkSummary
+    session: Session,
+    emit: Emit[ev.BenchEvent],
+    target: ApiTarget,
+    summary: LinkSummary,
+    stop: asyncio.Event,
 ) -> asyncio.Task[None] | None:
     """Every node's memory and its ranks' link sampled beside the benchmark, when the API is
     our cluster's (another server's nodes are not known)."""
@@ -78,7 +87,7 @@ def _start_sampling(
         emit(sample)
 
     return asyncio.create_task(
-        session.nodes.sample_link(target.cluster_id, take, interval=LINK_INTERVAL_S)
+        session.nodes.sample_link(target.cluster_id, take, interval=LINK_INTERVAL_S, stop=stop)
     )
 
 
@@ -88,7 +97,7 @@ async def _stop_sampling(
     result: BenchResult,
     summary: LinkSummary,
 ) -> None:
-    """End the sampling; its summary goes into the result. A sampling that failed costs the
+    """End the sampling (cancelled if still running); its summary goes into the result. A sampling that failed costs the
     benchmark its link figures, never its results."""
     if task is None:
         return

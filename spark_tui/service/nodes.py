@@ -6,6 +6,7 @@ code over any of them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -111,9 +112,11 @@ class Nodes(Protocol):
         emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
         *,
         interval: float,
+        stop: asyncio.Event,
     ) -> None:
         """Sample the cluster's nodes (memory, their ranks' interfaces' traffic) every
-        `interval` seconds over the open connections until cancelled (see `ops.link`)."""
+        `interval` seconds over the open connections until cancelled, or once more after
+        `stop` is set (see `ops.link`)."""
 
     def rank_log(
         self, rank: RankStatus, *, tail: int | None, follow: bool

@@ -3,6 +3,7 @@ the operations of `spark_tui.ops` run on that pool."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -165,10 +166,11 @@ class SshNodes:
         emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
         *,
         interval: float,
+        stop: asyncio.Event,
     ) -> None:
         from spark_tui.ops.link import sample_link
 
-        await sample_link(self.pool, cluster_id, emit, interval=interval)
+        await sample_link(self.pool, cluster_id, emit, interval=interval, stop=stop)
 
     def rank_log(
         self, rank: RankStatus, *, tail: int | None, follow: bool

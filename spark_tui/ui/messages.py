@@ -118,6 +118,14 @@ class WatchSampled(Message, bubble=False):
         self.event = event
 
 
+class LinkSampled(Message, bubble=False):
+    """One node's memory and rank interfaces, sampled while a benchmark or the watch runs."""
+
+    def __init__(self, sample: ev.LinkSample) -> None:
+        super().__init__()
+        self.sample = sample
+
+
 class WatchEnded(Message, bubble=False):
     """The watch stopped (the cluster was stopped, relaunched or failed); `why` says so."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -404,6 +405,69 @@ def test_bench_figures_agree_with_vllms_own_counters(
     tokens += result["warmup_output_tokens"]
     assert served == pytest.approx(requests, rel=0.05), (served, requests)
     assert tokens == pytest.approx(served_tokens, rel=0.05), (tokens, served_tokens)
+
+
+def _counters(lab: Lab, index: int) -> tuple[int, int]:
+    """The node's rank interface's (rx, tx) bytes, read inside its namespace."""
+    node = lab.node(index)
+    stats = f"/sys/class/net/{node.ifname}/statistics"
+    out = subprocess.run(
+        ["ip", "netns", "exec", node.netns, "cat", f"{stats}/rx_bytes", f"{stats}/tx_bytes"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def test_bench_sees_the_rank_interfaces_traffic_rise_on_both_nodes(
+    cluster: dict[str, Any], files: dict[str, Path], vllm_lab: Lab
+) -> None:
+    """TP 2 over the veth: while the benchmark runs, the interface both ranks' Gloo/NCCL
+    variables name carries their all-reduces, far above what it carries idle."""
+    assert cluster["launch"].returncode == 0
+    idle_s = 10.0
+    before = _counters(vllm_lab, 2)
+    time.sleep(idle_s)
+    after = _counters(vllm_lab, 2)
+    idle_rate = (after[0] - before[0] + after[1] - before[1]) / idle_s
+    started = time.monotonic()
+    res = _cli(
+        "bench",
+        "--inventory",
+        str(files["inventory"]),
+        "--concurrency",
+        "4",
+        "--prompt-tokens",
+        "256",
+        "--output-tokens",
+        "32",
+        "--requests-per-level",
+        "8",
+        "--json",
+        timeout=900,
+    )
+    seconds = time.monotonic() - started
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    result = json.loads(res.stdout)
+    link = {f["node"]: f for f in result["link"]}
+    nodes = {n.name: n for n in vllm_lab.nodes}
+    assert set(link) == set(nodes), result["link"]
+    for name, fig in link.items():
+        # The interface the ranks' environment names: the node's ConnectX-named veth end.
+        assert fig["interface"] == nodes[name].ifname
+        assert fig["samples"] >= 2 and fig["rx_bytes"] > 0 and fig["tx_bytes"] > 0
+        assert fig["rx_peak_gbs"] > 0 and fig["tx_peak_gbs"] > 0
+    worker = link[vllm_lab.node(2).name]
+    busy_rate = (worker["rx_bytes"] + worker["tx_bytes"]) / seconds
+    sys.stderr.write(f"link: idle {idle_rate:.0f} B/s, busy {busy_rate:.0f} B/s, {worker}\n")
+    # The worker's interface carries no HTTP (the API is the head's): what rises is the
+    # ranks' traffic, well above the idle keepalives and our own samples.
+    assert busy_rate > 5 * idle_rate + 20_000, (busy_rate, idle_rate, worker)
+    memory = {m["node"]: m for m in result["memory"]}
+    assert set(memory) == set(nodes)
+    assert all(0 < m["min_available"] < m["total"] for m in memory.values())
 
 
 # --- the stand-in held against real vLLM ---------------------------------------------------

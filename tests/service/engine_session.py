@@ -93,7 +93,9 @@ class EngineNodes(SshNodes):
         if kw.get("follow"):
             await asyncio.Event().wait()
 
-    async def sample_link(self, cluster_id: str | None, emit: Any, *, interval: float) -> None:
+    async def sample_link(
+        self, cluster_id: str | None, emit: Any, *, interval: float, stop: Any
+    ) -> None:
         """The engines run on this machine, not on nodes: no node to sample."""
         return None
 

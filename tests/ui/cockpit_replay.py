@@ -294,9 +294,11 @@ class ReplayNodes:
             return
         await asyncio.Event().wait()  # samples every few seconds, until cancelled
 
-    async def sample_link(self, cluster_id: str | None, emit: Any, *, interval: float) -> None:
+    async def sample_link(
+        self, cluster_id: str | None, emit: Any, *, interval: float, stop: asyncio.Event
+    ) -> None:
         """Each node's memory and its cabled port as a benchmark of the recorded cluster saw
-        them (the first sample has no rate yet), then nothing until cancelled."""
+        them (the first sample has no rate yet), then nothing until stopped."""
         self.calls.append(f"sample_link {cluster_id}")
         nodes = [NodeFacts.from_dict(n) for n in recording()["nodes"]]
         speed = 200000 * 1e6 / 8
@@ -307,7 +309,7 @@ class ReplayNodes:
                 sample = InterfaceRate(iface, rate, rate, speed, moved, moved)
                 emit(LinkSample(n.name, n.memory_total_bytes, 21 * 1024**3, (sample,)))
             await asyncio.sleep(0)
-        await asyncio.Event().wait()
+        await stop.wait()
 
     async def attach_events(self, cluster_id: str, **kw: Any) -> AsyncIterator[ClusterEvent]:
         self.calls.append(f"attach {cluster_id}")

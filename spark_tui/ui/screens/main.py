@@ -31,6 +31,7 @@ from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
 from spark_tui.ui.widgets.filterbox import FilterBox
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.gauges import GaugesPanel
+from spark_tui.ui.widgets.link import LinkPanel
 from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.rankpanes import RankPanes
@@ -101,6 +102,7 @@ class MainScreen(Screen[None]):
         self.nodes_panel = NodePanel(id="nodes")
         self.rank_panes = RankPanes(id="logs")
         self.gauges = GaugesPanel(id="gauges")
+        self.link_panel = LinkPanel(id="link")
         self.bar = ResultsBar(id="results")
         self.last_smoke: list[dict[str, Any]] | None = None
         self.last_bench: ev.BenchDone | None = None
@@ -127,6 +129,7 @@ class MainScreen(Screen[None]):
             yield FitPanel(id="fit")
         yield self.rank_panes
         yield self.gauges
+        yield self.link_panel
         yield self.bar
         yield Footer()
 
@@ -243,12 +246,16 @@ class MainScreen(Screen[None]):
                 self._send(msg.BenchUpdate(progress=progress))
             case ev.BenchDone(result=result):
                 levels = [lv.to_dict() for lv in result.levels]
-                self._send(msg.BenchUpdate(levels=levels, done=event), bar)
+                self._send(msg.BenchUpdate(levels=levels, done=event), bar, self.link_panel)
+            case ev.LinkSample():
+                self._send(msg.LinkSampled(event), self.link_panel, screen=False)
             case ev.Compared():
                 self._send(msg.TuneCompared(event), bar)
             case ev.Stopped():
                 panes = [self.rank_panes, *self.panes.values()]
-                self._send(msg.ClusterStopped(event), bar, gauges, *panes, screen=False)
+                self._send(
+                    msg.ClusterStopped(event), bar, gauges, self.link_panel, *panes, screen=False
+                )
             case ev.WatchAlert(rank=rank):
                 alert = msg.RankAlert(event, self._alert_remedy())
                 self._send(alert, gauges, *self._panes_of([rank]))
@@ -460,6 +467,7 @@ class MainScreen(Screen[None]):
         self.build_panes(ranks)
         self.bar.clear_results()
         self.gauges.clear()
+        self.link_panel.clear()
         self.last_compare = None
 
     @_app_work(group="follow")

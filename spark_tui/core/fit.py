@@ -349,6 +349,24 @@ def used_nodes(args: ServeArgs, nodes: list[NodeFacts]) -> tuple[list[NodeFacts]
     return list(nodes[:world]), list(nodes[world:])
 
 
+def _kv_heads_split(kv_heads: int, tp: int) -> bool:
+    """Whether vLLM can split kv_heads over TP ranks: whole heads per rank, or whole ranks
+    per head (replicas) when there are fewer heads than ranks."""
+    return tp % kv_heads == 0 if tp >= kv_heads else kv_heads % tp == 0
+
+
+def _kv_head_split_error(facts: ModelFacts, tp: int) -> tuple[int, str] | None:
+    """(KV heads, the TP sizes that split them) for the first KV head count of the model
+    (its layers', then its global layers') that TP does not split; None when all split."""
+    if facts.attention == "mla":
+        return None  # one latent per token, the same on every rank
+    for kv_heads in (facts.num_key_value_heads, facts.num_global_key_value_heads):
+        if kv_heads and not _kv_heads_split(kv_heads, tp):
+            good = [n for n in range(1, max(8, tp) + 1) if _kv_heads_split(kv_heads, n)]
+            return kv_heads, ", ".join(str(n) for n in good)
+    return None
+
+
 def _layout(tp: int, pp: int, dp: int) -> str:
     return f"TP {tp} x PP {pp} x DP {dp} = {plural(tp * pp * dp, 'rank')}"
 
@@ -437,6 +455,23 @@ def _parallel_findings(
                 f"Total number of attention heads ({heads}) must be divisible by "
                 f"tensor parallel size ({tp}).",
                 f"use a tensor parallel size that divides {heads}: {good} "
+                f"(--set tensor_parallel=N, with N x PP x DP nodes)",
+            )
+        )
+    kv_split = _kv_head_split_error(facts, tp)
+    if kv_split is not None and (heads is None or heads % tp == 0):
+        kv_heads, good = kv_split
+        # vLLM's QKVParallelLinear splits the KV heads with divide(): its assertion is all
+        # the failure says.
+        larger, smaller = max(tp, kv_heads), min(tp, kv_heads)
+        out.append(
+            Finding(
+                "error",
+                "tp_kv_heads",
+                f"vLLM will stop at load with AssertionError: {larger} is not divisible by "
+                f"{smaller} (the model's {kv_heads} KV heads over TP {tp}: each rank takes a "
+                "whole number of heads, or a whole number of ranks share one)",
+                f"use a tensor parallel size that fits {kv_heads} KV heads: {good} "
                 f"(--set tensor_parallel=N, with N x PP x DP nodes)",
             )
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,28 @@ def test_tp3_on_three_nodes_gives_vllms_heads_message() -> None:
     assert "1, 2, 4, 8" in f.remedy and "--set tensor_parallel=" in f.remedy
     assert "nodes_mismatch" not in codes(report)  # 3 x 1 x 1 = 3 nodes
     assert "too_many_nodes" in codes(report)  # the recipe says at most 2
+
+
+def test_kv_heads_that_tp_does_not_split_stop_vllm_at_load() -> None:
+    # 24 query heads split over TP 4, but 6 KV heads do not: vLLM's divide() asserts.
+    facts = replace(llama70b(), num_attention_heads=24, num_key_value_heads=6)
+    nodes = [node(n) for n in "abcd"]
+    report = check_fit(recipe(), argv("-tp 4"), {}, nodes, facts)
+    f = finding(report, "tp_kv_heads")
+    assert f.message.startswith(
+        "vLLM will stop at load with AssertionError: 6 is not divisible by 4"
+    )
+    assert "1, 2, 3, 6" in f.remedy and report.verdict == "does_not_fit"
+    # Fewer KV heads than ranks: whole ranks per head (8 over 16 is fine, 3 over 4 is not).
+    assert "tp_kv_heads" not in codes(check_fit(recipe(), argv("-tp 2"), {}, nodes[:2], facts))
+    three = replace(llama70b(), num_key_value_heads=3)
+    f = finding(check_fit(recipe(), argv("-tp 4"), {}, nodes, three), "tp_kv_heads")
+    assert "AssertionError: 4 is not divisible by 3" in f.message
+    # Gemma 4's global layers have their own, fewer KV heads.
+    gemma = replace(llama70b(), num_key_value_heads=8, num_global_key_value_heads=2)
+    assert "tp_kv_heads" not in codes(check_fit(recipe(), argv("-tp 4"), {}, nodes, gemma))
+    odd = replace(gemma, num_global_key_value_heads=3)
+    assert "tp_kv_heads" in codes(check_fit(recipe(), argv("-tp 4"), {}, nodes, odd))
 
 
 # --- parallel layout ---------------------------------------------------------------------------

@@ -6,13 +6,14 @@ every worker rank)."""
 from __future__ import annotations
 
 import pytest
-from cockpit_helpers import settle, wait_until
+from cockpit_helpers import settle, static_text, wait_until
 from snapshot_states import MANY, discovered, make_app
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent, Tabs
 
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.widgets.gauges import GaugesPanel
+from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.results import ResultsBar
 
 SIZES = [(160, 48), (80, 24)]
@@ -88,3 +89,10 @@ async def test_every_rank_ready_and_every_nodes_memory(size: tuple[int, int], ra
         assert all(len(row) <= width for row in rows), (rows, width)
         if size[0] >= 120:
             assert all(f"sim-spark-{i + 1} " in memory for i in range(ranks)), memory
+        # The nodes panel names every node; narrow, one line each, so four fit its rows
+        # (eight scroll).
+        panel = app.query_one(NodePanel)
+        listed = static_text(app, "#nodes")
+        assert all(f"sim-spark-{i + 1}" in listed for i in range(ranks)), listed
+        if ranks == 4:
+            assert len(listed.strip().splitlines()) <= panel.content_region.height, listed

@@ -35,8 +35,36 @@ def _gib(value: int | None) -> str:
     return "?" if value is None else f"{value / GIB:.0f}"
 
 
+# With more nodes than this, each node takes fewer lines (the panel's rows show four nodes
+# at once instead of the first two).
+FULL_NODES = 2
+
+
+def _one_line(view: NodeView) -> Text:
+    """`● sim-spark-1 21/120G` (free/total): a node in one line (narrow, many nodes); a
+    node with no ConnectX link up says so after it."""
+    facts = view.facts
+    if view.outage or view.state != "reachable" or facts is None:
+        error = view.state == "error"
+        out = Text("✖ " if error else "◌ ", style="red" if error else "yellow")
+        out.append(view.name, style="bold")
+        what = view.outage or (view.error or "unreachable" if error else "probing…")
+        out.append(f" {what}", style="red" if error else "dim")
+        return out
+    out = Text("● ", style="green")
+    out.append(view.name, style="bold")
+    out.append(f" {_gib(facts.memory_available_bytes)}/{_gib(facts.memory_total_bytes)}G")
+    if not facts.connectx_up:
+        out.append(" no link up", style="red")
+    return out
+
+
 def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
-    """The panel's text: two or three lines per node."""
+    """The panel's text: up to four lines per node; with more than two nodes, two lines
+    each (its first link only), or one when narrow."""
+    many = len(views) > FULL_NODES
+    if not wide and many:
+        return Text("\n").join(_one_line(v) for v in views)
     out = Text()
     for i, view in enumerate(views):
         if i:
@@ -75,7 +103,7 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
             out.append(f"\n  {gpu} {_gib(facts.memory_total_bytes)}G")
             out.append(f" {_gib(facts.memory_available_bytes)} free", style="dim")
         links = facts.connectx_up or [x for x in facts.interfaces if x.rdma_device]
-        for iface in links[: 2 if wide else 1]:
+        for iface in links[: 2 if wide and not many else 1]:
             speed = f"{iface.speed_mbps // 1000}G" if iface.speed_mbps else "?"
             state_style = "green" if iface.is_up else "red"
             out.append(f"\n  {iface.netdev:<14} " if wide else f"\n  {iface.netdev} ")
@@ -83,7 +111,7 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
             out.append(f" {speed} {iface.ipv4 or ''}" if wide else f" {speed}", style="dim")
         if not links:
             out.append("\n  no ConnectX link up", style="red")
-        if wide:
+        if wide and not many:
             out.append(
                 f"\n  {len(facts.images)} images, {len(facts.models)} cached models", style="dim"
             )

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from spark_tui.service.event_stream import streamed  # noqa: E402
 from spark_tui.sim.lab import Lab, LabConfig, unavailable_reason  # noqa: E402
 
 BUDGET_S = 1.0
@@ -49,7 +50,7 @@ async def _runs(lab: Lab, runs: int) -> list[tuple[float, float]]:
         for _ in range(runs):
             t0 = time.perf_counter()
             start = float("nan")
-            async for ev in launch(plan, pool, wait_ready=False, follow=False):
+            async for ev in streamed(launch, plan, pool, wait_ready=False, follow=False):
                 if isinstance(ev, ResultEvent) and ev.kind == "launch":
                     start = float(ev.payload["start_seconds"])
             whole = time.perf_counter() - t0

@@ -23,6 +23,7 @@ from spark_tui.ops.events import RankState, RankStateChanged, ResultEvent
 from spark_tui.ops.launch import launch
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
 
 RECIPE = "glm-5.3-flash"  # two ranks as written; TP = N for other node counts
@@ -37,7 +38,7 @@ async def once(pool: ConnectionPool, nodes: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     started: set[int] = set()
     elapsed = start_seconds = 0.0
-    async for ev in launch(plan, pool, wait_ready=False, follow=False):
+    async for ev in streamed(launch, plan, pool, wait_ready=False, follow=False):
         if isinstance(ev, RankStateChanged) and ev.state is RankState.STARTING:
             started.add(ev.rank)
             if len(started) == len(plan.ranks):

@@ -5,7 +5,7 @@ commands (smoke, bench) use to reach a running cluster's head.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,7 @@ from spark_tui.ops.cluster import (
     open_dockers,
     status,
 )
-from spark_tui.ops.event_stream import stream_events
-from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged
+from spark_tui.ops.events import ClusterEvent, Emit, Notice, RankState, RankStateChanged
 from spark_tui.ops.launch import ClusterWatch, WatchedRank
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool
@@ -75,10 +74,11 @@ def _watched(pool: ConnectionPool, dockers: dict[str, RemoteDocker], rs: RankSta
     )
 
 
-def attach(
+async def attach(
     pool: ConnectionPool,
     cluster_id: str | None = None,
     *,
+    emit: Emit[ClusterEvent],
     tail: int | str = 200,
     wait_ready: bool = True,
     follow: bool = True,
@@ -86,45 +86,42 @@ def attach(
     ready_timeout: float = READY_TIMEOUT_S,
     api_host: str = "127.0.0.1",
     settle: float = 1.0,
-) -> AsyncIterator[ClusterEvent]:
+) -> None:
     """Find our running cluster on the pool's (opened) nodes and watch it like a launch:
     RankStateChanged for every rank found, then every rank's log from its last `tail`
     lines on, ClusterReady once /health answers through the forward. A rank that is down
-    or fails is reported (and the others stopped, unless `keep_failed`): LaunchFailed."""
-
-    async def runner(emit: Callable[[ClusterEvent], None]) -> None:
-        dockers = await open_dockers(pool)
-        try:
-            cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
-            head = cluster.ranks[0]
-            argv = await rank_argv(dockers[head.node], head.container)
-            emit(
-                Notice(
-                    "info",
-                    f"attached to cluster {cluster.cluster_id} ({cluster.recipe}) on "
-                    + ", ".join(cluster.nodes),
-                )
+    or fails is reported (and the others stopped, unless `keep_failed`): LaunchFailed. Each
+    event goes to `emit`."""
+    dockers = await open_dockers(pool)
+    try:
+        cluster = pick_cluster(await status(pool, cluster_id, dockers=dockers), cluster_id)
+        head = cluster.ranks[0]
+        argv = await rank_argv(dockers[head.node], head.container)
+        emit(
+            Notice(
+                "info",
+                f"attached to cluster {cluster.cluster_id} ({cluster.recipe}) on "
+                + ", ".join(cluster.nodes),
             )
-            ranks = [_watched(pool, dockers, r) for r in cluster.ranks]
-            for r, rs in zip(ranks, cluster.ranks, strict=True):
-                r.state = RankState.STARTING if rs.running else RankState.STOPPED
-                emit(RankStateChanged(rank=r.rank, node=r.node, state=r.state))
-            watch = ClusterWatch(
-                cluster.cluster_id,
-                ranks,
-                emit,
-                api_host=api_host,
-                api_port=api_port_of(argv, head.labels),
-                keep_failed=keep_failed,
-                ready_timeout=ready_timeout,
-                settle=settle,
-                tail=tail,
-            )
-            await watch.run(wait_ready=wait_ready, follow=follow)
-        finally:
-            await close_dockers(dockers)
-
-    return stream_events(runner)
+        )
+        ranks = [_watched(pool, dockers, r) for r in cluster.ranks]
+        for r, rs in zip(ranks, cluster.ranks, strict=True):
+            r.state = RankState.STARTING if rs.running else RankState.STOPPED
+            emit(RankStateChanged(rank=r.rank, node=r.node, state=r.state))
+        watch = ClusterWatch(
+            cluster.cluster_id,
+            ranks,
+            emit,
+            api_host=api_host,
+            api_port=api_port_of(argv, head.labels),
+            keep_failed=keep_failed,
+            ready_timeout=ready_timeout,
+            settle=settle,
+            tail=tail,
+        )
+        await watch.run(wait_ready=wait_ready, follow=follow)
+    finally:
+        await close_dockers(dockers)
 
 
 @dataclass

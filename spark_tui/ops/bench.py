@@ -25,7 +25,6 @@ import json
 import secrets
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,6 +33,7 @@ import httpx
 from pydantic.dataclasses import dataclass as record
 
 from spark_tui.core.link import LinkFigure, MemoryFigure
+from spark_tui.ops.events import Emit
 from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 from spark_tui.ops.prometheus import vllm_gauges
 from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
@@ -253,8 +253,13 @@ class _MetricsSampler:
         }
 
 
+# What a running benchmark emits: where it is after each request, each level as it finishes.
+BenchUpdate = BenchProgress | LevelResult
+
+
 class BenchRun:
-    """One benchmark sweep; `result` holds what was measured so far, even after cancellation."""
+    """One benchmark sweep; `result` holds what was measured so far, even after cancellation.
+    `emit` gets a BenchProgress after each request and each LevelResult."""
 
     def __init__(
         self,
@@ -263,14 +268,12 @@ class BenchRun:
         config: BenchConfig | None = None,
         *,
         api_key: str | None = None,
-        progress: Callable[[BenchProgress], None] | None = None,
-        on_level: Callable[[LevelResult], None] | None = None,
+        emit: Emit[BenchUpdate] | None = None,
     ) -> None:
         self.base = normalize_base_url(base_url)
         self.config = config or BenchConfig()
         self.api_key = api_key
-        self.progress = progress
-        self.on_level = on_level
+        self._emit = emit
         self.result = BenchResult(self.base, model or "", self.config)
         self._words_per_token = 1.0
         # Per run, so a repeated benchmark on the same server gets no prefix-cache hits.
@@ -413,8 +416,8 @@ class BenchRun:
                 except asyncio.QueueEmpty:
                     return
                 samples.append(await self._one(client, self._body(nonce)))
-                if self.progress:
-                    self.progress(
+                if self._emit:
+                    self._emit(
                         BenchProgress(
                             index,
                             len(self.config.concurrency),
@@ -471,8 +474,8 @@ class BenchRun:
                     level = _combine_level(conc, runs)
                     res.metrics_available = res.metrics_available or level.metrics_samples > 0
                     res.levels.append(level)
-                    if self.on_level:
-                        self.on_level(level)
+                    if self._emit:
+                        self._emit(level)
         except asyncio.CancelledError:
             res.cancelled = True
             res.finished_at = _now()
@@ -566,10 +569,7 @@ async def run_bench(
     config: BenchConfig | None = None,
     *,
     api_key: str | None = None,
-    progress: Callable[[BenchProgress], None] | None = None,
-    on_level: Callable[[LevelResult], None] | None = None,
+    emit: Emit[BenchUpdate] | None = None,
 ) -> BenchResult:
     """Run a sweep and return its result (see `BenchRun` to keep a partial one on cancel)."""
-    return await BenchRun(
-        base_url, model, config, api_key=api_key, progress=progress, on_level=on_level
-    ).run()
+    return await BenchRun(base_url, model, config, api_key=api_key, emit=emit).run()

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.images import ResolvedImage, running_image
 from spark_tui.core.plan import LABEL_PREFIX
-from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged
+from spark_tui.ops.events import Emit, Notice, RankState, RankStateChanged, StopUpdate
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool, combine_errors
 
@@ -27,8 +27,6 @@ RECIPE_LABEL = LABEL_PREFIX + "recipe"
 HASH_LABEL = LABEL_PREFIX + "settings-hash"
 NODE_LABEL = LABEL_PREFIX + "node"
 MODEL_LABEL = LABEL_PREFIX + "model"
-
-EventSink = Callable[[ClusterEvent], None]
 
 
 @dataclass
@@ -210,7 +208,7 @@ async def remove_ranks(
     dockers: dict[str, RemoteDocker],
     targets: Sequence[tuple[str, str, int]],
     *,
-    emit: EventSink | None = None,
+    emit: Emit[StopUpdate] | None = None,
     stop_timeout: int = 10,
     killed: list[tuple[str, str]] | None = None,
     tails: dict[tuple[str, str], tuple[list[str], int | None]] | None = None,
@@ -279,7 +277,7 @@ async def stop(
     pool: ConnectionPool,
     cluster_id: str | None = None,
     *,
-    emit: EventSink | None = None,
+    emit: Emit[StopUpdate] | None = None,
     dockers: dict[str, RemoteDocker] | None = None,
     stop_timeout: int = 10,
 ) -> StopReport:

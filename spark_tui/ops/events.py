@@ -1,6 +1,7 @@
 """Every event the operations emit: a launch's and an attach's (rank states, log lines,
 notices, ready, outages, the Ray cluster forming), the watch's samples and alerts, link and memory samples, and the
-model and image syncs' steps and progress.
+model and image syncs' steps and progress, and `Emit`: the one way an operation hands them
+over.
 
 The interfaces never import this module: `service.events` is their vocabulary, these
 events included (the operations sit below the service and cannot import it)."""
@@ -10,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from spark_tui.core.link import InterfaceRate
+
+E = TypeVar("E")
+# How an operation that reports progress hands over each event of its union, in order, while
+# it runs: its `emit` parameter (`Emit[ClusterEvent]`, `Emit[BenchUpdate]`, ...). The
+# operation returns its result; only the service turns what is emitted into a stream.
+Emit: TypeAlias = Callable[[E], None]
 
 
 class RankState(StrEnum):
@@ -344,6 +351,9 @@ ClusterEvent = (
     | NodeReachable
     | RayClusterState
 )
+
+# What a stop emits while it removes the ranks: each rank stopped, a rank killed, an error.
+StopUpdate = RankStateChanged | Notice
 
 # What a model or image sync yields: its steps, progress, per-node results, notices for
 # warnings and errors (with their remedy), and one SyncFinished at the end.

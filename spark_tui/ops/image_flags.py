@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.fit import Finding
 from spark_tui.core.serve_flags import FlagTable, describe, parse_help
+from spark_tui.ops.events import Emit, Notice
 
 HELP_TIMEOUT = 300.0
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -101,15 +102,20 @@ def _run_help(client: Any, image: str) -> str:
 
 
 async def image_flag_table(
-    docker: Any, image: str, *, pull: Callable[[str], None] | None = None
+    docker: Any, image: str, *, pull: bool = False, emit: Emit[Notice] | None = None
 ) -> tuple[FlagTable, str]:
     """The flag table of `image` on the node behind `docker` (a RemoteDocker), and the
-    image id it is cached under. A missing image is pulled when `pull` (its progress
-    callback) is given, else ImageNotPulled; SparkError when the image fails to answer."""
+    image id it is cached under. A missing image is pulled when `pull` (its progress lines
+    as notices to `emit`), else ImageNotPulled; SparkError when the image fails to answer."""
     info = await docker.image(image)
-    if (info is None or not info.id) and pull is not None:
-        pull(f"{docker.node}: pulling {image} (its vLLM's flags are checked before launch)")
-        info = await docker.pull(image, lambda line: pull(f"{docker.node}: {line}"))
+    if (info is None or not info.id) and pull:
+
+        def say(text: str) -> None:
+            if emit is not None:
+                emit(Notice("info", f"{docker.node}: {text}"))
+
+        say(f"pulling {image} (its vLLM's flags are checked before launch)")
+        info = await docker.pull(image, say)
     if info is None or not info.id:
         raise ImageNotPulled(
             f"{image} is not on {docker.node} yet, so its flags were not checked",
@@ -124,14 +130,14 @@ async def image_flag_table(
 
 
 async def _build_table(
-    pool: Any, head: str, image: str, pull: Callable[[str], None] | None
+    pool: Any, head: str, image: str, pull: bool, emit: Emit[Notice] | None
 ) -> tuple[FlagTable, str]:
     """image_flag_table over its own Docker connection to the head."""
     from spark_tui.remote.docker_remote import RemoteDocker
 
     docker = await RemoteDocker.open(pool[head], timeout=HELP_TIMEOUT + 30)
     try:
-        return await image_flag_table(docker, image, pull=pull)
+        return await image_flag_table(docker, image, pull=pull, emit=emit)
     finally:
         await docker.close()
 
@@ -159,10 +165,10 @@ class FlagTables:
         return tables
 
     def _launch(
-        self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None
+        self, pool: Any, head: str, image: str, pull: bool, emit: Emit[Notice] | None
     ) -> asyncio.Task[tuple[FlagTable, str]]:
         key = (head, image)
-        task = asyncio.ensure_future(_build_table(pool, head, image, pull))
+        task = asyncio.ensure_future(_build_table(pool, head, image, pull, emit))
 
         def done(t: asyncio.Task[tuple[FlagTable, str]]) -> None:
             if self._builds.get(key) is t:
@@ -178,21 +184,27 @@ class FlagTables:
         """Build the table of `image` on `head` in the background, unless a build of it
         is under way."""
         if (head, image) not in self._builds:
-            self._launch(pool, head, image, None)
+            self._launch(pool, head, image, False, None)
 
     async def get(
-        self, pool: Any, head: str, image: str, pull: Callable[[str], None] | None = None
+        self,
+        pool: Any,
+        head: str,
+        image: str,
+        *,
+        pull: bool = False,
+        emit: Emit[Notice] | None = None,
     ) -> tuple[FlagTable, str]:
         """The table of `image` on `head` (see image_flag_table): the build under way, else
         a new one (with `pull`, a missing image is pulled first)."""
-        task = self._builds.get((head, image)) or self._launch(pool, head, image, pull)
+        task = self._builds.get((head, image)) or self._launch(pool, head, image, pull, emit)
         try:
             return await asyncio.shield(task)
         except ImageNotPulled:
-            if pull is None:
+            if not pull:
                 raise
             # The background build found no image (it never pulls): pull it now.
-            return await asyncio.shield(self._launch(pool, head, image, pull))
+            return await asyncio.shield(self._launch(pool, head, image, pull, emit))
 
 
 def start_flag_table(pool: Any, head: str, image: str) -> None:
@@ -222,17 +234,18 @@ async def check_image_flags(
     image: str,
     argvs: Sequence[Sequence[str]] | Sequence[str],
     *,
-    pull: Callable[[str], None] | None = None,
+    pull: bool = False,
+    emit: Emit[Notice] | None = None,
     mods: Sequence[str] = (),
 ) -> list[Finding]:
     """The findings of the flag check on the head's image for one argv or several (each
     rank's; a problem is reported once). An info finding when the check could not be made:
-    the fit verdict stands on its own then. `pull`: pull a missing image (see
-    image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
+    the fit verdict stands on its own then. `pull`: pull a missing image, its progress to
+    `emit` (see image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
     import docker as docker_sdk
 
     try:
-        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull)
+        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull=pull, emit=emit)
     except ImageNotPulled as exc:
         return [Finding("info", NOT_PULLED, exc.message, exc.remedy)]
     except SparkError as exc:
@@ -274,14 +287,15 @@ def serve_argvs(plan: Any) -> list[list[str]]:
 
 
 async def plan_flag_findings(
-    pool: Any, plan: Any, *, pull: Callable[[str], None] | None = None
+    pool: Any, plan: Any, *, pull: bool = False, emit: Emit[Notice] | None = None
 ) -> list[Finding]:
     """The flag check of a LaunchPlan against its image on the head (see check_image_flags)."""
     argvs = serve_argvs(plan)
     if not argvs:
         return []
+    head = plan.head
     return await check_image_flags(
-        pool, plan.head.node, plan.head.container.image, argvs, pull=pull, mods=plan.head.mods
+        pool, head.node, head.container.image, argvs, pull=pull, emit=emit, mods=head.mods
     )
 
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import asyncssh
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.facts import NodeFacts
-from spark_tui.ops.event_stream import stream_events
-from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
+from spark_tui.ops.events import Emit, Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
 from spark_tui.ops.model_sync import DD_BYTES, PEER_CHECK, last_error, sh
 from spark_tui.ops.transfer import RateMeter, relay
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection
@@ -69,18 +68,15 @@ class ImageSync:
     peer_port: int = 22
     pull_timeout: float = 600.0
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
-    _emit: Callable[[SyncUpdate], None] | None = None  # the running sync's (see run)
+    _emit: Emit[SyncUpdate] | None = field(default=None, init=False, repr=False)  # see run
 
-    async def run(self) -> AsyncIterator[SyncUpdate]:
-        """Sync the image; yields events as they happen, SyncFinished last."""
-
-        async def work(emit: Callable[[SyncUpdate], None]) -> None:
-            self._emit = emit
-            failed = await self._all()
-            emit(SyncFinished(not failed, (self.image,), tuple(sorted(failed))))
-
-        async for event in stream_events(work):
-            yield event
+    async def run(self, emit: Emit[SyncUpdate]) -> bool:
+        """Sync the image, each event to `emit` as it happens, SyncFinished last; True when
+        every node has the head's image."""
+        self._emit = emit
+        failed = await self._all()
+        emit(SyncFinished(not failed, (self.image,), tuple(sorted(failed))))
+        return not failed
 
     def emit(self, event: SyncUpdate) -> None:
         assert self._emit is not None, "a sync emits while it runs"

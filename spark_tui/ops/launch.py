@@ -31,7 +31,7 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,10 +56,10 @@ from spark_tui.ops.cluster import (
     remove_ranks,
     stop,
 )
-from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
+    Emit,
     LogLine,
     NodeReachable,
     NodeUnreachable,
@@ -68,7 +68,7 @@ from spark_tui.ops.events import (
     RankStateChanged,
     ResultEvent,
 )
-from spark_tui.ops.logs import RankLogFollower
+from spark_tui.ops.logs import FollowUpdate, RankLogFollower
 from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.hostkeys import HostKeyError
@@ -148,7 +148,7 @@ class ClusterWatch:
         self,
         cluster_id: str,
         ranks: list[WatchedRank],
-        emit: Callable[[ClusterEvent], None],
+        emit: Emit[ClusterEvent],
         *,
         api_host: str = "127.0.0.1",
         api_port: int = 8000,
@@ -215,17 +215,16 @@ class ClusterWatch:
                 backlog = await r.docker.logs(r.name, tail=self.tail)
                 for rec in backlog:
                     self._line(r, rec.text, rec.stamp)
-            r.follower = RankLogFollower(
-                r.docker,
-                r.name,
-                tail=self.tail,
-                seen=backlog,
-                on_outage=lambda o: self._node_down(r, o),
-                on_back=lambda o: self._node_back(r, o),
-            )
+            r.follower = RankLogFollower(r.docker, r.name, tail=self.tail, seen=backlog)
             self._backlog_done(r)
-            async for rec in r.follower.records():
-                self._line(r, rec.text, rec.stamp)
+
+            def update(item: FollowUpdate) -> None:
+                if isinstance(item, Outage):
+                    (self._node_down if item.ended is None else self._node_back)(r, item)
+                else:
+                    self._line(r, item.text, item.stamp)
+
+            await r.follower.follow(update)
         except UnreachableError as exc:  # a changed host key: it stays refused
             why = f"lost: {exc.message}"
         except SparkError as exc:
@@ -556,7 +555,7 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
 
 
 async def _ensure_images(
-    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Callable[[ClusterEvent], None]
+    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Emit[ClusterEvent]
 ) -> dict[str, str]:
     """The image on every node (pulled when missing, or when a resolved nightly's digest
     is not the node's); returns node -> digest (or id). Nodes that end with different
@@ -610,7 +609,7 @@ async def _ensure_images(
 async def _start_rank(
     r: WatchedRank,
     local_env: Mapping[str, str],
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
     halt: asyncio.Event | None = None,
 ) -> None:
     """Create and start one rank's container; `halt` set: begin no further Docker call."""
@@ -637,7 +636,7 @@ async def _remove_cluster(
     plan: LaunchPlan,
     pool: ConnectionPool,
     dockers: dict[str, RemoteDocker],
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
 ) -> None:
     """Remove every container labelled with the plan's cluster id (an interrupted launch);
     what cannot be removed is named in an error Notice with the command that removes it."""
@@ -696,10 +695,11 @@ def _ranks_for(
     return ranks
 
 
-def launch(
+async def launch(
     plan: LaunchPlan,
     pool: ConnectionPool,
     *,
+    emit: Emit[ClusterEvent],
     keep_failed: bool = False,
     replace_stale: StaleConfirm | None = None,
     wait_ready: bool = True,
@@ -708,46 +708,43 @@ def launch(
     api_host: str = "127.0.0.1",
     local_env: Mapping[str, str] | None = None,
     settle: float = 1.0,
-) -> AsyncIterator[ClusterEvent]:
-    """Start the plan's ranks on the pool's (opened) nodes and watch them (see module doc).
+) -> None:
+    """Start the plan's ranks on the pool's (opened) nodes and watch them (see module doc),
+    each event to `emit`.
 
     `replace_stale`: called with the stale containers; True removes them. None refuses
     with the remedy (`spark-tui stop`, or `--replace`). A container that is not ours but
     holds a rank's name is never removed. `wait_ready`: wait for /health through the
     forward and emit ClusterReady; `follow`: keep following logs and watching for
-    failures after ready (until the consumer stops); without either the generator ends
-    once every rank has started. Raises LaunchFailed when a rank fails.
+    failures after ready (until cancelled); without either it returns once every rank has
+    started. Raises LaunchFailed when a rank fails.
     """
-
-    async def runner(emit: Callable[[ClusterEvent], None]) -> None:
-        env = dict(os.environ if local_env is None else local_env)
-        dockers = await open_dockers(pool)
-        try:
-            await _launch(
-                plan,
-                pool,
-                dockers,
-                emit,
-                env,
-                keep_failed,
-                replace_stale,
-                wait_ready,
-                follow,
-                ready_timeout,
-                api_host,
-                settle,
-            )
-        finally:
-            await close_dockers(dockers)
-
-    return stream_events(runner)  # raises LaunchFailed / SparkError from the runner
+    env = dict(os.environ if local_env is None else local_env)
+    dockers = await open_dockers(pool)
+    try:
+        await _launch(
+            plan,
+            pool,
+            dockers,
+            emit,
+            env,
+            keep_failed,
+            replace_stale,
+            wait_ready,
+            follow,
+            ready_timeout,
+            api_host,
+            settle,
+        )
+    finally:
+        await close_dockers(dockers)
 
 
 async def _launch(
     plan: LaunchPlan,
     pool: ConnectionPool,
     dockers: dict[str, RemoteDocker],
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
     env: Mapping[str, str],
     keep_failed: bool,
     replace_stale: StaleConfirm | None,

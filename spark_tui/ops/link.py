@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.link import NodeReading, env_of, rank_interfaces, rates
 from spark_tui.ops.cluster import ClusterStatus, close_dockers, open_dockers, status
-from spark_tui.ops.events import LinkSample, NodeNotAnswering
+from spark_tui.ops.events import Emit, LinkSample, NodeNotAnswering
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.link_sample import parse_sample, sample_command
 from spark_tui.remote.ssh import ConnectionPool
@@ -103,7 +103,7 @@ async def open_sampler(
 async def sample_link(
     pool: ConnectionPool,
     cluster_id: str | None,
-    emit: Callable[[LinkSample | NodeNotAnswering], None],
+    emit: Emit[LinkSample | NodeNotAnswering],
     *,
     interval: float = LINK_INTERVAL_S,
     timeout: float = 5.0,

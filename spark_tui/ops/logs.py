@@ -3,9 +3,9 @@
 When the stream breaks and the container still runs, the follower reconnects and asks
 Docker for the log again from a moment before the last timestamp it saw; lines at that
 boundary are deduplicated on (timestamp, text), counting repeats, so no line is lost and
-none is shown twice. An outage of any length is waited out (capped backoff), reported
-through `on_outage` after every failed attempt and `on_back` once the node answers again:
-a node that cannot be reached is a state, not the end of the log.
+none is shown twice. An outage of any length is waited out (capped backoff), emitted after
+every failed attempt and once more, ended, when the node answers again: a node that cannot
+be reached is a state, not the end of the log.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from spark_tui.core.errors import SparkError, UnreachableError
-from spark_tui.ops.event_stream import stream_events
 from spark_tui.ops.events import (
+    Emit,
     LogEvent,
     NodeReachable,
     NodeUnreachable,
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from spark_tui.ops.cluster import RankStatus
 
 T = TypeVar("T")
+
+# What following a container's log emits: its records, and the outages of its node (each
+# failed attempt's snapshot; the same outage with `ended` set once the node is back).
+FollowUpdate = LogRecord | Outage
 
 # Lines this close to the newest one are remembered for deduplication (the resume asks
 # Docker for the log from 1 ms before the newest line: this must be wider).
@@ -76,11 +80,11 @@ class BoundaryDedupe:
 class RankLogFollower:
     """Follows one container's log until the container ends; resumes across dropped links.
 
-    `records()` yields LogRecords. `resumes` counts how often the stream was re-opened.
-    It ends when the container has exited (after collecting its last lines) or is gone.
-    While the node cannot be reached it keeps trying (cancel the consumer to stop), calling
-    `on_outage(outage)` after each failed attempt and `on_back(outage)` when it is back;
-    only a changed host key (HostKeyError) or a Docker error ends it with an exception.
+    `follow(emit)` emits LogRecords. `resumes` counts how often the stream was re-opened.
+    It returns when the container has exited (after collecting its last lines) or is gone.
+    While the node cannot be reached it keeps trying (cancel it to stop), emitting the
+    outage after each failed attempt and once more, ended, when the node is back; only a
+    changed host key (HostKeyError) or a Docker error ends it with an exception.
     """
 
     def __init__(
@@ -92,8 +96,6 @@ class RankLogFollower:
         since_ns: int | None = None,
         resume_pause: float = 0.1,
         seen: Sequence[LogRecord] = (),
-        on_outage: Callable[[Outage], None] | None = None,
-        on_back: Callable[[Outage], None] | None = None,
     ) -> None:
         self.docker = docker
         self.container = container
@@ -103,8 +105,7 @@ class RankLogFollower:
         self.dedupe = BoundaryDedupe()
         self.resumes = 0
         self.outages = 0
-        self.on_outage = on_outage
-        self.on_back = on_back
+        self._emit: Emit[FollowUpdate] = _nowhere
         self._stream: LogStream | None = None
         self._closed = False
         # Lines the caller already has (a backlog it fetched): continue right after them.
@@ -124,11 +125,9 @@ class RankLogFollower:
             outage.reason = o.reason or outage.reason
             outage.remedy = o.remedy or outage.remedy
             outage.retry_in = o.retry_in
-            if self.on_outage is not None:
-                self.on_outage(replace(outage))  # a snapshot: the outage goes on changing
+            self._emit(replace(outage))  # a snapshot: the outage goes on changing
 
-        if self.on_outage is not None:
-            self.on_outage(replace(outage))
+        self._emit(replace(outage))
         delay = self.resume_pause
         while not self._closed:
             try:
@@ -148,8 +147,8 @@ class RankLogFollower:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         outage.ended = time.monotonic()
-        if self.on_back is not None and not self._closed:
-            self.on_back(outage)
+        if not self._closed:
+            self._emit(outage)
 
     async def _patiently(self, call: Callable[[], Awaitable[T]]) -> T:
         """A Docker call that waits out outages instead of failing on them."""
@@ -161,7 +160,10 @@ class RankLogFollower:
             except UnreachableError as exc:
                 await self._wait_out(exc)
 
-    async def records(self) -> AsyncIterator[LogRecord]:
+    async def follow(self, emit: Emit[FollowUpdate]) -> None:
+        """Follow the log until the container ends (see the class doc), each record and
+        outage to `emit`."""
+        self._emit = emit
         first = True
         while not self._closed:
             since = self.since_ns if first else (self.dedupe.last_ns or self.since_ns)
@@ -184,7 +186,7 @@ class RankLogFollower:
             try:
                 async for rec in stream.records():
                     if self.dedupe.accept(rec):
-                        yield rec
+                        emit(rec)
             finally:
                 stream.close()
             if self._closed:
@@ -206,7 +208,7 @@ class RankLogFollower:
             )
             for rec in rest:
                 if self.dedupe.accept(rec):
-                    yield rec
+                    emit(rec)
             return
 
     def close(self) -> None:
@@ -215,37 +217,49 @@ class RankLogFollower:
             self._stream.close()
 
 
-def rank_log(
-    pool: ConnectionPool, rank: RankStatus, *, tail: int | None, follow: bool
-) -> AsyncIterator[LogEvent]:
-    """One rank's log on the pool's (opened) nodes, `tail` lines back (None: all). With
-    `follow` it goes on until the container ends (then RankLogEnded), waiting out outages
-    of any length (NodeUnreachable after each failed attempt, NodeReachable once back)."""
+async def rank_log(
+    pool: ConnectionPool,
+    rank: RankStatus,
+    *,
+    tail: int | None,
+    follow: bool,
+    emit: Emit[LogEvent],
+) -> None:
+    """One rank's log on the pool's (opened) nodes, `tail` lines back (None: all), each
+    record to `emit`. With `follow` it goes on until the container ends (then RankLogEnded),
+    waiting out outages of any length (NodeUnreachable after each failed attempt,
+    NodeReachable once back)."""
 
-    def outage(o: Outage) -> NodeUnreachable:
-        return NodeUnreachable(
-            o.node, (rank.rank,), o.seconds, o.attempts, o.retry_in, o.reason, o.remedy
-        )
-
-    async def work(emit: Callable[[LogEvent], None]) -> None:
-        docker = await RemoteDocker.open(pool[rank.node])
-        try:
-            back = "all" if tail is None else tail
-            if not follow:
-                for rec in await docker.logs(rank.container, tail=back):
-                    emit(RankLogRecord(rank.rank, rank.node, rec.text, rec.ts_ns))
-                return
-            follower = RankLogFollower(
-                docker,
-                rank.container,
-                tail=back,
-                on_outage=lambda o: emit(outage(o)),
-                on_back=lambda o: emit(NodeReachable(o.node, (rank.rank,), o.seconds)),
+    def update(item: FollowUpdate) -> None:
+        if isinstance(item, LogRecord):
+            emit(RankLogRecord(rank.rank, rank.node, item.text, item.ts_ns))
+        elif item.ended is not None:
+            emit(NodeReachable(item.node, (rank.rank,), item.seconds))
+        else:
+            emit(
+                NodeUnreachable(
+                    item.node,
+                    (rank.rank,),
+                    item.seconds,
+                    item.attempts,
+                    item.retry_in,
+                    item.reason,
+                    item.remedy,
+                )
             )
-            async for rec in follower.records():
-                emit(RankLogRecord(rank.rank, rank.node, rec.text, rec.ts_ns))
-            emit(RankLogEnded(rank.rank, rank.node, rank.container))
-        finally:
-            await docker.close()
 
-    return stream_events(work)
+    docker = await RemoteDocker.open(pool[rank.node])
+    try:
+        back = "all" if tail is None else tail
+        if not follow:
+            for rec in await docker.logs(rank.container, tail=back):
+                update(rec)
+            return
+        await RankLogFollower(docker, rank.container, tail=back).follow(update)
+        emit(RankLogEnded(rank.rank, rank.node, rank.container))
+    finally:
+        await docker.close()
+
+
+def _nowhere(_item: FollowUpdate) -> None:
+    """Where a follower's updates go before it follows (none are made then)."""

@@ -26,7 +26,7 @@ import posixpath
 import re
 import shlex
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,7 @@ from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.model_presence import FileCopy, ModelNeed, files_to_copy
 from spark_tui.core.weight_files import UNUSED_PATTERNS
-from spark_tui.ops.event_stream import stream_events
-from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
+from spark_tui.ops.events import Emit, Notice, SyncDone, SyncFinished, SyncStep, SyncUpdate
 from spark_tui.ops.transfer import RateMeter, relay
 from spark_tui.remote.hub import DEFAULT_ENDPOINT, is_transport_error
 from spark_tui.remote.parsers import index_shards, parse_df_b1
@@ -261,27 +260,24 @@ class ModelSync:
     peer_port: int = 22
     relay: bool | None = None  # None: node to node when the nodes can SSH to each other
     progress_interval: float = 1.0
-    _emit: Callable[[SyncUpdate], None] | None = None  # the running sync's (see run)
+    _emit: Emit[SyncUpdate] | None = field(default=None, init=False, repr=False)  # see run
     _wanted: dict[ModelNeed, tuple[str, list[str]]] = field(default_factory=dict)
 
     # --- the run ------------------------------------------------------------------------
 
-    async def run(self, needs: Sequence[ModelNeed]) -> AsyncIterator[SyncUpdate]:
-        """Sync every model in `needs`; yields events as they happen, SyncFinished last."""
-
-        async def work(emit: Callable[[SyncUpdate], None]) -> None:
-            self._emit = emit
-            failed = await self._all(needs)
-            emit(
-                SyncFinished(
-                    ok=not failed,
-                    items=tuple(n.repo_id for n in needs),
-                    failed_nodes=tuple(sorted(failed)),
-                )
+    async def run(self, needs: Sequence[ModelNeed], emit: Emit[SyncUpdate]) -> bool:
+        """Sync every model in `needs`, each event to `emit` as it happens, SyncFinished
+        last; True when every model is complete on every node."""
+        self._emit = emit
+        failed = await self._all(needs)
+        emit(
+            SyncFinished(
+                ok=not failed,
+                items=tuple(n.repo_id for n in needs),
+                failed_nodes=tuple(sorted(failed)),
             )
-
-        async for event in stream_events(work):
-            yield event
+        )
+        return not failed
 
     def emit(self, event: SyncUpdate) -> None:
         assert self._emit is not None, "a sync emits while it runs"

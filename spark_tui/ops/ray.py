@@ -26,7 +26,14 @@ from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.plan import LaunchPlan, resolve_argv
 from spark_tui.core.ray_status import RayStatus, listening_ports, parse_ray_status
 from spark_tui.ops.cluster import remove_ranks
-from spark_tui.ops.events import ClusterEvent, Notice, RankState, RankStateChanged, RayClusterState
+from spark_tui.ops.events import (
+    ClusterEvent,
+    Emit,
+    Notice,
+    RankState,
+    RankStateChanged,
+    RayClusterState,
+)
 from spark_tui.ops.launch import ClusterWatch, LaunchFailed, WatchedRank, exit_reason
 
 # The line the exec'd serve writes when it ends: the head's log then says what happened.
@@ -77,7 +84,7 @@ async def _exec(head: WatchedRank, argv: list[str], *, detach: bool = False) -> 
 async def wait_formed(
     plan: LaunchPlan,
     head: WatchedRank,
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
     *,
     timeout: float = DEFAULT_FORM_TIMEOUT,
     poll: float = 1.0,
@@ -176,7 +183,7 @@ async def ports_free(plan: LaunchPlan, head: WatchedRank) -> None:
 async def wait_head(
     plan: LaunchPlan,
     head: WatchedRank,
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
     halt: asyncio.Event | None = None,
     timeout: float = 300.0,
 ) -> None:
@@ -224,7 +231,7 @@ async def form_and_watch(
     plan: LaunchPlan,
     watch: ClusterWatch,
     dockers: Mapping[str, Any],
-    emit: Callable[[ClusterEvent], None],
+    emit: Emit[ClusterEvent],
     local_env: Mapping[str, str],
     *,
     keep_failed: bool,

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from pydantic.dataclasses import dataclass as record
 
 from spark_tui.core.errors import InputError
 from spark_tui.core.timeouts import SMOKE_TIMEOUT_S
-from spark_tui.ops.events import ResultEvent
+from spark_tui.ops.events import Emit, ResultEvent
 from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 
 CHECKS = ("health", "models", "chat", "tool_call", "streaming")
@@ -858,7 +858,7 @@ def parse_sse_chat(lines: list[str]) -> SSEChat:
     return out
 
 
-async def iter_smoke(
+async def run_smoke(
     base_url: str,
     model: str | None = None,
     *,
@@ -869,48 +869,28 @@ async def iter_smoke(
     timeout: float = SMOKE_TIMEOUT_S,
     checks: tuple[str, ...] = CHECKS,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[SmokeResult]:
-    """Run the checks in order, yielding each result as soon as it is known.
+    emit: Emit[SmokeResult] | None = None,
+) -> list[SmokeResult]:
+    """Run the checks in order (health, models, chat, tool, stream) and return their
+    results; `emit` gets each result as soon as it is known.
 
     `api_key` None sends VLLM_API_KEY from the environment when it is set.
     """
     headers = auth_headers(api_key)
     base = normalize_base_url(base_url)
     limits = httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S))
+    results: list[SmokeResult] = []
     # trust_env off: an http_proxy in the environment must not intercept a loopback forward.
     async with httpx.AsyncClient(
         timeout=limits, headers=headers, trust_env=False, transport=transport
     ) as client:
         checker = _Checker(client, base, model, expect_reasoning, tool_call_parser, max_tokens)
         for name in checks:
-            yield await checker.run(name)
-
-
-async def run_smoke(
-    base_url: str,
-    model: str | None = None,
-    *,
-    api_key: str | None = None,
-    expect_reasoning: bool | None = None,
-    tool_call_parser: str | None = None,
-    max_tokens: int = MAX_TOKENS,
-    timeout: float = SMOKE_TIMEOUT_S,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> list[SmokeResult]:
-    """Run every check and return the results in order (health, models, chat, tool, stream)."""
-    return [
-        r
-        async for r in iter_smoke(
-            base_url,
-            model,
-            api_key=api_key,
-            expect_reasoning=expect_reasoning,
-            tool_call_parser=tool_call_parser,
-            max_tokens=max_tokens,
-            timeout=timeout,
-            transport=transport,
-        )
-    ]
+            result = await checker.run(name)
+            results.append(result)
+            if emit is not None:
+                emit(result)
+    return results
 
 
 def all_passed(results: list[SmokeResult]) -> bool:

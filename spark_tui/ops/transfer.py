@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tui.ops.events import SyncProgress
+from spark_tui.ops.events import Emit, SyncProgress
 
 
 @dataclass
@@ -29,15 +29,13 @@ class RateMeter:
         return SyncProgress(node, item, action, done, self.total, rate, eta)
 
 
-async def relay(
-    read: Callable[[], Awaitable[bytes]], sink: Any, report: Callable[[int], None]
-) -> int:
-    """Copy what `read` gives (until it gives b"") into the `sink` process's stdin, calling
-    `report` with the bytes sent so far after each chunk; returns the bytes sent."""
+async def relay(read: Callable[[], Awaitable[bytes]], sink: Any, emit: Emit[int]) -> int:
+    """Copy what `read` gives (until it gives b"") into the `sink` process's stdin, emitting
+    the bytes sent so far after each chunk; returns the bytes sent."""
     sent = 0
     while chunk := await read():
         sink.stdin.write(chunk)
         await sink.stdin.drain()
         sent += len(chunk)
-        report(sent)
+        emit(sent)
     return sent

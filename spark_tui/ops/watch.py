@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -39,6 +39,7 @@ from spark_tui.ops.cluster import (
 from spark_tui.ops.diagnose import ClusterDiagnosis, RankFailure, diagnose, rank_evidence
 from spark_tui.ops.events import (
     ContainerStates,
+    Emit,
     LinkSample,
     NodeMemory,
     NodeNotAnswering,
@@ -117,7 +118,8 @@ def gauges_from(
 
 
 class _Watch:
-    """The samplers of one watched cluster, feeding one queue."""
+    """The samplers of one watched cluster, each sample to one `emit` until the first that
+    is a failure (`failed` is set then, and later samples are dropped)."""
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class _Watch:
         cluster: ClusterStatus,
         base_url: str,
         client: httpx.AsyncClient,
+        emit: Emit[WatchSample],
         *,
         interval: float,
         request_timeout: float,
@@ -139,7 +142,10 @@ class _Watch:
         self.client = client
         self.interval = interval
         self.request_timeout = request_timeout
-        self.queue: asyncio.Queue[WatchSample] = asyncio.Queue()
+        self._emit = emit
+        self.failed = asyncio.Event()
+        self.failure: WatchSample | None = None
+        self._timeouts = 0  # tiny requests in a row that got no token in time
         self.model: str | None = cluster.model
         self.model_checked = False
         self.down_since: dict[str, float] = link.down_since
@@ -213,8 +219,19 @@ class _Watch:
             return ProbeResult(True, latency, 200)
         return ProbeResult(False, latency, resp.status_code, _error_message(resp))
 
+    def tell(self, sample: WatchSample) -> None:
+        """Hand a sample on, unless a failure was seen already (the alert comes next)."""
+        if self.failed.is_set():
+            return
+        self._emit(sample)
+        if isinstance(sample, ProbeResult):
+            self._timeouts = self._timeouts + 1 if sample.timed_out else 0
+        if is_failure(sample, self._timeouts):
+            self.failure = sample
+            self.failed.set()
+
     async def _probe_once(self) -> None:
-        await self.queue.put(await self.probe())
+        self.tell(await self.probe())
 
     async def _metrics_once(self) -> None:
         try:
@@ -229,7 +246,7 @@ class _Watch:
         now = time.monotonic()
         gauges, counters = gauges_from(resp.text, self._metrics_prev, now)
         self._metrics_prev = (now, counters)
-        await self.queue.put(gauges)
+        self.tell(gauges)
 
     def _unreachable(self, node: str, exc: BaseException) -> NodeNotAnswering:
         since = self.down_since.setdefault(node, time.monotonic())
@@ -240,10 +257,8 @@ class _Watch:
         # One command per node reads its memory and its ranks' interface counters.
         for sample in await self.link.sample():
             if isinstance(sample, LinkSample):
-                await self.queue.put(
-                    NodeMemory(sample.node, sample.mem_total, sample.mem_available)
-                )
-            await self.queue.put(sample)
+                self.tell(NodeMemory(sample.node, sample.mem_total, sample.mem_available))
+            self.tell(sample)
 
     async def containers(self) -> tuple[ContainerStates, list[NodeNotAnswering]]:
         """Every rank's container now; nodes that did not answer are not counted missing."""
@@ -294,8 +309,8 @@ class _Watch:
     async def _containers_once(self) -> None:
         states, down = await self.containers()
         for ev in down:
-            await self.queue.put(ev)
-        await self.queue.put(states)
+            self.tell(ev)
+        self.tell(states)
 
     async def stop(self, tasks: list[asyncio.Task[None]]) -> None:
         """End the samplers; a sampler stuck in a thread is left behind, never waited on."""
@@ -454,10 +469,11 @@ async def watch(
     cleanup: str | None = None,
     api_host: str = "127.0.0.1",
     transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[WatchSample]:
-    """Watch our cluster on the pool's (opened) nodes until it fails (a WatchAlert, then the
-    generator ends) or the caller stops iterating. `transport` replaces the HTTP transport
-    (tests). Raises OperationFailed when there is no cluster to watch."""
+    emit: Emit[WatchSample],
+) -> None:
+    """Watch our cluster on the pool's (opened) nodes, each sample to `emit`, until it fails
+    (a WatchAlert, then it returns) or it is cancelled. `transport` replaces the HTTP
+    transport (tests). Raises OperationFailed when there is no cluster to watch."""
     dockers = await open_dockers(pool)
     tasks: list[asyncio.Task[None]] = []
     w: _Watch | None = None
@@ -469,14 +485,16 @@ async def watch(
             diag = await diagnose(cluster, dockers, cleanup=cleanup)
             first = diag.first
             if first is not None:
-                yield WatchAlert(
-                    first.rank,
-                    first.node,
-                    first.reason,
-                    first.lines,
-                    diag.head_lines,
-                    tuple(f"rank {f.rank} on {f.node} {f.reason}" for f in diag.failed[1:]),
-                    cleanup,
+                emit(
+                    WatchAlert(
+                        first.rank,
+                        first.node,
+                        first.reason,
+                        first.lines,
+                        diag.head_lines,
+                        tuple(f"rank {f.rank} on {f.node} {f.reason}" for f in diag.failed[1:]),
+                        cleanup,
+                    )
                 )
                 return
             raise OperationFailed(
@@ -493,23 +511,17 @@ async def watch(
             cluster,
             base,
             client,
+            emit,
             interval=interval,
             request_timeout=request_timeout,
             link=link,
         )
-        yield WatchStarted(cluster.cluster_id, cluster.recipe, tuple(cluster.nodes), base)
+        emit(WatchStarted(cluster.cluster_id, cluster.recipe, tuple(cluster.nodes), base))
         tasks = w.start()
-        timeouts = 0
-        while True:
-            ev = await w.queue.get()
-            yield ev
-            if isinstance(ev, ProbeResult):
-                timeouts = timeouts + 1 if ev.timed_out else 0
-            if is_failure(ev, timeouts):
-                await w.stop(tasks)
-                trigger = ev if isinstance(ev, ProbeResult) else None
-                yield await w.alert(trigger, settle, cleanup)
-                return
+        await w.failed.wait()
+        await w.stop(tasks)
+        trigger = w.failure if isinstance(w.failure, ProbeResult) else None
+        emit(await w.alert(trigger, settle, cleanup))
     finally:
         if w is not None:
             await w.stop(tasks)

@@ -47,12 +47,15 @@ async def attach(
     cluster.endpoint = session.endpoint(found.cluster_id, head.node, cluster.api_port)
     emit(cluster.endpoint)
     cluster.followed = True
+
+    def followed(event: ev.ClusterEvent) -> None:
+        if isinstance(event, ev.ClusterReady):
+            cluster.base_url = event.base_url
+            cluster.ready = True
+        emit(event)
+
     try:
-        async for event in session.nodes.attach_events(found.cluster_id, keep_failed=keep_failed):
-            if isinstance(event, ev.ClusterReady):
-                cluster.base_url = event.base_url
-                cluster.ready = True
-            emit(event)
+        await session.nodes.attach(found.cluster_id, keep_failed=keep_failed, emit=followed)
     except SparkError as exc:
         cluster.failed = True
         cluster.unwatched = isinstance(exc, UnreachableError) or keep_failed

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
 from spark_tui.core.link import LinkSummary
-from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
+from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, BenchUpdate
 from spark_tui.ops.compare import fmt_figure
 from spark_tui.ops.link import LINK_INTERVAL_S
 from spark_tui.service import events as ev
@@ -31,12 +31,13 @@ async def run_bench(
     (also when cancelled: what finished is kept), then BenchDone. Returns the record."""
     from spark_tui.ops.bench import BenchError
 
-    bench = session.nodes.bench_run(
-        target,
-        config,
-        lambda p: emit(ev.BenchProgressed(p)),
-        lambda level: emit(ev.BenchLevel(level.to_dict())),
-    )
+    def update(event: BenchUpdate) -> None:
+        if isinstance(event, BenchProgress):
+            emit(ev.BenchProgressed(event))
+        else:
+            emit(ev.BenchLevel(event.to_dict()))
+
+    bench = session.nodes.bench_run(target, config, update)
     emit(
         ev.Notice(
             "info",

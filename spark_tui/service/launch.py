@@ -101,11 +101,7 @@ async def launch(
     report = evaluation.report
     if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
         report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
-
-        def progress(line: str) -> None:
-            emit(ev.Notice("info", line))
-
-        add_findings(evaluation, await nodes.image_flags(plan, pull=progress))
+        add_findings(evaluation, await nodes.image_flags(plan, pull=True, emit=emit))
         refuse_flags(recipe, evaluation)
     cluster = Cluster(
         plan.cluster_id,
@@ -157,38 +153,41 @@ async def _follow(
     started = False
     failed: list[ev.RankStateChanged] = []
     tails = RankTails()
+
+    def followed(event: ev.ClusterEvent) -> None:
+        nonlocal started, digests
+        tails.see(event)
+        if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
+            started = True
+        if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
+            failed.append(event)
+        if isinstance(event, ev.ResultEvent) and event.kind == "launch":
+            digests = dict(event.payload.get("image_digests") or {})
+            return
+        if isinstance(event, ev.ClusterReady):
+            cluster.base_url = event.base_url
+            cluster.ready = True
+            cluster.endpoint = session.endpoint(plan.cluster_id, plan.head.node, cluster.api_port)
+            if options.record:
+                cluster.launch_run = record_launch(session, emit, cluster, digests, True)
+            emit(event)
+            emit(cluster.endpoint)
+            if on_ready is not None:
+                on_ready(cluster)
+            return
+        emit(event)
+
     cluster.followed = True
     try:
-        async for event in session.nodes.launch_events(
+        await session.nodes.launch(
             plan,
             replace_stale,
             keep_failed=options.keep_failed,
             wait_ready=options.wait_ready,
             follow=options.follow,
             ready_timeout=options.ready_timeout,
-        ):
-            tails.see(event)
-            if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
-                started = True
-            if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
-                failed.append(event)
-            if isinstance(event, ev.ResultEvent) and event.kind == "launch":
-                digests = dict(event.payload.get("image_digests") or {})
-                continue
-            if isinstance(event, ev.ClusterReady):
-                cluster.base_url = event.base_url
-                cluster.ready = True
-                cluster.endpoint = session.endpoint(
-                    plan.cluster_id, plan.head.node, cluster.api_port
-                )
-                if options.record:
-                    cluster.launch_run = record_launch(session, emit, cluster, digests, True)
-                emit(event)
-                emit(cluster.endpoint)
-                if on_ready is not None:
-                    on_ready(cluster)
-                continue
-            emit(event)
+            emit=followed,
+        )
     except LaunchFailed as exc:
         cluster.failed = True
         cluster.unwatched = options.keep_failed  # the other ranks were left for inspection

@@ -68,16 +68,17 @@ async def logs(
     _cluster, ranks = await log_ranks(session, rank)
     if not follow:
         records: list[ev.RankLogRecord] = []
+
+        def kept(event: ev.LogEvent) -> None:
+            if isinstance(event, ev.RankLogRecord):
+                records.append(event)
+
         for r in ranks:
-            async for event in session.nodes.rank_log(r, tail=tail, follow=False):
-                if isinstance(event, ev.RankLogRecord):
-                    records.append(event)
+            await session.nodes.rank_log(r, tail=tail, follow=False, emit=kept)
         for rec in sorted(records, key=lambda x: (x.ts_ns, x.rank)):
             emit(rec)
         return
 
-    async def one(r: RankStatus) -> None:
-        async for event in session.nodes.rank_log(r, tail=tail, follow=True):
-            emit(event)
-
-    await asyncio.gather(*(one(r) for r in ranks))
+    await asyncio.gather(
+        *(session.nodes.rank_log(r, tail=tail, follow=True, emit=emit) for r in ranks)
+    )

@@ -7,8 +7,8 @@ code over any of them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -17,9 +17,10 @@ if TYPE_CHECKING:
     from spark_tui.core.model_presence import ModelNeed
     from spark_tui.core.plan import LaunchPlan
     from spark_tui.ops.attach import FoundCluster
-    from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, LevelResult
+    from spark_tui.ops.bench import BenchConfig, BenchResult, BenchUpdate
     from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
     from spark_tui.ops.diagnose import ClusterDiagnosis
+    from spark_tui.ops.events import Emit
     from spark_tui.ops.launch import StaleContainer
     from spark_tui.ops.smoke import SmokeResult
     from spark_tui.service import events as ev
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 ConfirmKey = Callable[[str, str], Awaitable[bool]]
 # A launch's question about containers of an earlier run holding the ranks' names.
 ReplaceStale = Callable[[list["StaleContainer"]], Awaitable[bool]]
-# Where an operation hands an event while it returns a value of its own (a stop's report).
-Sink = Callable[[Any], None]
 
 
 class BenchRunning(Protocol):
@@ -73,12 +72,12 @@ class Nodes(Protocol):
         check awaits a table built while the nodes are probed (nothing while not open)."""
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None
     ) -> list[Finding]:
-        """The plan's argv checked against its image's own vLLM on the head; `pull`
-        (given a progress sink): pull a missing image first."""
+        """The plan's argv checked against its image's own vLLM on the head; `pull`: pull a
+        missing image first, its progress as notices to `emit`."""
 
-    def launch_events(
+    async def launch(
         self,
         plan: LaunchPlan,
         replace_stale: ReplaceStale,
@@ -87,29 +86,31 @@ class Nodes(Protocol):
         wait_ready: bool,
         follow: bool,
         ready_timeout: float,
-    ) -> AsyncIterator[ev.ClusterEvent]:
+        emit: Emit[ev.ClusterEvent],
+    ) -> None:
         """Start the plan's ranks and follow them (see `ops.launch`)."""
 
-    def attach_events(
-        self, cluster_id: str, *, keep_failed: bool
-    ) -> AsyncIterator[ev.ClusterEvent]:
+    async def attach(
+        self, cluster_id: str, *, keep_failed: bool, emit: Emit[ev.ClusterEvent]
+    ) -> None:
         """Follow a running cluster of ours (see `ops.attach`); a failure removes the other
         ranks unless `keep_failed`."""
 
-    def watch_events(
+    async def watch(
         self,
         cluster_id: str | None,
         *,
         interval: float,
         request_timeout: float,
         cleanup: str | None,
-    ) -> AsyncIterator[ev.WatchSample]:
+        emit: Emit[ev.WatchSample],
+    ) -> None:
         """Sample a ready cluster until it fails (see `ops.watch`)."""
 
     async def sample_link(
         self,
         cluster_id: str | None,
-        emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
+        emit: Emit[ev.LinkSample | ev.NodeNotAnswering],
         *,
         interval: float,
         stop: asyncio.Event,
@@ -118,39 +119,44 @@ class Nodes(Protocol):
         `interval` seconds over the open connections until cancelled, or once more after
         `stop` is set (see `ops.link`)."""
 
-    def rank_log(
-        self, rank: RankStatus, *, tail: int | None, follow: bool
-    ) -> AsyncIterator[ev.LogEvent]:
-        """One rank's log: `LogRecord`s, and while following `LogOutage` / `LogResumed`
-        across dropped connections (see `ops.logs`)."""
+    async def rank_log(
+        self, rank: RankStatus, *, tail: int | None, follow: bool, emit: Emit[ev.LogEvent]
+    ) -> None:
+        """One rank's log: `RankLogRecord`s, and while following `NodeUnreachable` /
+        `NodeReachable` across dropped connections, then `RankLogEnded` (see `ops.logs`)."""
 
-    async def stop(self, cluster_id: str | None, emit: Sink | None) -> StopReport:
+    async def stop(self, cluster_id: str | None, emit: Emit[ev.StopUpdate] | None) -> StopReport:
         """Remove every rank's container of `cluster_id` (else of all our clusters)."""
 
     async def find_api(self) -> FoundCluster:
         """The running cluster's API through a forward (valid while the nodes are open)."""
 
-    def smoke_checks(self, target: ApiTarget, timeout: float) -> AsyncIterator[SmokeResult]:
-        """Every smoke check against the API, one result at a time."""
+    async def smoke_checks(
+        self, target: ApiTarget, timeout: float, emit: Emit[SmokeResult]
+    ) -> list[SmokeResult]:
+        """Every smoke check against the API, each result to `emit` as it is known."""
 
     def bench_run(
-        self,
-        target: ApiTarget,
-        config: BenchConfig,
-        progress: Callable[[BenchProgress], None],
-        on_level: Callable[[LevelResult], None],
+        self, target: ApiTarget, config: BenchConfig, emit: Emit[BenchUpdate]
     ) -> BenchRunning:
-        """A benchmark sweep of the API, not started yet."""
+        """A benchmark sweep of the API, not started yet; `emit` gets its progress and
+        levels while it runs."""
 
-    def model_sync_events(
-        self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[ModelNeed], where: str
-    ) -> AsyncIterator[ev.SyncUpdate]:
-        """Put the models on every node (see `ops.model_sync`)."""
+    async def model_sync(
+        self,
+        facts: Sequence[NodeFacts],
+        recipe_name: str,
+        needs: Sequence[ModelNeed],
+        where: str,
+        *,
+        emit: Emit[ev.SyncUpdate],
+    ) -> bool:
+        """Put the models on every node (see `ops.model_sync`); True when complete."""
 
-    def image_sync_events(
-        self, facts: Sequence[NodeFacts], image: str
-    ) -> AsyncIterator[ev.SyncUpdate]:
-        """Put the head's image on every node (see `ops.image_sync`)."""
+    async def image_sync(
+        self, facts: Sequence[NodeFacts], image: str, *, emit: Emit[ev.SyncUpdate]
+    ) -> bool:
+        """Put the head's image on every node (see `ops.image_sync`); True when complete."""
 
     async def close(self) -> None:
         """Close every connection (and end what `start` brought up)."""

@@ -7,16 +7,17 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from spark_tui.ops.event_stream import stream_events
+from spark_tui.service.event_stream import stream_events
 
 if TYPE_CHECKING:
+    # The operations' `Emit` is the actions' too: one way to hand over events, at every
+    # layer (a name for the type checker: the event types load when first used).
+    from spark_tui.ops.events import Emit as Emit
     from spark_tui.service.events import Question
 
 E = TypeVar("E")
-# How an action's work hands over each event of its union: `Emit[LaunchEvent]`, ...
-Emit: TypeAlias = Callable[[E], None]
 # How it asks the user (the consumer answers; see `Question`).
 Ask = Callable[["Question"], Awaitable[bool]]
 

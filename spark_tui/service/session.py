@@ -22,7 +22,7 @@ from spark_tui.service.api import ApiTarget, find_target, target_from_argv
 from spark_tui.service.cluster import Cluster
 from spark_tui.service.discover import discover, host_key_question
 from spark_tui.service.endpoint import head_node, tunnel_command
-from spark_tui.service.pump import Ask, E, Emit, pump
+from spark_tui.service.pump import Ask, E, pump
 
 # The evaluation (and with it the fit model and the plan) is imported where it is first
 # used: the cockpit paints its first frame before it evaluates anything.
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.nodes import Nodes
     from spark_tui.service.prepared import Prepared
+    from spark_tui.service.pump import Emit
     from spark_tui.service.status import ClusterReport
 
 __all__ = ["ApiTarget", "Cluster", "Session", "target_from_argv"]
@@ -187,7 +188,7 @@ class Session:
         what the Hub is asked and how long it may take, before it is asked."""
 
         async def check_flags(plan: LaunchPlan) -> list[Finding]:
-            return await self.nodes.image_flags(plan, pull=None)
+            return await self.nodes.image_flags(plan, pull=False, emit=None)
 
         self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(

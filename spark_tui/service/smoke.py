@@ -23,10 +23,9 @@ async def run_smoke(
     session: Session, emit: Emit[ev.SmokeEvent], target: ApiTarget, timeout: float = SMOKE_TIMEOUT_S
 ) -> list[SmokeResult]:
     """Every smoke check against `target`: SmokeChecked each, recorded, then SmokeDone."""
-    results: list[SmokeResult] = []
-    async for result in session.nodes.smoke_checks(target, timeout):
-        results.append(result)
-        emit(ev.SmokeChecked(result))
+    results = await session.nodes.smoke_checks(
+        target, timeout, lambda result: emit(ev.SmokeChecked(result))
+    )
     run_id = None
     try:
         run = session.history.record_smoke(

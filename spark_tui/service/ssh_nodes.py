@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_tui.service.nodes import BenchRunning, ConfirmKey, ReplaceStale, Sink
+from spark_tui.service.nodes import BenchRunning, ConfirmKey, ReplaceStale
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from spark_tui.core.model_presence import ModelNeed
     from spark_tui.core.plan import LaunchPlan
     from spark_tui.ops.attach import FoundCluster
-    from spark_tui.ops.bench import BenchConfig, BenchProgress, LevelResult
+    from spark_tui.ops.bench import BenchConfig, BenchUpdate
     from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
     from spark_tui.ops.diagnose import ClusterDiagnosis
+    from spark_tui.ops.events import Emit
     from spark_tui.ops.smoke import SmokeResult
     from spark_tui.remote.ssh import ConnectionPool
     from spark_tui.service import events as ev
@@ -104,13 +105,13 @@ class SshNodes:
         start_flag_table(self._pool, head, image)
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: Callable[[str], None] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None
     ) -> list[Finding]:
         from spark_tui.ops.image_flags import plan_flag_findings
 
-        return list(await plan_flag_findings(self.pool, plan, pull=pull))
+        return list(await plan_flag_findings(self.pool, plan, pull=pull, emit=emit))
 
-    def launch_events(
+    async def launch(
         self,
         plan: LaunchPlan,
         replace_stale: ReplaceStale,
@@ -119,10 +120,11 @@ class SshNodes:
         wait_ready: bool,
         follow: bool,
         ready_timeout: float,
-    ) -> AsyncIterator[ev.ClusterEvent]:
+        emit: Emit[ev.ClusterEvent],
+    ) -> None:
         from spark_tui.ops.launch import launch
 
-        return launch(
+        await launch(
             plan,
             self.pool,
             replace_stale=replace_stale,
@@ -130,40 +132,40 @@ class SshNodes:
             wait_ready=wait_ready,
             follow=follow,
             ready_timeout=ready_timeout,
+            emit=emit,
         )
 
-    def attach_events(
-        self, cluster_id: str, *, keep_failed: bool
-    ) -> AsyncIterator[ev.ClusterEvent]:
+    async def attach(
+        self, cluster_id: str, *, keep_failed: bool, emit: Emit[ev.ClusterEvent]
+    ) -> None:
         from spark_tui.ops.attach import attach
 
-        events: AsyncIterator[ev.ClusterEvent] = attach(
-            self.pool, cluster_id, keep_failed=keep_failed
-        )
-        return events
+        await attach(self.pool, cluster_id, keep_failed=keep_failed, emit=emit)
 
-    def watch_events(
+    async def watch(
         self,
         cluster_id: str | None,
         *,
         interval: float,
         request_timeout: float,
         cleanup: str | None,
-    ) -> AsyncIterator[ev.WatchSample]:
+        emit: Emit[ev.WatchSample],
+    ) -> None:
         from spark_tui.ops.watch import watch
 
-        return watch(
+        await watch(
             self.pool,
             cluster_id,
             interval=interval,
             request_timeout=request_timeout,
             cleanup=cleanup,
+            emit=emit,
         )
 
     async def sample_link(
         self,
         cluster_id: str | None,
-        emit: Callable[[ev.LinkSample | ev.NodeNotAnswering], None],
+        emit: Emit[ev.LinkSample | ev.NodeNotAnswering],
         *,
         interval: float,
         stop: asyncio.Event,
@@ -172,14 +174,14 @@ class SshNodes:
 
         await sample_link(self.pool, cluster_id, emit, interval=interval, stop=stop)
 
-    def rank_log(
-        self, rank: RankStatus, *, tail: int | None, follow: bool
-    ) -> AsyncIterator[ev.LogEvent]:
+    async def rank_log(
+        self, rank: RankStatus, *, tail: int | None, follow: bool, emit: Emit[ev.LogEvent]
+    ) -> None:
         from spark_tui.ops.logs import rank_log
 
-        return rank_log(self.pool, rank, tail=tail, follow=follow)
+        await rank_log(self.pool, rank, tail=tail, follow=follow, emit=emit)
 
-    async def stop(self, cluster_id: str | None, emit: Sink | None) -> StopReport:
+    async def stop(self, cluster_id: str | None, emit: Emit[ev.StopUpdate] | None) -> StopReport:
         from spark_tui.ops.cluster import stop
 
         return await stop(self.pool, cluster_id, emit=emit)
@@ -189,31 +191,36 @@ class SshNodes:
 
         return await find_api(self.pool)
 
-    def smoke_checks(self, target: ApiTarget, timeout: float) -> AsyncIterator[SmokeResult]:
-        from spark_tui.ops.smoke import iter_smoke
+    async def smoke_checks(
+        self, target: ApiTarget, timeout: float, emit: Emit[SmokeResult]
+    ) -> list[SmokeResult]:
+        from spark_tui.ops.smoke import run_smoke
 
-        return iter_smoke(
+        return await run_smoke(
             target.base_url,
             target.model,
             expect_reasoning=target.expect_reasoning,
             tool_call_parser=target.tool_call_parser,
             timeout=timeout,
+            emit=emit,
         )
 
     def bench_run(
-        self,
-        target: ApiTarget,
-        config: BenchConfig,
-        progress: Callable[[BenchProgress], None],
-        on_level: Callable[[LevelResult], None],
+        self, target: ApiTarget, config: BenchConfig, emit: Emit[BenchUpdate]
     ) -> BenchRunning:
         from spark_tui.ops.bench import BenchRun
 
-        return BenchRun(target.base_url, target.model, config, progress=progress, on_level=on_level)
+        return BenchRun(target.base_url, target.model, config, emit=emit)
 
-    def model_sync_events(
-        self, facts: Sequence[NodeFacts], recipe_name: str, needs: Sequence[ModelNeed], where: str
-    ) -> AsyncIterator[ev.SyncUpdate]:
+    async def model_sync(
+        self,
+        facts: Sequence[NodeFacts],
+        recipe_name: str,
+        needs: Sequence[ModelNeed],
+        where: str,
+        *,
+        emit: Emit[ev.SyncUpdate],
+    ) -> bool:
         from spark_tui.ops.model_sync import ModelSync
 
         run = ModelSync(
@@ -224,14 +231,14 @@ class SshNodes:
             where=where,
             local_cache=self.sync_cache,
         )
-        return run.run(list(needs))
+        return await run.run(list(needs), emit)
 
-    def image_sync_events(
-        self, facts: Sequence[NodeFacts], image: str
-    ) -> AsyncIterator[ev.SyncUpdate]:
+    async def image_sync(
+        self, facts: Sequence[NodeFacts], image: str, *, emit: Emit[ev.SyncUpdate]
+    ) -> bool:
         from spark_tui.ops.image_sync import ImageSync
 
-        return ImageSync(self.pool, facts, image).run()
+        return await ImageSync(self.pool, facts, image).run(emit)
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -14,7 +14,7 @@ sync fixes, as fit findings, are service.gaps'.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.model_presence import ModelNeed
     from spark_tui.core.recipe import Recipe
-    from spark_tui.service.events import SyncEvent, SyncUpdate
+    from spark_tui.service.events import SyncEvent
     from spark_tui.service.pump import Emit
     from spark_tui.service.session import Session
 
@@ -89,7 +89,7 @@ async def sync_models(
     facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(MODELS, recipe.name, tuple(n.repo_id for n in needs), nodes))
-    ok = await _pass(emit, session.nodes.model_sync_events(facts, recipe.name, needs, where))
+    ok = await session.nodes.model_sync(facts, recipe.name, needs, where, emit=emit)
     if probe_after:
         await discover(session, emit)
     return ok
@@ -108,18 +108,9 @@ async def sync_image(
     facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(IMAGE, recipe.name, (image,), nodes))
-    ok = await _pass(emit, session.nodes.image_sync_events(facts, image))
+    ok = await session.nodes.image_sync(facts, image, emit=emit)
     if probe_after:
         await discover(session, emit)
-    return ok
-
-
-async def _pass(emit: Emit[SyncEvent], events: AsyncIterator[SyncUpdate]) -> bool:
-    ok = False
-    async for event in events:
-        emit(event)
-        if isinstance(event, SyncFinished):
-            ok = event.ok
     return ok
 
 

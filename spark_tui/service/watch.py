@@ -36,16 +36,21 @@ async def watch(
     ours = session.cluster if session.cluster is not None and session.cluster.running else None
     wanted = cluster_id or (ours.cluster_id if ours else None)
     alert: ev.WatchAlert | None = None
-    async for event in session.nodes.watch_events(
-        wanted,
-        interval=interval,
-        request_timeout=request_timeout,
-        cleanup=cleanup if keep_failed else None,
-    ):
+
+    def sampled(event: ev.WatchSample) -> None:
+        nonlocal wanted, alert
         if isinstance(event, ev.WatchStarted):
             wanted = event.cluster_id
         alert = event if isinstance(event, ev.WatchAlert) else alert
         emit(event)
+
+    await session.nodes.watch(
+        wanted,
+        interval=interval,
+        request_timeout=request_timeout,
+        cleanup=cleanup if keep_failed else None,
+        emit=sampled,
+    )
     if alert is not None:
         await settle(session, emit, alert, wanted, keep_failed)
 

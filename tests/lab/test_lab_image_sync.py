@@ -20,6 +20,7 @@ from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncProgress, S
 from spark_tui.ops.image_sync import ImageSync
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab
 
 lab_guard()
@@ -62,7 +63,7 @@ def head_only_image(lab: Lab) -> Iterator[str]:
 async def sync(nodes: list[InventoryNode], ref: str) -> list[SyncUpdate]:
     async with ConnectionPool(nodes) as pool:
         facts = await probe_pool(pool, docker=False)
-        return [e async for e in ImageSync(pool, facts, ref).run()]
+        return [e async for e in streamed(ImageSync(pool, facts, ref).run)]
 
 
 def test_head_built_image_reaches_the_worker_node_to_node(

@@ -22,6 +22,7 @@ from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncProgress, S
 from spark_tui.ops.model_sync import ModelSync, repo_folder
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.sshd import generate_key
 
@@ -106,7 +107,7 @@ async def sync(
     async with ConnectionPool(nodes) as pool:
         facts = await probe_pool(pool, docker=False)
         run = ModelSync(pool, facts, "tiny", env=env or {}, where="--inventory lab.yaml")
-        gen = run.run([ModelNeed("model", REPO, None)])
+        gen = streamed(run.run, [ModelNeed("model", REPO, None)])
         async for ev in gen:
             events.append(ev)
             frac = ev.fraction if isinstance(ev, SyncProgress) else None

@@ -15,6 +15,7 @@ from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.ops.events import ClusterEvent, ClusterReady, LogLine
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab
 
 lab_guard()
@@ -62,7 +63,9 @@ async def launch_events(
     try:
         plan = await lab_plan(pool, path, [f"chat_template={TEMPLATE}"])
         try:
-            async for ev in launch(plan, pool, follow=False, ready_timeout=90, settle=0.5):
+            async for ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=90, settle=0.5
+            ):
                 events.append(ev)
         except LaunchFailed as exc:
             failure = exc

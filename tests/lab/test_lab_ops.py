@@ -36,6 +36,7 @@ from spark_tui.ops.events import (
     RankStateChanged,
     ResultEvent,
 )
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.dockerd import containers
 from spark_tui.sim.lab.image import recipe_images
@@ -64,8 +65,8 @@ async def _launch_events(
 ) -> AsyncIterator[ClusterEvent]:
     from spark_tui.ops.launch import launch
 
-    async for ev in launch(
-        plan, pool, wait_ready=wait_ready, follow=follow, ready_timeout=60, settle=0.5
+    async for ev in streamed(
+        launch, plan, pool, wait_ready=wait_ready, follow=follow, ready_timeout=60, settle=0.5
     ):
         yield ev
 
@@ -171,8 +172,9 @@ async def test_log_stream_resumes_after_an_sshd_restart_without_loss_or_repeat(
     lab: Lab, lab_nodes: list[InventoryNode]
 ) -> None:
     from spark_tui.ops.cluster import stop
-    from spark_tui.ops.logs import RankLogFollower
+    from spark_tui.ops.logs import FollowUpdate, RankLogFollower
     from spark_tui.remote.docker_remote import RemoteDocker
+    from spark_tui.remote.ssh import Outage
 
     pool = lab_pool(lab_nodes)
     await pool.open()
@@ -185,11 +187,11 @@ async def test_log_stream_resumes_after_an_sshd_restart_without_loss_or_repeat(
         follower = RankLogFollower(rd, head, tail="all")
         got: list[str] = []
 
-        async def collect() -> None:
-            async for rec in follower.records():
-                got.append(f"{rec.stamp} {rec.text}")
+        def collect(item: FollowUpdate) -> None:
+            if not isinstance(item, Outage):
+                got.append(f"{item.stamp} {item.text}")
 
-        task = asyncio.create_task(collect())
+        task = asyncio.create_task(follower.follow(collect))
         # Traffic straight to the head (not through SSH), so lines keep coming while the
         # node's sshd is gone: each request leaves a line in the head's log.
         async with httpx.AsyncClient(timeout=5) as client:
@@ -246,6 +248,7 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
         "from spark_tui.core.inventory import parse_inventory\n"
         "from spark_tui.remote.ssh import ConnectionPool\n"
         "from spark_tui.ops.attach import attach\n"
+        "from spark_tui.service.event_stream import streamed\n"
         "from spark_tui.ops.events import ClusterReady, LogLine, Notice\n"
         "async def main():\n"
         "    pool = ConnectionPool(parse_inventory(open(sys.argv[1]).read()), ssh_config=())\n"
@@ -253,7 +256,7 @@ async def test_a_fresh_process_attaches_and_stop_leaves_no_container(
         "    ranks = set()\n"
         "    try:\n"
         "        ready = False\n"
-        "        async for ev in attach(pool, follow=True, ready_timeout=60):\n"
+        "        async for ev in streamed(attach, pool, follow=True, ready_timeout=60):\n"
         "            if isinstance(ev, Notice): print('NOTICE', ev.message)\n"
         "            if isinstance(ev, LogLine): ranks.add(ev.rank)\n"
         "            if isinstance(ev, ClusterReady): print('READY', ev.cluster_id)\n"

@@ -38,6 +38,7 @@ from spark_tui.ops.events import (
     RankStateChanged,
     RayClusterState,
 )
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab, ray_image
 from spark_tui.sim.lab.dockerd import containers
 
@@ -74,8 +75,14 @@ async def _launch(
     from spark_tui.ops.launch import LaunchFailed, launch
 
     try:
-        async for ev in launch(
-            plan, pool, wait_ready=True, follow=follow, ready_timeout=READY_TIMEOUT, settle=settle
+        async for ev in streamed(
+            launch,
+            plan,
+            pool,
+            wait_ready=True,
+            follow=follow,
+            ready_timeout=READY_TIMEOUT,
+            settle=settle,
         ):
             yield ev
     except LaunchFailed as exc:
@@ -139,13 +146,14 @@ async def test_ray_cluster_forms_serves_smokes_reattaches_and_stops(
         "from spark_tui.core.inventory import parse_inventory\n"
         "from spark_tui.remote.ssh import ConnectionPool\n"
         "from spark_tui.ops.attach import attach\n"
+        "from spark_tui.service.event_stream import streamed\n"
         "from spark_tui.ops.events import ClusterReady, LogLine\n"
         "async def main():\n"
         "    pool = ConnectionPool(parse_inventory(open(sys.argv[1]).read()), ssh_config=())\n"
         "    await pool.open()\n"
         "    ranks, ray_lines, ready = set(), 0, False\n"
         "    try:\n"
-        "        async for ev in attach(pool, follow=True, ready_timeout=60):\n"
+        "        async for ev in streamed(attach, pool, follow=True, ready_timeout=60):\n"
         "            if isinstance(ev, LogLine):\n"
         "                ranks.add(ev.rank)\n"
         "                ray_lines += 'RayWorkerWrapper' in ev.text\n"

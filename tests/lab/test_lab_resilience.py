@@ -36,6 +36,7 @@ from spark_tui.ops.events import (
     RankState,
     RankStateChanged,
 )
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.image import LAB_IMAGE
 
@@ -147,7 +148,7 @@ async def test_an_sshd_outage_after_ready_is_a_state_and_the_cluster_keeps_runni
     try:
         plan = await _plan(pool)
         api = _head_api(lab, plan)
-        agen = launch(plan, pool, follow=True, ready_timeout=60, settle=0.5)
+        agen = streamed(launch, plan, pool, follow=True, ready_timeout=60, settle=0.5)
 
         async def consume() -> None:
             async for ev in agen:
@@ -213,7 +214,7 @@ async def test_give_up_ends_the_watch_and_leaves_the_ranks(
     try:
         plan = await _plan(pool)
         with pytest.raises(UnreachableError) as lost:
-            async for ev in launch(plan, pool, follow=True, ready_timeout=60, settle=0.5):
+            async for ev in streamed(launch, plan, pool, follow=True, ready_timeout=60, settle=0.5):
                 if isinstance(ev, ClusterReady):
                     await asyncio.to_thread(lab.stop_sshd, 2)
                 if isinstance(ev, NodeUnreachable) and ev.attempts >= 2:
@@ -300,7 +301,7 @@ async def test_logs_follow_survives_a_15s_sshd_outage_without_loss_or_repeat(
 async def _launch(plan: Any, pool: Any) -> AsyncIterator[ClusterEvent]:
     from spark_tui.ops.launch import launch
 
-    async for ev in launch(plan, pool, wait_ready=True, follow=False, ready_timeout=60):
+    async for ev in streamed(launch, plan, pool, wait_ready=True, follow=False, ready_timeout=60):
         yield ev
 
 

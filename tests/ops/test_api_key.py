@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from spark_tui.ops.smoke import API_KEY_ENV, api_key_or_env, iter_smoke
+from spark_tui.ops.smoke import API_KEY_ENV, api_key_or_env, run_smoke
 
 KEY = "sk-test-123"
 
@@ -25,13 +25,9 @@ def _server(seen: list[str | None]) -> httpx.MockTransport:
 
 def _models_check(transport: httpx.MockTransport, api_key: str | None = None):  # type: ignore[no-untyped-def]
     async def run():  # type: ignore[no-untyped-def]
-        return [
-            r
-            async for r in iter_smoke(
-                "http://127.0.0.1:8000", "m", api_key=api_key, checks=("models",),
-                transport=transport,
-            )
-        ]  # fmt: skip
+        return await run_smoke(
+            "http://127.0.0.1:8000", "m", api_key=api_key, checks=("models",), transport=transport
+        )
 
     return asyncio.run(run())[0]
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from spark_tui.core.errors import UnreachableError
-from spark_tui.ops.logs import RankLogFollower
+from spark_tui.ops.logs import FollowUpdate, RankLogFollower
 from spark_tui.remote.docker_remote import LogRecord
 from spark_tui.remote.ssh import Outage
 
@@ -90,16 +90,16 @@ async def test_an_outage_of_any_length_is_waited_out_without_loss_or_repeat() ->
         docker,  # type: ignore[arg-type]
         "spark-tui-x-r1",
         resume_pause=0.01,
-        on_outage=reports.append,
-        on_back=backs.append,
     )
     got: list[str] = []
 
-    async def collect() -> None:
-        async for r in follower.records():
-            got.append(r.text)
+    def seen(item: FollowUpdate) -> None:
+        if isinstance(item, Outage):
+            (reports if item.ended is None else backs).append(item)
+        else:
+            got.append(item.text)
 
-    task = asyncio.create_task(collect())
+    task = asyncio.create_task(follower.follow(seen))
     while len(reports) < 30:  # far past a bounded budget of 5 attempts
         assert not task.done(), task
         await asyncio.sleep(0.01)

@@ -21,7 +21,14 @@ from ops_helpers import glm_plan
 from ops_simengine import SimService, free_port, loopback_ranks
 
 from spark_tui import cli
-from spark_tui.ops.bench import BenchConfig, BenchRun, run_bench
+from spark_tui.ops.bench import (
+    BenchConfig,
+    BenchProgress,
+    BenchRun,
+    BenchUpdate,
+    LevelResult,
+    run_bench,
+)
 from spark_tui.ops.history import History
 from spark_tui.ops.smoke import UNREACHABLE_CAUSE, all_passed, run_smoke, server_unreachable
 
@@ -149,10 +156,13 @@ async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> Non
         requests_per_level=8,
         metrics_interval_s=0.02,
     )
-    seen = []
-    result = await run_bench(glm.base_url, GLM, cfg, progress=seen.append)
+    seen: list[BenchUpdate] = []
+    result = await run_bench(glm.base_url, GLM, cfg, emit=seen.append)
     level = result.level(4)
-    assert level is not None and level.errors == 0 and len(seen) == 8
+    assert level is not None and level.errors == 0
+    # One progress per request, then the level as it finished.
+    assert [type(e) for e in seen] == [BenchProgress] * 8 + [LevelResult]
+    assert seen[-1] == level
     assert result.metrics_available and level.metrics_samples > 0
     assert level.metrics["num_requests_running"]["max"] >= 2
     assert 0 < level.metrics["kv_cache_usage_perc"]["max"] <= 1

@@ -16,6 +16,7 @@ from spark_tui.ops.events import ClusterEvent, ClusterReady, LogLine, RankState,
 from spark_tui.ops.launch import LaunchFailed, launch
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import SimCluster
 
 TEMPLATE = "/workspace/mods/chat-tmpl/chat.jinja"
@@ -54,7 +55,9 @@ async def test_the_mod_runs_on_every_rank_before_serve_and_its_file_is_used(
     async with SimCluster(sim_scenario(2)) as sim:
         async with ConnectionPool(sim.inventory, ssh_config=None) as pool:
             plan = await plan_for(pool, path)
-            events = [ev async for ev in launch(plan, pool, follow=False, ready_timeout=60)]
+            events = [
+                ev async for ev in streamed(launch, plan, pool, follow=False, ready_timeout=60)
+            ]
     assert [e for e in events if isinstance(e, ClusterReady)]
     for rank in (0, 1):
         log = lines(events, rank)
@@ -85,7 +88,9 @@ async def test_a_failing_mod_is_the_ranks_failure_with_its_lines(
         async with ConnectionPool(sim.inventory, ssh_config=None) as pool:
             plan = await plan_for(pool, path)
             with pytest.raises(LaunchFailed) as info:
-                async for ev in launch(plan, pool, follow=False, ready_timeout=60, settle=0.5):
+                async for ev in streamed(
+                    launch, plan, pool, follow=False, ready_timeout=60, settle=0.5
+                ):
                     events.append(ev)
     failure = info.value
     assert "its mod fix-attn failed with exit code 3 before vllm serve started" in failure.message
@@ -106,6 +111,8 @@ async def test_without_the_mod_the_engine_refuses_the_missing_template(
             plan = await plan_for(pool, path)
             assert plan.ranks[0].container.entrypoint is None  # no mods: no wrapper
             with pytest.raises(LaunchFailed) as info:
-                async for _ in launch(plan, pool, follow=False, ready_timeout=60, settle=0.5):
+                async for _ in streamed(
+                    launch, plan, pool, follow=False, ready_timeout=60, settle=0.5
+                ):
                     pass
     assert any("looks like a file path, but it failed to be opened" in t for t in info.value.lines)

@@ -9,6 +9,7 @@ from test_launch_sim import ENV, make_plan, pool_for
 
 from spark_tui.ops.events import ClusterEvent, ClusterReady
 from spark_tui.ops.launch import LaunchFailed, launch
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import SimCluster
 
 
@@ -18,7 +19,9 @@ async def test_healthy_head_that_cannot_answer_is_not_ready(sim_scenario) -> Non
         plan.ranks[0].container.env["SPARK_SIM_ENGINE_DEAD_HEALTH_OK"] = "1"
         events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
-            async for ev in launch(plan, pool, follow=False, ready_timeout=8, local_env=ENV):
+            async for ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=8, local_env=ENV
+            ):
                 events.append(ev)
         assert not [e for e in events if isinstance(e, ClusterReady)]
         assert "/health said 200 but no first token came" in err.value.message
@@ -31,7 +34,10 @@ async def test_ready_comes_after_a_first_token(sim_scenario) -> None:
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
         events = [
-            ev async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV)
+            ev
+            async for ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=60, local_env=ENV
+            )
         ]
         ready = [e for e in events if isinstance(e, ClusterReady)]
         assert len(ready) == 1
@@ -67,7 +73,9 @@ async def test_a_worker_that_never_meets_the_head_gets_the_rendezvous_remedy(sim
         argv[argv.index(MASTER_PORT) + 1] = str(nobody)
         worker.container.env["SPARK_SIM_RENDEZVOUS_TIMEOUT_S"] = "600"
         with pytest.raises(LaunchFailed) as err:
-            async for _ev in launch(plan, pool, follow=False, ready_timeout=6, local_env=ENV):
+            async for _ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=6, local_env=ENV
+            ):
                 pass
         assert f"rank 1 on {worker.node} never became ready" in err.value.message
         remedy = err.value.remedy

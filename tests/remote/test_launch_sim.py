@@ -23,6 +23,7 @@ from spark_tui.ops.launch import LaunchFailed, StaleContainer, launch
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import SimCluster
 
 SECRET = "hf_sim_secret_value_123"
@@ -58,7 +59,10 @@ async def test_launch_to_ready_then_stop(sim_scenario) -> None:
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
         events = [
-            ev async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV)
+            ev
+            async for ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=60, local_env=ENV
+            )
         ]
         ready = [e for e in events if isinstance(e, ClusterReady)]
         assert len(ready) == 1 and ready[0].cluster_id == plan.cluster_id
@@ -104,7 +108,9 @@ async def test_worker_killed_head_stopped_failure_explained(sim_scenario) -> Non
         worker = plan.ranks[1]
         events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
-            async for ev in launch(plan, pool, ready_timeout=60, settle=1.5, local_env=ENV):
+            async for ev in streamed(
+                launch, plan, pool, ready_timeout=60, settle=1.5, local_env=ENV
+            ):
                 events.append(ev)
                 if isinstance(ev, ClusterReady):
                     docker = await RemoteDocker.open(pool[worker.node])
@@ -126,7 +132,9 @@ async def test_status_and_attach_from_a_fresh_pool(sim_scenario) -> None:
     async with SimCluster(sim_scenario(2)) as sim:
         async with pool_for(sim) as pool:
             plan = await make_plan(pool)
-            async for _ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV):
+            async for _ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=60, local_env=ENV
+            ):
                 pass
         # A fresh process: a new pool finds the cluster by its labels.
         async with pool_for(sim) as pool:
@@ -135,7 +143,9 @@ async def test_status_and_attach_from_a_fresh_pool(sim_scenario) -> None:
             assert found.recipe == "glm-5.3-flash" and found.state == "running"
             assert [(r.rank, r.node) for r in found.ranks] == [(r.rank, r.node) for r in plan.ranks]
             assert found.to_dict()["nodes"] == [r.node for r in plan.ranks]
-            events = [ev async for ev in attach(pool, tail=20, follow=False, ready_timeout=30)]
+            events = [
+                ev async for ev in streamed(attach, pool, tail=20, follow=False, ready_timeout=30)
+            ]
             assert isinstance(events[0], Notice) and plan.cluster_id in events[0].message
             for rank in (0, 1):
                 assert 0 < sum(isinstance(e, LogLine) and e.rank == rank for e in events)
@@ -151,10 +161,10 @@ async def test_status_and_attach_from_a_fresh_pool(sim_scenario) -> None:
 async def test_stale_containers_need_a_yes(sim_scenario) -> None:
     async with SimCluster(sim_scenario(2)) as sim, pool_for(sim) as pool:
         plan = await make_plan(pool)
-        async for _ in launch(plan, pool, wait_ready=False, follow=False, local_env=ENV):
+        async for _ in streamed(launch, plan, pool, wait_ready=False, follow=False, local_env=ENV):
             pass
         with pytest.raises(OperationFailed) as err:
-            async for _ in launch(plan, pool, wait_ready=False, follow=False):
+            async for _ in streamed(launch, plan, pool, wait_ready=False, follow=False):
                 pass
         assert "earlier launch" in err.value.message and "--replace" in err.value.remedy
         asked: list[list[StaleContainer]] = []
@@ -164,7 +174,9 @@ async def test_stale_containers_need_a_yes(sim_scenario) -> None:
             return False
 
         with pytest.raises(OperationFailed):
-            async for _ in launch(plan, pool, replace_stale=no, wait_ready=False, follow=False):
+            async for _ in streamed(
+                launch, plan, pool, replace_stale=no, wait_ready=False, follow=False
+            ):
                 pass
         assert sorted(s.name for s in asked[0]) == sorted(r.container.name for r in plan.ranks)
         assert len(await containers(pool)) == 2  # kept, as the user said
@@ -172,7 +184,9 @@ async def test_stale_containers_need_a_yes(sim_scenario) -> None:
         async def yes(stale: list[StaleContainer]) -> bool:
             return True
 
-        async for _ in launch(plan, pool, replace_stale=yes, wait_ready=False, follow=False):
+        async for _ in streamed(
+            launch, plan, pool, replace_stale=yes, wait_ready=False, follow=False
+        ):
             pass
         assert len(await containers(pool)) == 2
         await stop(pool)
@@ -196,7 +210,9 @@ async def test_name_clash_with_a_foreign_container_is_refused(sim_scenario) -> N
         await docker.create(foreign, {})
         try:
             with pytest.raises(OperationFailed) as err:
-                async for _ in launch(plan, pool, replace_stale=lambda s: _true(), follow=False):
+                async for _ in streamed(
+                    launch, plan, pool, replace_stale=lambda s: _true(), follow=False
+                ):
                     pass
             assert "did not start" in err.value.message and head.node in err.value.message
             assert await docker.inspect(head.container.name) is not None  # left alone
@@ -216,7 +232,9 @@ async def test_differing_images_refuse_the_launch_before_any_rank_starts(sim_sce
         plan = await make_plan(pool)
         events = []
         with pytest.raises(OperationFailed) as err:
-            async for ev in launch(plan, pool, wait_ready=False, follow=False, local_env=ENV):
+            async for ev in streamed(
+                launch, plan, pool, wait_ready=False, follow=False, local_env=ENV
+            ):
                 events.append(ev)
         head, other = plan.ranks[0].node, plan.ranks[1].node
         assert f"differs between nodes: {other} has sha256:" in err.value.message
@@ -239,7 +257,10 @@ async def test_four_nodes_data_parallel(sim_scenario, recipe: str, sets: list[st
         assert len(plan.ranks) == 4
         assert [r.serves_api for r in plan.ranks] == [True, False, False, False]
         events = [
-            ev async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV)
+            ev
+            async for ev in streamed(
+                launch, plan, pool, follow=False, ready_timeout=60, local_env=ENV
+            )
         ]
         assert any(isinstance(e, ClusterReady) for e in events)
         for rank in range(4):
@@ -254,7 +275,7 @@ async def test_forced_launch_that_does_not_fit_fails_with_vllms_words(sim_scenar
         plan = await make_plan(pool)
         events: list[ClusterEvent] = []
         with pytest.raises(LaunchFailed) as err:
-            async for ev in launch(plan, pool, ready_timeout=60, local_env=ENV):
+            async for ev in streamed(launch, plan, pool, ready_timeout=60, local_env=ENV):
                 events.append(ev)
         assert err.value.lines
         assert any("memory" in line.lower() for line in err.value.lines)
@@ -271,7 +292,7 @@ async def test_dropped_link_during_launch_loses_and_repeats_no_line(sim_scenario
         worker = plan.ranks[1]
         lines: dict[int, list[str]] = {0: [], 1: []}
         dropped = False
-        async for ev in launch(plan, pool, follow=False, ready_timeout=60, local_env=ENV):
+        async for ev in streamed(launch, plan, pool, follow=False, ready_timeout=60, local_env=ENV):
             if isinstance(ev, LogLine):
                 lines[ev.rank].append(ev.text)
             if (

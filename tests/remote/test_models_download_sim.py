@@ -14,6 +14,7 @@ from spark_tui.ops.events import Notice, SyncDone, SyncFinished, SyncStep
 from spark_tui.ops.model_sync import ModelSync, repo_folder
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.hub.repos import SafetensorsFile, model_repo
 from spark_tui.sim.hub.server import SimulatedHub
 from spark_tui.sim.nodes import SimCluster
@@ -39,7 +40,7 @@ async def test_downloaded_once_on_the_head_then_copied(sim_scenario, tmp_path) -
                 facts = await probe_pool(pool, docker=False)
                 env = {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_secret_never_shown_7"}
                 run = ModelSync(pool, facts, "fresh", env=env, local_cache=tmp_path / "hf")
-                events = [e async for e in run.run([ModelNeed("model", REPO, None)])]
+                events = [e async for e in streamed(run.run, [ModelNeed("model", REPO, None)])]
             notices = [f"{e.message} / {e.remedy}" for e in events if isinstance(e, Notice)]
             assert isinstance(events[-1], SyncFinished) and events[-1].ok, notices
             steps = [e for e in events if isinstance(e, SyncStep) and e.action == "download"]
@@ -100,7 +101,7 @@ async def test_only_the_files_vllm_reads_are_downloaded_and_copied(
                 facts = await probe_pool(pool, docker=False)
                 env = {"HF_ENDPOINT": hub.endpoint}
                 run = ModelSync(pool, facts, "fresh", env=env, local_cache=tmp_path / "hf")
-                events = [e async for e in run.run([ModelNeed("model", REPO, None)])]
+                events = [e async for e in streamed(run.run, [ModelNeed("model", REPO, None)])]
             notices = [f"{e.message} / {e.remedy}" for e in events if isinstance(e, Notice)]
             assert isinstance(events[-1], SyncFinished) and events[-1].ok, notices
             said = [e.message for e in events if isinstance(e, SyncStep) and e.action == "download"]

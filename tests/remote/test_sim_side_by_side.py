@@ -19,6 +19,7 @@ from spark_tui.core.inventory import parse_inventory
 from spark_tui.ops.events import ClusterReady
 from spark_tui.ops.launch import launch
 from spark_tui.remote.probe import probe_nodes
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import Scenario, SimCluster
 from spark_tui.sim.nodes.addresses import ENGINE_PORTS, free_base_address, listening_addresses
 
@@ -64,8 +65,8 @@ async def test_two_simulated_clusters_at_once_both_reach_ready() -> None:
                 async def ready(plan, pool) -> list[object]:
                     return [
                         ev
-                        async for ev in launch(
-                            plan, pool, follow=False, ready_timeout=90, local_env=ENV
+                        async for ev in streamed(
+                            launch, plan, pool, follow=False, ready_timeout=90, local_env=ENV
                         )
                         if isinstance(ev, ClusterReady)
                     ]

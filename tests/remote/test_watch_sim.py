@@ -27,6 +27,7 @@ from spark_tui.ops.watch import watch
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.probe import probe_pool
 from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.service.event_stream import streamed
 from spark_tui.sim.nodes import SimCluster
 
 CLEANUP = "spark-tui stop --inventory inv.yaml"
@@ -40,7 +41,7 @@ async def ready_cluster(pool: ConnectionPool) -> LaunchPlan:
     facts = await probe_pool(pool)
     r = find_recipe("glm-5.3-flash")
     plan = build_plan(r, apply_overrides(r, []), facts)
-    async for _ev in launch(plan, pool, follow=False, ready_timeout=60, local_env={}):
+    async for _ev in streamed(launch, plan, pool, follow=False, ready_timeout=60, local_env={}):
         pass
     return plan
 
@@ -62,7 +63,7 @@ async def test_watch_samples_then_reports_the_killed_worker(sim_scenario) -> Non
 
         async def run() -> None:
             nonlocal killed
-            async for ev in watch(pool, interval=0.3, settle=1.0, cleanup=CLEANUP):
+            async for ev in streamed(watch, pool, interval=0.3, settle=1.0, cleanup=CLEANUP):
                 events.append(ev)
                 seen = {type(e) for e in events}
                 wanted = {WatchStarted, ProbeResult, ServiceGauges, NodeMemory, ContainerStates}
@@ -108,8 +109,8 @@ async def test_hung_head_with_healthy_health_is_a_failure(sim_scenario) -> None:
         events: list[WatchSample] = []
 
         async def run() -> None:
-            async for ev in watch(
-                pool, interval=0.2, request_timeout=0.5, settle=0.2, transport=Hung()
+            async for ev in streamed(
+                watch, pool, interval=0.2, request_timeout=0.5, settle=0.2, transport=Hung()
             ):
                 events.append(ev)
 

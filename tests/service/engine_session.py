@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,15 @@ from spark_tui.core.fit import Finding
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
-from spark_tui.ops.events import ClusterReady, RankState, RankStateChanged, ResultEvent
+from spark_tui.ops.events import (
+    ClusterEvent,
+    ClusterReady,
+    Emit,
+    Notice,
+    RankState,
+    RankStateChanged,
+    ResultEvent,
+)
 from spark_tui.service.session import Session
 from spark_tui.service.ssh_nodes import SshNodes
 
@@ -59,7 +66,9 @@ class EngineNodes(SshNodes):
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
+    async def image_flags(
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+    ) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         engine these launches run), as the product asks the head's image."""
         from spark_tui.core.serve_flags import parse_help
@@ -75,21 +84,21 @@ class EngineNodes(SshNodes):
         table = parse_help(help_text)
         return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
-    async def launch_events(
-        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[Any]:
+    async def launch(
+        self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ClusterEvent], **kw: Any
+    ) -> None:
         ranks, port = loopback_ranks(plan.to_dict())
         self.argvs.append(ranks)
         service = SimService(ranks, port, self.log_dir / f"launch{len(self.argvs)}")
         for r in plan.ranks:
-            yield RankStateChanged(r.rank, r.node, RankState.CREATED)
+            emit(RankStateChanged(r.rank, r.node, RankState.CREATED))
         await asyncio.to_thread(service.start)
         self.service, self.running_plan, self.running_argvs = service, plan, ranks
         digests = {r.node: "sha256:simulated" for r in plan.ranks}
-        yield ResultEvent("launch", {"image_digests": digests})
+        emit(ResultEvent("launch", {"image_digests": digests}))
         for r in plan.ranks:
-            yield RankStateChanged(r.rank, r.node, RankState.READY, progress=1.0)
-        yield ClusterReady(plan.cluster_id, service.base_url)
+            emit(RankStateChanged(r.rank, r.node, RankState.READY, progress=1.0))
+        emit(ClusterReady(plan.cluster_id, service.base_url))
         if kw.get("follow"):
             await asyncio.Event().wait()
 

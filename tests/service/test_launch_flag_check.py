@@ -16,6 +16,7 @@ from engine_session import EngineNodes, EngineSession
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.fit import Finding
 from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.ops.events import Emit, Notice
 from spark_tui.service import events as ev
 
 
@@ -76,7 +77,7 @@ async def test_the_flags_the_plan_adds_to_the_workers_are_checked_too(tmp_path: 
     assert evaluation.plan is not None
     argvs = serve_argvs(evaluation.plan)
     assert len(argvs) == 2 and "--headless" in argvs[1] and "--headless" not in argvs[0]
-    found = await session.nodes.image_flags(evaluation.plan, pull=None)
+    found = await session.nodes.image_flags(evaluation.plan, pull=False, emit=None)
     assert found == []
 
 
@@ -88,11 +89,13 @@ class NotPulledYet(EngineNodes):
         super().__init__(log_dir)
         self.pulls: list[bool] = []
 
-    async def image_flags(self, plan: Any, *, pull: Any) -> list[Finding]:
-        self.pulls.append(pull is not None)
-        if pull is None:
+    async def image_flags(
+        self, plan: Any, *, pull: bool, emit: Emit[Notice] | None
+    ) -> list[Finding]:
+        self.pulls.append(pull)
+        if not pull:
             return [Finding("info", "image_not_pulled", "not on the head yet", "pull it")]
-        return await super().image_flags(plan, pull=pull)
+        return await super().image_flags(plan, pull=pull, emit=emit)
 
 
 async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_container(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.ops.cluster import ClusterStatus, RankTail, StopReport
+from spark_tui.ops.events import Emit, Notice
 from spark_tui.ops.history import History
 from spark_tui.ops.launch import LaunchFailed
 from spark_tui.service import events as ev
@@ -70,31 +70,37 @@ class DoubleNodes:
     def start_flag_table(self, head: str, image: str) -> None:
         return None  # the flag check below reads a table at once
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Any]:
+    async def image_flags(
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+    ) -> list[Any]:
         return []  # every flag known to the image's vLLM
 
-    async def launch_events(
-        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[Any]:
+    async def launch(
+        self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ev.ClusterEvent], **kw: Any
+    ) -> None:
         head, worker = plan.ranks[0], plan.ranks[1]
         for r in plan.ranks:
-            yield ev.RankStateChanged(r.rank, r.node, ev.RankState.CREATED)
+            emit(ev.RankStateChanged(r.rank, r.node, ev.RankState.CREATED))
         if not self.fail_before_ready:
-            yield ev.ClusterReady(plan.cluster_id, "http://127.0.0.1:40000")
+            emit(ev.ClusterReady(plan.cluster_id, "http://127.0.0.1:40000"))
         if self.fail_after_ready or self.fail_before_ready:
-            yield ev.RankStateChanged(
-                worker.rank,
-                worker.node,
-                ev.RankState.FAILED,
-                reason="was killed (code 137)",
-                explaining_lines=(WORKER_SAYS,),
+            emit(
+                ev.RankStateChanged(
+                    worker.rank,
+                    worker.node,
+                    ev.RankState.FAILED,
+                    reason="was killed (code 137)",
+                    explaining_lines=(WORKER_SAYS,),
+                )
             )
-            yield ev.RankStateChanged(
-                head.rank,
-                head.node,
-                ev.RankState.FAILED,
-                reason="exited with code 1",
-                explaining_lines=(HEAD_SAYS,),
+            emit(
+                ev.RankStateChanged(
+                    head.rank,
+                    head.node,
+                    ev.RankState.FAILED,
+                    reason="exited with code 1",
+                    explaining_lines=(HEAD_SAYS,),
+                )
             )
             raise LaunchFailed(
                 f"rank 1 on {worker.node} was killed",
@@ -104,10 +110,10 @@ class DoubleNodes:
             )
         await asyncio.Event().wait()
 
-    async def watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[Any]:
+    async def watch(self, cluster_id: str | None, *, emit: Emit[ev.WatchSample], **kw: Any) -> None:
         self.watched.append((cluster_id, kw))
         for sample in self.samples:
-            yield sample
+            emit(sample)
 
 
 class Double(Session):

@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,12 @@ from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.link import InterfaceRate
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.core.serve_flags import FlagTable
-from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult
+from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, BenchUpdate
 from spark_tui.ops.cluster import ClusterStatus, RankStatus, StopReport
 from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
+    Emit,
     LinkSample,
     LogLine,
     NodeMemory,
@@ -156,7 +157,7 @@ class ReplayNodes:
     after that event (the launch then hangs like a real one that is still loading);
     `host_key` asks the host-key question first; `smoke_fails` makes the tool-call check
     fail. The watch after ready gives fixed samples (`watch_alert`: then that alert);
-    `outages` is a queue of NodeUnreachable events the launch yields after ready (giving up
+    `outages` is a queue of NodeUnreachable events the launch emits after ready (giving up
     ends it as the real watch does). `sparks` (more than the two recorded) gives every
     extra node the worker's facts and every extra rank the worker's events; in a failed
     launch rank `failing_rank` (default: the last) is the one that dies. Evaluating, questions, records, tuning and comparing
@@ -230,7 +231,9 @@ class ReplayNodes:
     def start_flag_table(self, head: str, image: str) -> None:
         return None  # the flag check below reads a table at once
 
-    async def image_flags(self, plan: LaunchPlan, *, pull: Any) -> list[Finding]:
+    async def image_flags(
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+    ) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         recorded launches ran it), as the product asks the head's image."""
         from spark_tui.ops.image_flags import argvs_findings, serve_argvs
@@ -238,16 +241,16 @@ class ReplayNodes:
         table = _stand_in_flags()
         return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
 
-    async def launch_events(
-        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[ClusterEvent]:
+    async def launch(
+        self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ClusterEvent], **kw: Any
+    ) -> None:
         self.calls.append(f"launch {plan.cluster_id}")
         self.launched = plan
         recorded = recording()[self.scenario]
         ranks = len(plan.ranks)
         for data in recorded_events(self.scenario, ranks, self.failing_rank):
             event = to_event(data)
-            yield event
+            emit(event)
             await asyncio.sleep(0)
             if self.freeze_when is not None and self.freeze_when(event):
                 await asyncio.Event().wait()  # frozen here until the cockpit stops it
@@ -267,18 +270,20 @@ class ReplayNodes:
                     f"{plan.cluster_id}, its ranks were left as they are",
                     "when the node answers again, `spark-tui status` shows the ranks",
                 )
-            yield outage
+            emit(outage)
         await asyncio.Event().wait()  # a real launch keeps following the logs
 
-    async def watch_events(self, cluster_id: str | None, **kw: Any) -> AsyncIterator[WatchSample]:
+    async def watch(self, cluster_id: str | None, *, emit: Emit[WatchSample], **kw: Any) -> None:
         self.calls.append(f"watch {cluster_id}")
         plan = self.launched
         nodes = recorded_nodes(self.node_count)
-        yield WatchStarted(
-            str(cluster_id),
-            plan.recipe if plan else None,
-            tuple(n.name for n in nodes),
-            "http://127.0.0.1:40000",
+        emit(
+            WatchStarted(
+                str(cluster_id),
+                plan.recipe if plan else None,
+                tuple(n.name for n in nodes),
+                "http://127.0.0.1:40000",
+            )
         )
         samples: list[WatchSample] = [
             ProbeResult(True, 0.015, 200),
@@ -287,10 +292,10 @@ class ReplayNodes:
             ServiceGauges(1, 0, 0.042, 38.5, 120.0),
         ]
         for sample in samples:
-            yield sample
+            emit(sample)
             await asyncio.sleep(0)
         if self.watch_alert is not None:
-            yield self.watch_alert
+            emit(self.watch_alert)
             return
         await asyncio.Event().wait()  # samples every few seconds, until cancelled
 
@@ -311,10 +316,9 @@ class ReplayNodes:
             await asyncio.sleep(0)
         await stop.wait()
 
-    async def attach_events(self, cluster_id: str, **kw: Any) -> AsyncIterator[ClusterEvent]:
+    async def attach(self, cluster_id: str, *, emit: Emit[ClusterEvent], **kw: Any) -> None:
         self.calls.append(f"attach {cluster_id}")
-        await asyncio.Event().wait()
-        yield Notice("info", "unreachable")  # pragma: no cover - never reached
+        await asyncio.Event().wait()  # follows the cluster until cancelled
 
     async def stop(self, cluster_id: str | None, emit: Any) -> StopReport:
         self.calls.append(f"stop {cluster_id}")
@@ -323,8 +327,11 @@ class ReplayNodes:
         removed = [(r.node, r.container.name) for r in plan.ranks] if plan else []
         return StopReport(removed=removed)
 
-    async def smoke_checks(self, target: Any, timeout: float) -> AsyncIterator[SmokeResult]:
+    async def smoke_checks(
+        self, target: Any, timeout: float, emit: Emit[SmokeResult]
+    ) -> list[SmokeResult]:
         self.calls.append("smoke")
+        results = []
         for data in copy.deepcopy(recording()["smoke"]):
             if self.smoke_fails and data["name"] == "tool_call":
                 data.update(
@@ -333,9 +340,11 @@ class ReplayNodes:
                     cause="the model answered in plain text: tool calling is not set up",
                     remedy="set tool_call_parser and enable_auto_tool_choice in the recipe",
                 )
-            yield SmokeResult.from_dict(data)
+            results.append(SmokeResult.from_dict(data))
+            emit(results[-1])
+        return results
 
-    def bench_run(self, target: Any, config: BenchConfig, progress: Any, on_level: Any) -> Any:
+    def bench_run(self, target: Any, config: BenchConfig, emit: Emit[BenchUpdate]) -> Any:
         self.calls.append("bench")
         self.bench_configs.append(config)
 
@@ -344,9 +353,9 @@ class ReplayNodes:
 
             async def run(self) -> BenchResult:
                 self.result.config = config  # measured with the settings asked for
-                progress(BenchProgress(0, 3, 1, 0, 1, 2, 0, 0.1))
+                emit(BenchProgress(0, 3, 1, 0, 1, 2, 0, 0.1))
                 for level in self.result.levels:
-                    on_level(level)
+                    emit(level)
                 await asyncio.sleep(0)
                 return self.result
 

@@ -4,7 +4,6 @@ the API endpoint is shown with a tunnel that works, an invalid filter says so.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from cockpit_replay import ReplayNodes, ReplaySession
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.plan import LaunchPlan
+from spark_tui.ops.events import ClusterEvent, Emit
 from spark_tui.ops.launch import StaleContainer
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.config import CockpitConfig
@@ -43,17 +43,16 @@ async def ready(pilot: Any) -> None:
 class StaleReplay(ReplayNodes):
     """Containers of an earlier run of ours hold the ranks' names (as ops.launch finds)."""
 
-    async def launch_events(
-        self, plan: LaunchPlan, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[Any]:
+    async def launch(
+        self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ClusterEvent], **kw: Any
+    ) -> None:
         stale = [StaleContainer("sim-spark-1", plan.ranks[0].container.name, "exited", "x", True)]
         if not await replace_stale(stale):
             raise OperationFailed(
                 "launch cancelled: the earlier containers were kept", "stop them first"
             )
         self.calls.append("stale removed")
-        async for event in super().launch_events(plan, replace_stale, **kw):
-            yield event
+        await super().launch(plan, replace_stale, emit=emit, **kw)
 
 
 async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() -> None:

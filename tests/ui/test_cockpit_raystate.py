@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from cockpit_replay import ReplayNodes, ReplaySession
 from spark_tui.ops.events import (
     ClusterEvent,
     ClusterReady,
+    Emit,
     RankState,
     RankStateChanged,
     RayClusterState,
@@ -58,22 +58,22 @@ class RayReplay(ReplayNodes):
         self.step = asyncio.Event()
         self.plan_ranks = 0
 
-    async def launch_events(
-        self, plan: Any, replace_stale: Any, **kw: Any
-    ) -> AsyncIterator[ClusterEvent]:
+    async def launch(
+        self, plan: Any, replace_stale: Any, *, emit: Emit[ClusterEvent], **kw: Any
+    ) -> None:
         self.launched = plan
         self.plan_ranks = len(plan.ranks)
         assert plan.serve_exec is not None, "a vllm-ray plan"
         for r in plan.ranks:
-            yield RankStateChanged(r.rank, r.node, RankState.CREATED)
+            emit(RankStateChanged(r.rank, r.node, RankState.CREATED))
         for joined, resources, formed in ((1, HEAD_ONLY, False), (2, BOTH, True)):
             await self.step.wait()
             self.step.clear()
-            yield RayClusterState(plan.cluster_id, joined, len(plan.ranks), resources, formed)
+            emit(RayClusterState(plan.cluster_id, joined, len(plan.ranks), resources, formed))
         await self.step.wait()
         for r in plan.ranks:
-            yield RankStateChanged(r.rank, r.node, RankState.READY)
-        yield ClusterReady(plan.cluster_id, "http://127.0.0.1:18000")
+            emit(RankStateChanged(r.rank, r.node, RankState.READY))
+        emit(ClusterReady(plan.cluster_id, "http://127.0.0.1:18000"))
         await asyncio.Event().wait()
 
 

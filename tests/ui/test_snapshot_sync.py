@@ -8,15 +8,14 @@ Update with `pytest tests/ui/test_snapshot_sync.py --snapshot-update` and look a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from cockpit_helpers import settle, wait_until
 from cockpit_replay import ReplayNodes, ReplaySession
 from textual.pilot import Pilot
 
-from spark_tui.ops.events import Notice
-from spark_tui.service.events import SyncProgress, SyncStep
+from spark_tui.ops.events import Emit, Notice
+from spark_tui.service.events import SyncProgress, SyncStep, SyncUpdate
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.widgets.sync import SyncScreen
 
@@ -27,27 +26,34 @@ HEAD, WORKER = "sim-spark-1", "sim-spark-2"
 class SyncReplay(ReplayNodes):
     """The replay session whose model sync copies to the worker and stays at 40 %."""
 
-    async def model_sync_events(
-        self, facts: Any, recipe_name: str, needs: Any, where: str
-    ) -> AsyncIterator[Any]:
-        yield SyncStep(
-            HEAD, MODEL, "check", f"{HEAD} has {MODEL} at 3f1c0de2a9b4 complete: the source"
+    async def model_sync(
+        self, facts: Any, recipe_name: str, needs: Any, where: str, *, emit: Emit[SyncUpdate]
+    ) -> bool:
+        emit(
+            SyncStep(
+                HEAD, MODEL, "check", f"{HEAD} has {MODEL} at 3f1c0de2a9b4 complete: the source"
+            )
         )
-        yield Notice(
-            "warning",
-            f"{HEAD} cannot SSH to {WORKER} (nvidia@10.0.0.2): relaying the copy through "
-            "this machine (slower)",
-            f"let {HEAD} SSH to nvidia@10.0.0.2 without a password",
+        emit(
+            Notice(
+                "warning",
+                f"{HEAD} cannot SSH to {WORKER} (nvidia@10.0.0.2): relaying the copy through "
+                "this machine (slower)",
+                f"let {HEAD} SSH to nvidia@10.0.0.2 without a password",
+            )
         )
-        yield SyncStep(
-            WORKER,
-            MODEL,
-            "copy",
-            f"{HEAD} -> {WORKER} through this machine: 3 file(s), 14.10 GB (4 complete, "
-            "skipped; 1 resumed)",
+        emit(
+            SyncStep(
+                WORKER,
+                MODEL,
+                "copy",
+                f"{HEAD} -> {WORKER} through this machine: 3 file(s), 14.10 GB (4 complete, "
+                "skipped; 1 resumed)",
+            )
         )
-        yield SyncProgress(WORKER, MODEL, "copy", 5_640_000_000, 14_100_000_000, 212e6, 39.9)
+        emit(SyncProgress(WORKER, MODEL, "copy", 5_640_000_000, 14_100_000_000, 212e6, 39.9))
         await asyncio.Event().wait()  # frozen mid-copy until the app ends
+        raise AssertionError("the sync was frozen until the app ended")
 
 
 async def mid_copy(pilot: Pilot[int]) -> None:

@@ -324,7 +324,7 @@ class SyncFinished:
     failed_nodes: tuple[str, ...] = ()
 
 
-# What a watch yields: one sample each (its start, the tiny request, the /metrics gauges, a
+# What a watch emits: one sample each (its start, the tiny request, the /metrics gauges, a
 # node's memory, the containers, a node that did not answer), then the alert that ends it.
 WatchSample = (
     WatchStarted
@@ -355,6 +355,6 @@ ClusterEvent = (
 # What a stop emits while it removes the ranks: each rank stopped, a rank killed, an error.
 StopUpdate = RankStateChanged | Notice
 
-# What a model or image sync yields: its steps, progress, per-node results, notices for
+# What a model or image sync emits: its steps, progress, per-node results, notices for
 # warnings and errors (with their remedy), and one SyncFinished at the end.
 SyncUpdate = SyncStep | SyncProgress | SyncDone | SyncFinished | Notice

@@ -1,6 +1,6 @@
 """Launch a plan: one container per rank, head first, then watch every rank until ready.
 
-`launch(plan, pool)` is an async generator of `ops.events` objects:
+`launch(plan, pool, emit=...)` hands `ops.events` objects to `emit` as it goes:
 - preflight: stale containers of ours on the nodes are listed and removed only after a
   yes (`replace_stale` callback); the image is checked on every node (pulled with
   progress when missing, or when a resolved nightly's digest is not the node's) and
@@ -13,14 +13,14 @@
   port forward to the head's API port, then ClusterReady(base_url of the forward).
 When a rank fails (its container exits, or the API does not come up in time) the other
 ranks are stopped and removed (unless `keep_failed`), a FAILED event carries the reason
-and the log lines that explain it, and the generator raises `LaunchFailed`.
+and the log lines that explain it, and the launch raises `LaunchFailed`.
 A node that cannot be reached is not a failure: NodeUnreachable events say so after every
-attempt to re-open its connection (capped backoff, for as long as the consumer lets it;
+attempt to re-open its connection (capped backoff, for as long as the caller lets it;
 `NodeUnreachable.give_up()` ends the watch with UnreachableError, ranks untouched), and
 NodeReachable when its logs resume, without loss or repeat.
 
-Interrupting (cancelling the consumer) while the ranks are being started removes every
-container of the plan's cluster before the generator ends (calls already sent to Docker
+Interrupting (cancelling the launch) while the ranks are being started removes every
+container of the plan's cluster before it ends (calls already sent to Docker
 are let finish first, so none is created after the clean-up). Once every rank has started
 the caller decides what to do with them (headless: `ops.cluster.stop(pool, cluster_id)`).
 """

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
@@ -209,9 +208,8 @@ async def test_a_fault_inside_the_sync_still_ends_the_view(monkeypatch, tmp_path
     row stays "waiting" or "downloading"."""
     from spark_tui.ops import model_sync
 
-    async def broken(self: object, needs: object) -> AsyncIterator[object]:
+    async def broken(self: object, needs: object, emit: object) -> bool:
         raise RuntimeError("a fault inside the sync")
-        yield  # an async generator, as the real one
 
     monkeypatch.setattr(model_sync.ModelSync, "run", broken)
     monkeypatch.setenv("SPARK_TUI_CRASH_LOG", str(tmp_path / "crash.log"))

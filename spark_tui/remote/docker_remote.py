@@ -1,6 +1,6 @@
 """Docker on a node: the Docker SDK through the node's socket forwarded over its SSH connection.
 
-The SDK is blocking, so every call runs in a thread (`asyncio.to_thread`); log streams
+The SDK is blocking, so every call runs in a thread of this module's pool; log streams
 get a thread of their own that hands lines to the event loop. When the SSH connection
 drops, the forward is re-created at the same local path and the call is tried again.
 """
@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -25,6 +26,11 @@ from spark_tui.core.facts import ContainerInfo, ImageInfo
 from spark_tui.remote.ssh import NodeConnection, OutageReport
 
 T = TypeVar("T")
+
+# The threads Docker calls run in. A probe, launch or stop of N nodes makes N calls at once,
+# each mostly waiting on its node: asyncio's default pool holds os.cpu_count() + 4 threads
+# (6 on a 2-core machine), so beyond that the nodes' calls queued behind each other.
+_CALLS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="docker-call")
 
 # Errors that mean "the socket went away", usually because the SSH connection dropped.
 _TRANSPORT_ERRORS = (
@@ -246,7 +252,8 @@ class RemoteDocker:
 
     async def _connect(self) -> None:
         try:
-            self._client = await asyncio.to_thread(self._new_client, self.timeout)
+            loop = asyncio.get_running_loop()
+            self._client = await loop.run_in_executor(_CALLS, self._new_client, self.timeout)
         except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as exc:
             raise OperationFailed(
                 f"{self.node}: Docker does not answer through the forwarded socket: {_reason(exc)}",
@@ -289,7 +296,7 @@ class RemoteDocker:
             if self._client is None:
                 await self.reconnect()
             try:
-                return await asyncio.to_thread(fn, self.client)
+                return await asyncio.get_running_loop().run_in_executor(_CALLS, fn, self.client)
             except _TRANSPORT_ERRORS as exc:
                 if attempt == 0:
                     await self.reconnect()

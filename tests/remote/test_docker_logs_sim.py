@@ -4,6 +4,7 @@ dropped connection without losing or repeating a line."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -107,3 +108,21 @@ async def test_log_follow_resumes_after_drop_without_loss_or_repeat(sim_scenario
                 await docker.remove(spec.name, stop_timeout=1)
             finally:
                 await docker.close()
+
+
+async def test_docker_calls_of_many_nodes_run_at_once(sim_scenario) -> None:
+    # A probe or a stop of N nodes makes N Docker calls together, each mostly waiting on
+    # its node: 33 calls (more than any machine's default thread pool holds) all in
+    # progress at once, none queued behind the others.
+    calls = 33
+    together = threading.Barrier(calls, timeout=30)
+    async with SimCluster(sim_scenario(1)) as sim:
+        async with ConnectionPool(sim.inventory, ssh_config=None) as pool:
+            docker = await RemoteDocker.open(pool.connections[0])
+            try:
+                got = await asyncio.gather(
+                    *(docker.call(lambda c: together.wait(), "wait") for _ in range(calls))
+                )
+            finally:
+                await docker.close()
+    assert sorted(got) == list(range(calls))

@@ -1,6 +1,7 @@
 """`spark-tui watch (--inventory FILE | --hosts ...) [--interval S] [--keep-failed] [--json]`:
-watch a ready cluster (a 1-token request, /metrics, node memory, every rank's container) and
-print what it sees as text or JSON lines. On a failure, its diagnosis; then every rank is
+watch a ready cluster (a 1-token request, /metrics, node memory and the ranks' link, every
+rank's container) and print what it sees as text or JSON lines. On a failure, its
+diagnosis; then every rank is
 stopped and its last lines kept in the history, as after a failed launch (with
 --keep-failed the ranks are left, and the command that removes them is printed). Exit 1 on
 a failure, 3 when the nodes cannot be reached at the start, 0 on Ctrl+C."""
@@ -14,6 +15,7 @@ import signal
 import sys
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
+from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.service import events as ev
 
 
@@ -46,6 +48,16 @@ def render(e: ev.WatchEvent) -> list[str]:
         ]
     if isinstance(e, ev.NodeMemory):
         return [f"memory  {e.node}  available {_gb(e.available)} of {_gb(e.total)}"]
+    if isinstance(e, ev.LinkSample):
+        out = [
+            f"link  {e.node}  {r.interface}  rx {fmt_gbs(r.rx_bytes_per_s)} GB/s  "
+            f"tx {fmt_gbs(r.tx_bytes_per_s)} GB/s  {fmt_share(r.share)} of "
+            + ("?" if r.speed_bytes_per_s is None else f"{r.speed_bytes_per_s / GB:g}")
+            + " GB/s"
+            for r in e.interfaces
+        ]
+        out += [f"link  {e.node}  {name}: no such interface on the node" for name in e.missing]
+        return out
     if isinstance(e, ev.ContainerStates):
         parts = [f"rank {r.rank} {r.state}" for r in e.ranks]
         parts += [f"rank {m} missing" for m in e.missing]

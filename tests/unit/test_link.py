@@ -130,3 +130,20 @@ def test_summary_peak_mean_bytes_and_min_memory() -> None:
     assert (fig.rx_bytes, fig.tx_bytes) == (10**9, 0)
     (mem,) = s.memory()
     assert (mem.total, mem.min_available, mem.samples) == (100, 70, 2)
+
+
+def test_watch_prints_each_rank_interface_and_a_missing_one() -> None:
+    from spark_tui.commands.watch import render
+    from spark_tui.core.link import InterfaceRate
+    from spark_tui.service import events as ev
+
+    rate = InterfaceRate("enp1s0f1np1", 2.5e9, 1.25e9, 25e9, 10, 10)
+    first = InterfaceRate("enp1s0f1np1", None, None, None)
+    sample = ev.LinkSample("spark-a", 100, 50, (rate,), ("enP2p1s0f1np1",))
+    assert render(sample) == [
+        "link  spark-a  enp1s0f1np1  rx 2.50 GB/s  tx 1.25 GB/s  10% of 25 GB/s",
+        "link  spark-a  enP2p1s0f1np1: no such interface on the node",
+    ]
+    assert render(ev.LinkSample("spark-a", 100, 50, (first,))) == [
+        "link  spark-a  enp1s0f1np1  rx – GB/s  tx – GB/s  – of ? GB/s"
+    ]

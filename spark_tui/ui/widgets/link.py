@@ -1,5 +1,5 @@
 """The link panel: every node's rank interfaces (GB/s each way and share of the link's
-speed) and its free memory, as sampled while a benchmark or the watch runs, then the last
+speed) and its free memory, as sampled while a benchmark or the watch runs, and the last
 benchmark's peaks. Hidden until the first sample."""
 
 from __future__ import annotations
@@ -84,18 +84,24 @@ class LinkPanel(Static):
         return (self.size.width or self.app.size.width) >= WIDE
 
     def render_body(self) -> Text:
+        """Wide: a row per node sampled now, then a row per interface of the last benchmark
+        (its peaks). Narrow: one row, the live samples, else the benchmark's peaks."""
         wide = self.wide
-        title = Text("link" if wide else "link ", style="bold")
-        rows: list[Text] = []
-        if self.samples:
-            rows = [sample_text(s, wide) for s in self.samples.values()]
-        elif self.bench is not None:
-            title.append(" (last benchmark)" if wide else "", style="dim")
+        live = [sample_text(s, wide) for s in self.samples.values()]
+        peaks: list[Text] = []
+        if self.bench is not None:
             memory = {m.node: m for m in self.bench.result.memory}
-            rows = [figure_text(f, memory.get(f.node), wide) for f in self.bench.result.link]
-        if wide:
-            return Text("\n").join([title, *(Text("  ") + r for r in rows)])
-        return title + Text(" · ", style="dim").join(rows)
+            peaks = [figure_text(f, memory.get(f.node), wide) for f in self.bench.result.link]
+        if not wide:
+            return Text("link ", style="bold") + Text(" · ", style="dim").join(live or peaks)
+        rows = [Text("link", style="bold"), *(Text("  ") + r for r in live)]
+        if peaks:
+            if live:
+                rows.append(Text("last benchmark", style="dim"))
+            else:
+                rows[0].append(" (last benchmark)", style="dim")
+            rows += [Text("  ") + r for r in peaks]
+        return Text("\n").join(rows)
 
     def _redraw(self) -> None:
         shown = bool(self.samples) or bool(self.bench and self.bench.result.link)

@@ -95,9 +95,10 @@ def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal
     """
     if args.data_parallel_size <= 1:
         return []
+    out = _spanning_dense_replicas(args, experts)
     asked = [f"--{f}" for f in _LB_SWITCHES if args.has(f)]
     if not asked:
-        return []
+        return out
     remedy = (
         f"drop {' and '.join(asked)} from the recipe's command: spark-tui runs data "
         "parallelism with one API server on the head balancing over every replica, which "
@@ -110,4 +111,31 @@ def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal
     else:
         words = f"{NON_MOE_EXTERNAL_DP} (if the model is dense; a MoE model: {EXTERNAL_DP_WITHOUT_RANK})"
     code = "external_data_parallel"
-    return [Refusal(code, f"vLLM will stop at startup on the head: {words}", remedy)]
+    return [*out, Refusal(code, f"vLLM will stop at startup on the head: {words}", remedy)]
+
+
+def _spanning_dense_replicas(args: ServeArgs, experts: int | None) -> list[Refusal]:
+    """A dense model's data-parallel replica that spans nodes (TP x PP > 1, one GPU a
+    Spark): vLLM 0.32 runs the replica's engine as an independent DP 1 engine
+    (`reconfigure_for_independent_dp_rank` in v1/engine/core.py), whose workers form a world
+    of TP x PP; the replica's other nodes run headless workers that skip that step and join
+    a world of TP x PP x DP at the same rendezvous, so the ranks never meet and the launch
+    hangs without an error (seen on the lab's real vLLM 0.32 with TP 2 x DP 2: the head's
+    workers `world_size=2`, the next node's `world_size=4`). A MoE model keeps every replica
+    in one world, so it is not refused here; `experts` None: not known."""
+    tp, pp, dp = args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
+    if experts or tp * pp <= 1:
+        return []
+    dense = "the model is dense" if experts == 0 else "if the model is dense"
+    return [
+        Refusal(
+            "dense_replicas_across_nodes",
+            f"vLLM will hang at startup ({dense}): TP {tp} x PP {pp} x DP {dp} makes each "
+            f"data-parallel replica span {tp * pp} nodes; vLLM runs a dense model's replica "
+            f"as an independent engine of {tp * pp} ranks, but the replica's other nodes "
+            f"wait for a world of {tp * pp * dp} ranks, so the replica never forms",
+            f"run a replica per node (--set tensor_parallel=1 --set pipeline_parallel=1 "
+            f"--set data_parallel={tp * pp * dp}), or one replica over the nodes "
+            "(--set data_parallel=1)",
+        )
+    ]

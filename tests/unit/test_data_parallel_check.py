@@ -99,3 +99,26 @@ def test_expert_count_is_read_by_vllms_names() -> None:
     assert facts_from_hf_config(MODEL, blocks, None).num_experts == 64
     # Keys that are not a whole config.json (recipe metadata) leave the count unknown.
     assert facts_from_hf_config(MODEL, {"num_hidden_layers": 2}, None).num_experts is None
+
+
+def _hang(flags: str, experts: int | None):
+    recipe = Recipe(name="r", model=MODEL, command="vllm serve {model}")
+    argv = shlex.split(f"vllm serve {MODEL} --max-model-len 8192 {flags}")
+    report = check_fit(recipe, argv, {}, _nodes(4), _facts(experts))
+    return [f for f in report.findings if f.code == "dense_replicas_across_nodes"]
+
+
+@pytest.mark.parametrize("flags", ["-tp 2 -dp 2", "-pp 2 -dp 2"])
+def test_a_dense_models_replicas_across_nodes_are_refused(flags: str) -> None:
+    # Real vLLM 0.32 hangs on it (the lab's TP 2 x DP 2: the head's workers world_size=2,
+    # the next node's world_size=4, at the same rendezvous).
+    (f,) = _hang(flags, experts=0)
+    assert f.severity == "error" and "hang" in f.message and "world of 4 ranks" in f.message
+    assert "--set tensor_parallel=1 --set pipeline_parallel=1 --set data_parallel=4" in f.remedy
+    (unknown,) = _hang(flags, experts=None)
+    assert unknown.severity == "warning" and "if the model is dense" in unknown.message
+
+
+@pytest.mark.parametrize(("flags", "experts"), [("-dp 4", 0), ("-tp 2 -dp 2", 128), ("-tp 4", 0)])
+def test_a_replica_per_node_a_moe_model_and_no_dp_are_not(flags: str, experts: int) -> None:
+    assert _hang(flags, experts) == []

@@ -98,8 +98,8 @@ async def _stop_sampling(
     result: BenchResult,
     summary: LinkSummary,
 ) -> None:
-    """End the sampling (cancelled if still running); its summary goes into the result. A sampling that failed costs the
-    benchmark its link figures, never its results."""
+    """End the sampling (cancelled if still running); its summary goes into the result.
+    A sampling that failed costs the benchmark its link figures, never its results."""
     if task is None:
         return
     task.cancel()
@@ -109,7 +109,14 @@ async def _stop_sampling(
             ev.Notice("warning", f"link and memory not sampled: {outcome.message}", outcome.remedy)
         )
     elif isinstance(outcome, Exception):
-        emit(ev.Notice("warning", f"link and memory not sampled: {outcome!r}"))
+        emit(
+            ev.Notice(
+                "warning",
+                f"link and memory not sampled: {outcome!r}",
+                "the benchmark's own figures are complete; `spark-tui watch` samples the "
+                "nodes' link and memory on its own",
+            )
+        )
     result.link = summary.links()
     result.memory = summary.memory()
 

@@ -15,6 +15,7 @@ from spark_tui.core.plan import LaunchPlan, build_plan
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.ops.events import (
     ContainerStates,
+    LinkSample,
     NodeMemory,
     ProbeResult,
     ServiceGauges,
@@ -85,6 +86,11 @@ async def test_watch_samples_then_reports_the_killed_worker(sim_scenario) -> Non
         mem = [e for e in events if isinstance(e, NodeMemory)]
         assert {m.node for m in mem} == {r.node for r in plan.ranks}
         assert all(m.total and m.available and m.available <= m.total for m in mem)
+        # The same sample reads each node's rank interface: the one the plan gave NCCL/Gloo.
+        links = [e for e in events if isinstance(e, LinkSample)]
+        assert {(e.node, r.interface) for e in links for r in e.interfaces} == {
+            (r.node, r.container.env["NCCL_SOCKET_IFNAME"]) for r in plan.ranks
+        }
         alert = events[-1]
         assert isinstance(alert, WatchAlert)
         assert alert.rank == 1 and alert.node == worker.node

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError, SparkError
+from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.core.wording import change_text
 from spark_tui.ops.history import History, Run
 from spark_tui.service.events import LogLine, RankState, RankStateChanged
@@ -90,6 +91,31 @@ def _plain(value: Any) -> str:
     )
 
 
+GIB = 1024**3
+
+
+def link_lines(bench: dict[str, Any]) -> list[str]:
+    """A recorded benchmark's link and memory figures, one line per interface and one for
+    memory (none when they were not sampled)."""
+    out = []
+    for f in bench.get("link") or []:
+        peaks = [
+            None if f.get(k) is None else float(f[k]) * GB for k in ("rx_peak_gbs", "tx_peak_gbs")
+        ]
+        out.append(
+            f"link {f.get('node')} {f.get('interface')}: peak rx {fmt_gbs(peaks[0])} "
+            f"tx {fmt_gbs(peaks[1])} GB/s, {fmt_share(f.get('peak_share'))} of the link"
+        )
+    memory = [
+        f"{m.get('node')} {m['min_available'] / GIB:.1f} GiB"
+        for m in bench.get("memory") or []
+        if m.get("min_available") is not None
+    ]
+    if memory:
+        out.append("least free memory: " + ", ".join(memory))
+    return out
+
+
 @dataclass
 class RunDetail:
     """One run in detail: what happened, why it failed, where its rank logs are, and (a
@@ -121,6 +147,8 @@ class RunDetail:
             )
         if run.failure:
             out.append(f"failed: {run.failure}")
+        if run.kind == "bench":
+            out += link_lines(run.results.get("bench") or {})
         out += list(run.notes)
         for log in run.rank_logs:
             why = f" ({log.reason})" if log.reason else ""

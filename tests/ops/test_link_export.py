@@ -45,3 +45,13 @@ def test_link_figures_survive_the_history_and_reach_the_report(
     # 3 GB/s peak each way over a 25 GB/s link: 12 % of it.
     assert "| spark-a | enp1s0f1np1 | 3 | 2 | 3 | 2 | 12% | 25 | 2 |" in report
     assert "| spark-b | 60.0 | 128.0 |" in report
+
+
+def test_history_show_names_the_link_figures(private_data_dir: Path) -> None:
+    from spark_tui.service.history import RunHistory
+
+    history = RunHistory(History())
+    run = history.store.record_bench(_result())
+    lines = history.show(run.id).lines()
+    assert "link spark-a enp1s0f1np1: peak rx 3.00 tx 3.00 GB/s, 12% of the link" in lines
+    assert "least free memory: spark-a 60.0 GiB, spark-b 60.0 GiB" in lines

@@ -148,3 +148,25 @@ def test_mac_addresses_are_unique_across_nodes() -> None:
     s = Scenario(nodes=4)
     macs = [d.mac for n in s.all_nodes() for d in gb10.netdevs(n) if not d.loopback]
     assert len(macs) == len(set(macs))
+
+
+def test_link_sample_reads_like_a_gb10_and_rises_with_the_engines_bytes() -> None:
+    from spark_tui.core.link import rates
+    from spark_tui.remote.link_sample import parse_sample
+
+    node = Scenario(nodes=2).all_nodes()[0]
+    cabled, down = gb10.primary_netdev(node), "enP2p1s0f0np0"
+    wanted = [cabled, down, "eth9"]
+    mem = gb10.memory_state(node, 0, 0)
+    text, status = gb10.link_sample(node, mem, wanted, 1000.0, 0)
+    # grep's status: eth9 is not there; the down port's speed reads -1, as the probe sees it.
+    assert status == 2
+    before = parse_sample(text, wanted)
+    assert before.uptime_s == 1000.0 and before.mem_total == mem.total * 1024
+    assert before.missing == ("eth9",)
+    assert {c.interface: c.speed_mbps for c in before.interfaces} == {cabled: 200000, down: -1}
+    later, _ = gb10.link_sample(node, mem, wanted, 1002.0, 5 * 10**9)
+    busy, idle = rates(before, parse_sample(later, wanted))
+    assert busy.rx_bytes_per_s == busy.tx_bytes_per_s == 2.5e9 + gb10.IDLE_LINK_BYTES_PER_S
+    assert busy.share is not None and 0.09 < busy.share < 0.11
+    assert idle.rx_bytes_per_s == 0  # a port with no cable moves nothing

@@ -84,19 +84,49 @@ def _bench_settings(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--prompt-tokens",
-        type=int,
-        default=d["prompt_tokens"],
-        help=f"default {d['prompt_tokens']}",
+        default=str(d["prompt_tokens"]),
+        metavar="LENGTHS",
+        help=f"prompt length: N, LOW-HIGH (uniform) or normal:MEAN,SD[,LOW-HIGH] "
+        f"(default {d['prompt_tokens']})",
     )
     p.add_argument(
         "--output-tokens",
-        type=int,
-        default=d["output_tokens"],
-        help=f"default {d['output_tokens']}",
+        default=str(d["output_tokens"]),
+        metavar="LENGTHS",
+        help=f"output length, written as the prompt's (default {d['output_tokens']})",
     )
+    p.add_argument(
+        "--workload-file",
+        metavar="FILE",
+        help='prompts from JSON lines: {"prompt_tokens": N, "output_tokens": M} or '
+        '{"prompt": "text", "output_tokens": M} per line',
+    )
+    p.add_argument(
+        "--shared-prefix",
+        default="0",
+        metavar="SHARE",
+        help="share of every prompt all requests have in common, 0..0.95 or 50%% (default 0)",
+    )
+    p.add_argument(
+        "--context-depth",
+        default="0",
+        metavar="DEPTHS",
+        help="measure at these tokens already in context, e.g. 0,4k,16k (default 0)",
+    )
+    p.add_argument(
+        "--goodput",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="a per-request target for goodput, e.g. ttft<=2s itl<=80ms latency<=30s (repeatable)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the lengths and words (default 0)")
     p.add_argument("--requests-per-level", type=int, default=0, help="default: 2 x concurrency")
     p.add_argument(
-        "--repeats", type=int, default=1, help="run each level N times (their spread is the noise)"
+        "--repeats",
+        type=int,
+        default=1,
+        help="run each level N times (their spread is the noise; a 95%% confidence interval)",
     )
 
 

@@ -28,41 +28,75 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return levels
 
 
+def parse_share(text: str) -> float:
+    """`0.5` or `50%` -> 0.5; a share of at most 0.95 (a prompt all shared is one request)."""
+    try:
+        share = float(text.strip().removesuffix("%")) / (100 if text.strip().endswith("%") else 1)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 0.95:
+        raise InputError(
+            f"--shared-prefix {text!r} is not a share from 0 to 0.95",
+            "write it like --shared-prefix 0.5 or --shared-prefix 50%",
+        )
+    return share
+
+
 def bench_config(args: argparse.Namespace) -> BenchConfig:
     """The benchmark settings the flags give (the defaults are the cockpit's too)."""
+    from spark_tui.core.workload import (
+        Workload,
+        parse_depths,
+        parse_goodput_target,
+        parse_lengths,
+    )
     from spark_tui.service.bench import BenchConfig
 
-    config = BenchConfig(
+    if args.repeats < 1 or args.requests_per_level < 0:
+        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
+    workload = Workload(
+        prompt_tokens=parse_lengths(args.prompt_tokens, "--prompt-tokens"),
+        output_tokens=parse_lengths(args.output_tokens, "--output-tokens"),
+        shared_prefix=parse_share(args.shared_prefix),
+        context_depths=parse_depths(args.context_depth),
+        goodput=tuple(parse_goodput_target(t) for t in args.goodput),
+        seed=args.seed,
+    )
+    if args.workload_file:
+        workload = workload.with_file(args.workload_file)
+    return BenchConfig(
         concurrency=parse_concurrency(args.concurrency),
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
+        workload=workload,
         requests_per_level=args.requests_per_level,
         repeats=args.repeats,
     )
-    if config.repeats < 1 or config.requests_per_level < 0:
-        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
-    if config.prompt_tokens < 1 or config.output_tokens < 1:
-        raise InputError(
-            "--prompt-tokens and --output-tokens must be at least 1", "pass positive lengths"
-        )
-    return config
 
 
 def format_table(result: BenchResult) -> str:
-    """The levels as a fixed-width table."""
+    """The levels as a fixed-width table (a depth column when measured at depths, goodput
+    when targets were set, each figure's 95 % interval below its level with repeats)."""
+    from spark_tui.core.workload import depth_label
+
+    workload = result.config.workload
+    depths = workload.context_depths != (0,)
     head = (
-        f"{'conc':>4} {'reqs':>5} {'err':>3} {'TTFT p50':>10} {'TTFT p95':>10} {'ITL mean':>10} "
-        f"{'ITL p95':>10} {'tok/s/req':>9} {'tok/s':>8} {'req/s':>6} {'KV max':>6} "
-        f"{'run':>4} {'wait':>4}"
+        f"{'depth ' if depths else ''}{'conc':>4} {'reqs':>5} {'err':>3} {'TTFT p50':>10} "
+        f"{'TTFT p95':>10} {'ITL mean':>10} {'ITL p95':>10} {'tok/s/req':>9} {'tok/s':>8} "
+        f"{'req/s':>6} {'KV max':>6} {'run':>4} {'wait':>4}"
+        + (f" {'goodput':>7}" if workload.goodput else "")
     )
     lines = [head]
     for lv in result.levels:
         f = lv.figures
+        depth = f"{depth_label(lv.context_depth):>5} " if depths else ""
         kv = lv.metrics.get("kv_cache_usage_perc", {}).get("max")
         run = lv.metrics.get("num_requests_running", {}).get("max")
         wait = lv.metrics.get("num_requests_waiting", {}).get("max")
+        goodput = (
+            f" {fmt_figure('goodput_rps', f.get('goodput_rps')):>7}" if workload.goodput else ""
+        )
         lines.append(
-            f"{lv.concurrency:>4} {lv.requests:>5} {lv.errors:>3} "
+            f"{depth}{lv.concurrency:>4} {lv.requests:>5} {lv.errors:>3} "
             f"{fmt_figure('ttft_p50_s', f.get('ttft_p50_s')):>10} "
             f"{fmt_figure('ttft_p95_s', f.get('ttft_p95_s')):>10} "
             f"{fmt_figure('itl_mean_s', f.get('itl_mean_s')):>10} "
@@ -72,8 +106,10 @@ def format_table(result: BenchResult) -> str:
             f"{fmt_figure('requests_per_s', f.get('requests_per_s')):>6} "
             f"{'-' if kv is None else f'{kv * 100:.0f}%':>6} "
             f"{'-' if run is None else f'{run:.0f}':>4} "
-            f"{'-' if wait is None else f'{wait:.0f}':>4}"
+            f"{'-' if wait is None else f'{wait:.0f}':>4}{goodput}"
         )
+        if lv.ci95:
+            lines.append("      95% CI over repeats: " + ci_text(lv.ci95))
     return "\n".join(lines)
 
 
@@ -111,6 +147,23 @@ def _gib(value: int | None) -> str:
     return "?" if value is None else f"{value / 1024**3:.1f}"
 
 
+def ci_text(ci95: dict[str, list[float]]) -> str:
+    """`TTFT p50 41.0-45.2 ms, tok/s 380.12-402.50` for the main figures' intervals."""
+    parts = []
+    for name, label in (
+        ("ttft_p50_s", "TTFT p50"),
+        ("itl_mean_s", "ITL mean"),
+        ("total_output_tps", "tok/s"),
+        ("goodput_rps", "goodput"),
+    ):
+        if name in ci95:
+            low, high = ci95[name]
+            unit = " ms" if name.endswith("_s") else ""
+            scale = 1000 if unit else 1
+            parts.append(f"{label} {low * scale:.2f}-{high * scale:.2f}{unit}")
+    return ", ".join(parts)
+
+
 def report(done: object, as_json: bool) -> None:
     """The finished (or cancelled) benchmark on stdout."""
     from spark_tui.service.events import BenchDone
@@ -121,6 +174,7 @@ def report(done: object, as_json: bool) -> None:
         print(json.dumps({"run_id": done.run_id, **result.to_dict()}, indent=2))
         return
     print(f"model {result.model} at {result.base_url}")
+    print(f"workload: {result.config.workload.summary()}")
     for note in result.notes:
         print(f"note: {note}")
     print(format_table(result))

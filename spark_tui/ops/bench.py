@@ -12,8 +12,14 @@ How the figures are taken (all on the client, with `time.perf_counter`):
   user of that request sees. Total output tokens/s: all tokens of the level / the level's
   wall time (first request sent -> last reply finished). Requests/s: replies completed / the
   same wall time.
-- Output length is forced with vLLM's `min_tokens` and `ignore_eos` when the server accepts
-  them (checked with the warm-up request), so every reply has the requested length.
+- What is sent is the workload (`core.workload`): each request's prompt and output length
+  drawn from its distributions or its file (the same seed, the same lengths), the prompt
+  built to that many tokens by the server's own tokenizer (`ops.prompts`), at each context
+  depth in turn. Output length is forced as vLLM's `bench serve` does, with `max_tokens`
+  and `ignore_eos` when the server accepts it (checked with the warm-up request); every
+  reply's `usage` is checked against the lengths asked for, and a level counts the misses.
+- Goodput: the requests per second of a level that met every per-request target.
+- With repeats, each figure has a 95 % confidence interval over them (Student's t).
 - `/metrics` is sampled every `metrics_interval_s` while a level runs; per level the max and
   mean of the KV-cache use and of the running/waiting request counts are kept.
 """
@@ -25,36 +31,33 @@ import json
 import secrets
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from pydantic.dataclasses import dataclass as record
 
+from spark_tui.core.confidence import mean_ci95
 from spark_tui.core.link import LinkFigure, MemoryFigure
+from spark_tui.core.workload import GoodputTarget, RequestShape, Workload, goodput_of, workload_of
 from spark_tui.ops.events import Emit
 from spark_tui.ops.json_records import RECORD_CONFIG, JsonRecord
 from spark_tui.ops.prometheus import vllm_gauges
+from spark_tui.ops.prompts import PromptBuilder
 from spark_tui.ops.smoke import API_KEY_REMEDY, auth_headers, normalize_base_url
 
-# Common English words that most tokenizers encode as one token each (with their space).
-_WORDS = (
-    "the of and to in is was for on that with as by at from his it an were are which this "
-    "be or has had not but its new have one after who they first two her been also their "
-    "other time all more there when into some only over most many can world city year "
-    "people state part used made before between would through under three during where"
-).split()
 METRIC_FIGURES = ("kv_cache_usage_perc", "num_requests_running", "num_requests_waiting")
 
 
 @record(config=RECORD_CONFIG)
 class BenchConfig(JsonRecord):
-    """What to measure: concurrency levels, prompt and output lengths, requests per level."""
+    """What to measure: concurrency levels, the workload (lengths, shared prefix, context
+    depths, goodput targets), requests per level and repeats."""
 
     concurrency: tuple[int, ...] = (1, 4, 8)
-    prompt_tokens: int = 256
-    output_tokens: int = 128
+    workload: Workload = field(default_factory=Workload)
     requests_per_level: int = 0  # 0: 2 x concurrency
     repeats: int = 1
     temperature: float = 0.0
@@ -65,6 +68,12 @@ class BenchConfig(JsonRecord):
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_level if self.requests_per_level > 0 else 2 * concurrency
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """A stored config, one recorded before workloads (fixed lengths at the top) too."""
+        rest = {k: v for k, v in data.items() if k not in ("prompt_tokens", "output_tokens")}
+        return super().from_dict({**rest, "workload": workload_of(data)})
 
 
 @dataclass
@@ -78,6 +87,13 @@ class RequestSample:
     prompt_tokens: int | None = None
     gaps_s: list[float] = field(default_factory=list)
     error: str | None = None
+    # What was asked for (None: not known before the request, e.g. no /tokenize).
+    requested_prompt: int | None = None
+    requested_output: int | None = None
+
+    @property
+    def itl_mean_s(self) -> float | None:
+        return statistics.fmean(self.gaps_s) if self.gaps_s else None
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -99,6 +115,7 @@ class BenchProgress:
     total: int
     errors: int
     elapsed_s: float
+    context_depth: int = 0
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -130,12 +147,18 @@ FIGURES: dict[str, bool] = {
     "total_output_tps": True,
     "requests_per_s": True,
     "latency_p50_s": False,
+    "goodput_rps": True,
     "errors": False,
 }
 
 
-def level_figures(samples: list[RequestSample], duration_s: float) -> dict[str, float | None]:
-    """The per-level figures from its requests and its wall time."""
+def level_figures(
+    samples: list[RequestSample],
+    duration_s: float,
+    goodput: tuple[GoodputTarget, ...] = (),
+) -> dict[str, float | None]:
+    """The per-level figures from its requests and its wall time (goodput: None without
+    targets)."""
     ok = [s for s in samples if s.ok]
     ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
     gaps = [g for s in ok for g in s.gaps_s]
@@ -153,13 +176,17 @@ def level_figures(samples: list[RequestSample], duration_s: float) -> dict[str, 
         "total_output_tps": tokens / duration_s if duration_s > 0 else None,
         "requests_per_s": len(ok) / duration_s if duration_s > 0 else None,
         "latency_p50_s": percentile(lat, 50),
+        "goodput_rps": goodput_of(
+            goodput, [(s.ttft_s, s.itl_mean_s, s.latency_s) for s in ok], duration_s
+        ),
         "errors": float(len(samples) - len(ok)),
     }
 
 
 @record(config=RECORD_CONFIG)
 class LevelResult(JsonRecord):
-    """One concurrency level: its figures, per-request samples and sampled server metrics."""
+    """One concurrency level at one context depth: its figures, per-request samples, sampled
+    server metrics, and how many replies missed the lengths asked for."""
 
     concurrency: int
     requests: int
@@ -170,8 +197,14 @@ class LevelResult(JsonRecord):
     prompt_tokens_mean: float | None = None
     # Per-request values kept for the noise estimate of comparisons.
     per_request: dict[str, list[float]] = field(default_factory=dict)
-    # Figures of each repeat when the level ran more than once.
+    # Figures of each repeat when the level ran more than once, and each figure's 95 %
+    # confidence interval [low, high] over them.
     repeats: list[dict[str, float | None]] = field(default_factory=list)
+    ci95: dict[str, list[float]] = field(default_factory=dict)
+    context_depth: int = 0
+    prompt_tokens_requested_mean: float | None = None
+    prompt_length_misses: int = 0
+    output_length_misses: int = 0
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     metrics_samples: int = 0
     error_samples: list[str] = field(default_factory=list)
@@ -198,17 +231,17 @@ class BenchResult(JsonRecord):
     # the ranks' interfaces (peak and mean GB/s each way) and each node's least free memory.
     link: list[LinkFigure] = field(default_factory=list)
     memory: list[MemoryFigure] = field(default_factory=list)
+    warmup_prompt_tokens: int = 0
 
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
-
-
-def synthetic_prompt(tokens: int, nonce: int, words_per_token: float = 1.0, salt: str = "") -> str:
-    """About `tokens` tokens of text; salt and nonce come first so no two prompts (of this run
-    or of an earlier run on the same server) share a prefix the prefix cache could reuse."""
-    n = max(1, round(tokens * words_per_token) - 3)
-    body = " ".join(_WORDS[(nonce * 7 + i) % len(_WORDS)] for i in range(n))
-    return f"{salt}{nonce}: {body}"
+    def level(self, concurrency: int, context_depth: int = 0) -> LevelResult | None:
+        return next(
+            (
+                lv
+                for lv in self.levels
+                if lv.concurrency == concurrency and lv.context_depth == context_depth
+            ),
+            None,
+        )
 
 
 def _now() -> str:
@@ -275,32 +308,33 @@ class BenchRun:
         self.api_key = api_key
         self._emit = emit
         self.result = BenchResult(self.base, model or "", self.config)
-        self._words_per_token = 1.0
-        # Per run, so a repeated benchmark on the same server gets no prefix-cache hits.
+        # Per run, so a repeated benchmark on the same server gets no prefix-cache hits
+        # beyond the workload's own shared prefix.
         self._salt = f"{secrets.token_hex(3)}-"
         self._extra: dict[str, Any] = {}
+        self._prompts: PromptBuilder | None = None
 
     # -- one request ----------------------------------------------------------------------
 
-    def _body(self, nonce: int) -> dict[str, Any]:
-        cfg = self.config
+    def _body(self, content: str, output_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.result.model,
-            "messages": [
-                {
-                    "role": "user",
-                    "content": synthetic_prompt(
-                        cfg.prompt_tokens, nonce, self._words_per_token, self._salt
-                    ),
-                }
-            ],
-            "max_tokens": cfg.output_tokens,
-            "temperature": cfg.temperature,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": output_tokens,
+            "temperature": self.config.temperature,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         body.update(self._extra)
         return body
+
+    async def _prepare(
+        self, shape: RequestShape, depth: int
+    ) -> tuple[dict[str, Any], RequestShape, int | None]:
+        """The request body for one shape, and the prompt tokens it should count."""
+        assert self._prompts is not None
+        prompt = await self._prompts.build(shape, depth)
+        return self._body(prompt.content, shape.output_tokens), shape, prompt.tokens
 
     async def _one(self, client: httpx.AsyncClient, body: dict[str, Any]) -> RequestSample:
         url = self.base + "/v1/chat/completions"
@@ -356,24 +390,27 @@ class BenchRun:
             gaps_s=gaps,
         )
 
-    # -- warm-up: compile caches, check min_tokens support, calibrate the prompt length --
+    # -- warm-up: compile caches, check ignore_eos support, calibrate without /tokenize ---
 
     def _count_warmup(self, sample: RequestSample) -> None:
         self.result.warmup_requests += 1 if sample.ok else 0
         self.result.warmup_output_tokens += sample.output_tokens if sample.ok else 0
+        self.result.warmup_prompt_tokens += (sample.prompt_tokens or 0) if sample.ok else 0
 
     async def _warmup(self, client: httpx.AsyncClient) -> None:
         cfg = self.config
         if cfg.force_output_length:
-            self._extra = {"min_tokens": cfg.output_tokens, "ignore_eos": True}
-        sample = await self._one(client, self._body(10**6))
+            self._extra = {"ignore_eos": True}
+        # A request of the workload's own kind, numbered apart from the measured ones.
+        shape = cfg.workload.shapes(10**6, 1)[0]
+        body, _, expected = await self._prepare(shape, 0)
+        sample = await self._one(client, body)
         self._count_warmup(sample)
         if not sample.ok and self._extra and "400" in (sample.error or ""):
-            self.result.notes.append(
-                "the server refused min_tokens/ignore_eos: output lengths are not forced"
-            )
+            self.result.notes.append("the server refused ignore_eos: output lengths are not forced")
             self._extra = {}
-            sample = await self._one(client, self._body(10**6))
+            body, _, expected = await self._prepare(shape, 0)
+            sample = await self._one(client, body)
             self._count_warmup(sample)
         if not sample.ok:
             raise BenchError(
@@ -381,16 +418,24 @@ class BenchRun:
                 unreachable=(sample.error or "").startswith(("ConnectError", "ConnectTimeout")),
             )
         self.result.forced_length = bool(self._extra)
-        # Scale the word count so the measured prompts have the requested token count; one
-        # extra cheap request (max_tokens 1) refines it, since the chat template adds tokens.
+        prompts = self._prompts
+        assert prompts is not None
+        if prompts.tokenizer or shape.prompt_tokens is None:
+            return
+        # No /tokenize: scale the word count so the measured prompts have about the
+        # requested token count; one extra cheap request (max_tokens 1) refines it.
+        self.result.notes.append(
+            "the server has no /tokenize: prompt lengths are approximate (scaled from the "
+            "warm-up's usage)"
+        )
         for _ in range(2):
             measured = sample.prompt_tokens
-            if not measured or abs(measured - cfg.prompt_tokens) <= 0.02 * cfg.prompt_tokens:
+            wanted = shape.prompt_tokens
+            if not measured or abs(measured - wanted) <= 0.02 * wanted:
                 break
-            self._words_per_token *= cfg.prompt_tokens / measured
-            body = self._body(10**6 + 1)
+            prompts.calibrate(wanted, measured)
+            body, _, _ = await self._prepare(shape, 0)
             body["max_tokens"] = 1
-            body.pop("min_tokens", None)
             sample = await self._one(client, body)
             self._count_warmup(sample)
             if not sample.ok:
@@ -399,12 +444,16 @@ class BenchRun:
     # -- one level ------------------------------------------------------------------------
 
     async def _level(
-        self, client: httpx.AsyncClient, index: int, concurrency: int, repeat: int, nonce0: int
+        self,
+        client: httpx.AsyncClient,
+        where: tuple[int, int, int, int, int],
+        requests: list[tuple[dict[str, Any], RequestShape, int | None]],
     ) -> tuple[list[RequestSample], float, _MetricsSampler]:
-        total = self.config.requests_for(concurrency)
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(total):
-            queue.put_nowait(nonce0 + i)
+        index, levels, concurrency, repeat, depth = where
+        total = len(requests)
+        queue: asyncio.Queue[tuple[dict[str, Any], RequestShape, int | None]] = asyncio.Queue()
+        for item in requests:
+            queue.put_nowait(item)
         samples: list[RequestSample] = []
         sampler = _MetricsSampler(client, self.base + "/metrics", self.config.metrics_interval_s)
         start = time.perf_counter()
@@ -412,21 +461,25 @@ class BenchRun:
         async def worker() -> None:
             while True:
                 try:
-                    nonce = queue.get_nowait()
+                    body, shape, expected = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                samples.append(await self._one(client, self._body(nonce)))
+                sample = await self._one(client, body)
+                sample.requested_prompt = expected
+                sample.requested_output = shape.output_tokens
+                samples.append(sample)
                 if self._emit:
                     self._emit(
                         BenchProgress(
                             index,
-                            len(self.config.concurrency),
+                            levels,
                             concurrency,
                             repeat,
                             len(samples),
                             total,
                             sum(1 for s in samples if not s.ok),
                             time.perf_counter() - start,
+                            depth,
                         )
                     )
 
@@ -449,39 +502,49 @@ class BenchRun:
         cfg = self.config
         if not cfg.concurrency or any(c < 1 for c in cfg.concurrency):
             raise BenchError("concurrency levels must be positive integers")
+        workload = cfg.workload.reloaded()
         res = self.result
         res.started_at = _now()
         limits = httpx.Limits(max_connections=max(cfg.concurrency) + 4)
         headers = auth_headers(self.api_key)
         timeout = httpx.Timeout(cfg.timeout_s, connect=5.0)
+        depths = workload.context_depths
+        levels = len(depths) * len(cfg.concurrency)
         try:
             async with httpx.AsyncClient(
                 timeout=timeout, limits=limits, headers=headers, trust_env=False
             ) as client:
                 if not res.model:
                     res.model = await self._first_model(client)
+                self._prompts = PromptBuilder(client, self.base, res.model, workload, self._salt)
                 if cfg.warmup or cfg.force_output_length:
                     await self._warmup(client)
                 nonce = 0
-                for index, conc in enumerate(cfg.concurrency):
-                    runs = []
-                    for rep in range(max(1, cfg.repeats)):
-                        samples, duration, sampler = await self._level(
-                            client, index, conc, rep, nonce
-                        )
-                        nonce += len(samples)
-                        runs.append((samples, duration, sampler))
-                    level = _combine_level(conc, runs)
-                    res.metrics_available = res.metrics_available or level.metrics_samples > 0
-                    res.levels.append(level)
-                    if self._emit:
-                        self._emit(level)
+                for d_index, depth in enumerate(depths):
+                    for c_index, conc in enumerate(cfg.concurrency):
+                        index = d_index * len(cfg.concurrency) + c_index
+                        runs = []
+                        for rep in range(max(1, cfg.repeats)):
+                            shapes = workload.shapes(nonce, cfg.requests_for(conc))
+                            nonce += len(shapes)
+                            # Built before the clock starts: tokenizing is not measured.
+                            requests = [await self._prepare(sh, depth) for sh in shapes]
+                            samples, duration, sampler = await self._level(
+                                client, (index, levels, conc, rep, depth), requests
+                            )
+                            runs.append((samples, duration, sampler))
+                        level = _combine_level(conc, runs, workload.goodput, depth)
+                        res.metrics_available = res.metrics_available or level.metrics_samples > 0
+                        res.levels.append(level)
+                        if self._emit:
+                            self._emit(level)
         except asyncio.CancelledError:
             res.cancelled = True
             res.finished_at = _now()
             raise
         except httpx.ConnectError as exc:
             raise BenchError(f"cannot reach {self.base}: {exc}", unreachable=True) from exc
+        _note_misses(res)
         res.finished_at = _now()
         return res
 
@@ -497,6 +560,23 @@ class BenchRun:
         if not data:
             raise BenchError("the server lists no model")
         return str(data[0]["id"])
+
+
+def _note_misses(res: BenchResult) -> None:
+    """Say when replies did not have the lengths asked for (the figures then measure
+    another workload than the one stored with the run)."""
+    prompt = sum(lv.prompt_length_misses for lv in res.levels)
+    output = sum(lv.output_length_misses for lv in res.levels)
+    if prompt:
+        res.notes.append(
+            f"{prompt} requests' prompts were not the length asked for (the server's usage "
+            "counted otherwise than its /tokenize)"
+        )
+    if output:
+        res.notes.append(
+            f"{output} replies were not the output length asked for"
+            + ("" if res.forced_length else " (lengths are not forced on this server)")
+        )
 
 
 def _has_text(chunk: dict[str, Any]) -> bool:
@@ -520,11 +600,14 @@ def _gap_sample(gaps: list[float]) -> list[float]:
 
 
 def _combine_level(
-    concurrency: int, runs: list[tuple[list[RequestSample], float, _MetricsSampler]]
+    concurrency: int,
+    runs: list[tuple[list[RequestSample], float, _MetricsSampler]],
+    goodput: tuple[GoodputTarget, ...] = (),
+    context_depth: int = 0,
 ) -> LevelResult:
     all_samples = [s for samples, _, _ in runs for s in samples]
     duration = sum(d for _, d, _ in runs)
-    figures = level_figures(all_samples, duration)
+    figures = level_figures(all_samples, duration, goodput)
     ok = [s for s in all_samples if s.ok]
     merged: dict[str, list[float]] = {k: [] for k in METRIC_FIGURES}
     n_metric = 0
@@ -533,6 +616,15 @@ def _combine_level(
         for k, v in sampler.values.items():
             merged[k].extend(v)
     prompts = [float(s.prompt_tokens) for s in ok if s.prompt_tokens is not None]
+    asked = [float(s.requested_prompt) for s in ok if s.requested_prompt is not None]
+    repeats = (
+        [level_figures(samples, d, goodput) for samples, d, _ in runs] if len(runs) > 1 else []
+    )
+    ci95 = {}
+    for name in figures:
+        ci = mean_ci95([rep.get(name) for rep in repeats])
+        if ci is not None:
+            ci95[name] = [ci[0] - ci[1], ci[0] + ci[1]]
     return LevelResult(
         concurrency=concurrency,
         requests=len(all_samples),
@@ -545,10 +637,25 @@ def _combine_level(
             "ttft_s": [s.ttft_s for s in ok if s.ttft_s is not None],
             "latency_s": [s.latency_s for s in ok if s.latency_s is not None],
             "tokens_per_s": [t for s in ok if (t := s.tokens_per_s) is not None],
-            "itl_mean_s": [statistics.fmean(s.gaps_s) for s in ok if s.gaps_s],
+            "itl_mean_s": [t for s in ok if (t := s.itl_mean_s) is not None],
             "itl_gaps_s": _gap_sample([g for s in ok for g in s.gaps_s]),
         },
-        repeats=[level_figures(samples, d) for samples, d, _ in runs] if len(runs) > 1 else [],
+        repeats=repeats,
+        ci95=ci95,
+        context_depth=context_depth,
+        prompt_tokens_requested_mean=_mean(asked),
+        prompt_length_misses=sum(
+            1
+            for s in ok
+            if s.requested_prompt is not None
+            and s.prompt_tokens is not None
+            and s.prompt_tokens != s.requested_prompt
+        ),
+        output_length_misses=sum(
+            1
+            for s in ok
+            if s.requested_output is not None and s.output_tokens != s.requested_output
+        ),
         metrics={k: {"max": max(v), "mean": statistics.fmean(v)} for k, v in merged.items() if v},
         metrics_samples=n_metric,
         error_samples=sorted({s.error or "" for s in all_samples if not s.ok})[:5],

@@ -20,6 +20,10 @@ The noise rule (per figure, per concurrency level), as a fraction of the baselin
   jitter on a shared machine and relaunch-to-relaunch drift (measured on the simulator:
   unchanged settings moved TTFT by up to 3.4 % between launches). Repeats widen it.
 - `errors` has no noise: any change is reported.
+- Levels are matched by concurrency and context depth. Two runs compare only when they
+  measured the same workload (`core.workload.workload_differences`: lengths, file content,
+  shared prefix, depths, seed) and the same benchmark settings below; goodput is judged
+  only when both runs had the same goodput targets.
 A delta is "beyond noise" when |delta| / baseline > noise.
 
 `compare_runs` is the one comparison every interface shows (`history compare`, the export's
@@ -35,14 +39,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from spark_tui.core.wording import change_text
+from spark_tui.core.workload import depth_label, workload_differences
 from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import History, Run, changed_settings
 
 NOISE_FLOOR = 0.05
 # Benchmark settings two runs must share for their figures to be compared.
 BENCH_SETTINGS = (
-    "prompt_tokens",
-    "output_tokens",
     "requests_per_level",
     "temperature",
     "force_output_length",
@@ -59,6 +62,7 @@ FIGURE_LABELS = {
     "total_output_tps": ("total tok/s", ""),
     "requests_per_s": ("requests/s", ""),
     "latency_p50_s": ("latency p50", "ms"),
+    "goodput_rps": ("goodput req/s", ""),
     "errors": ("errors", ""),
 }
 # Figure -> (per-request values behind it, "mean" or the percentile it is).
@@ -73,6 +77,7 @@ _SOURCE: dict[str, tuple[str, str | float]] = {
     "total_output_tps": ("latency_s", "mean"),
     "requests_per_s": ("latency_s", "mean"),
     "latency_p50_s": ("latency_s", 0.50),
+    "goodput_rps": ("latency_s", "mean"),
 }
 RULE = (
     "beyond noise when |delta| > max(5 %, 95 % sampling interval of the per-request values "
@@ -96,6 +101,13 @@ class FigureDelta:
     better: bool | None  # None when unchanged within noise or not comparable
 
     comparable: bool = True
+    context_depth: int = 0
+
+    @property
+    def level_label(self) -> str:
+        """`c8`, or `c8@4k` at a context depth."""
+        depth = f"@{depth_label(self.context_depth)}" if self.context_depth else ""
+        return f"c{self.concurrency}{depth}"
 
     @property
     def verdict(self) -> str:
@@ -125,9 +137,16 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def get(self, concurrency: int, figure: str) -> FigureDelta | None:
+    def get(self, concurrency: int, figure: str, context_depth: int = 0) -> FigureDelta | None:
         return next(
-            (f for f in self.figures if f.concurrency == concurrency and f.figure == figure), None
+            (
+                f
+                for f in self.figures
+                if f.concurrency == concurrency
+                and f.figure == figure
+                and f.context_depth == context_depth
+            ),
+            None,
         )
 
     def to_text(self) -> str:
@@ -139,14 +158,14 @@ class Comparison:
         ]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
-            f"{'conc':>4}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} "
+            f"{'level':>7}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} "
             f"{'noise':>7}  verdict"
         )
         for f in self.figures:
             noise = "-" if f.noise_pct is None else f"{f.noise_pct:.1f}%"
             pct = "-" if f.delta_pct is None else f"{f.delta_pct:+.1f}%"
             lines.append(
-                f"{f.concurrency:>4}  {FIGURE_LABELS.get(f.figure, (f.figure, ''))[0]:<22} "
+                f"{f.level_label:>7}  {FIGURE_LABELS.get(f.figure, (f.figure, ''))[0]:<22} "
                 f"{fmt_figure(f.figure, f.baseline):>11} {fmt_figure(f.figure, f.value):>11} "
                 f"{pct:>9} {noise:>7}  {f.verdict}"
             )
@@ -201,9 +220,13 @@ def _quantile_halfwidth(values: Sequence[float], q: float) -> float | None:
     return (hi - lo) / 2 / abs(value) if value else None
 
 
-def _levels(run: Run) -> dict[int, dict[str, Any]]:
+def _levels(run: Run) -> dict[tuple[int, int], dict[str, Any]]:
+    """A run's levels by (context depth, concurrency)."""
     bench = run.results.get("bench") or {}
-    return {int(lv["concurrency"]): lv for lv in bench.get("levels") or []}
+    return {
+        (int(lv.get("context_depth") or 0), int(lv["concurrency"])): lv
+        for lv in bench.get("levels") or []
+    }
 
 
 def noise_for(
@@ -243,31 +266,48 @@ def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> C
     la, lb = _levels(baseline), _levels(run)
     cfg_a = (baseline.results.get("bench") or {}).get("config") or {}
     cfg_b = (run.results.get("bench") or {}).get("config") or {}
-    for key in BENCH_SETTINGS:
-        if cfg_a.get(key) != cfg_b.get(key):
-            cmp.comparable = False
-            cmp.notes.append(
-                f"the benchmarks differ in {key} ({cfg_a.get(key)} vs {cfg_b.get(key)}): "
-                "not like for like, so no figure is judged; benchmark both with the same "
-                "settings (or pick a baseline measured like this run)"
-            )
+    differ = [
+        f"{key} ({cfg_a.get(key)} vs {cfg_b.get(key)})"
+        for key in BENCH_SETTINGS
+        if cfg_a.get(key) != cfg_b.get(key)
+    ] + [f"workload {d}" for d in workload_differences(cfg_a, cfg_b)]
+    for what in differ:
+        cmp.comparable = False
+        cmp.notes.append(
+            f"the benchmarks differ in {what}: not like for like, so no figure is judged; "
+            "benchmark both with the same settings (or pick a baseline measured like this run)"
+        )
+    goodput_a = ((cfg_a.get("workload") or {}).get("goodput")) or []
+    goodput_b = ((cfg_b.get("workload") or {}).get("goodput")) or []
+    same_goodput = goodput_a == goodput_b
+    if not same_goodput:
+        cmp.notes.append(
+            f"goodput targets differ ({' '.join(goodput_a) or 'none'} vs "
+            f"{' '.join(goodput_b) or 'none'}): goodput is not judged"
+        )
     missing = sorted(set(la) ^ set(lb))
     if missing:
-        cmp.notes.append(f"levels measured in only one run: {missing}")
+        names = [f"c{c}" + (f"@{depth_label(d)}" if d else "") for d, c in missing]
+        cmp.notes.append(f"levels measured in only one run: {', '.join(names)}")
     repeat_levels = [_levels(r) for r in repeat_runs]
-    for conc in sorted(set(la) & set(lb)):
-        a, b = la[conc], lb[conc]
+    for key in sorted(set(la) & set(lb)):
+        depth, conc = key
+        a, b = la[key], lb[key]
         fa, fb = a.get("figures") or {}, b.get("figures") or {}
         for figure, higher_is_better in FIGURES.items():
             va, vb = fa.get(figure), fb.get(figure)
+            if va is None and vb is None and figure == "goodput_rps":
+                continue  # no targets in either run: no such figure
             if va is None or vb is None:
-                cmp.figures.append(FigureDelta(conc, figure, va, vb, None, None, None, False, None))
+                cmp.figures.append(
+                    FigureDelta(conc, figure, va, vb, None, None, None, False, None, True, depth)
+                )
                 continue
-            if not cmp.comparable:
+            if not cmp.comparable or (figure == "goodput_rps" and not same_goodput):
                 delta = vb - va
                 pct = delta / abs(va) * 100 if va else None
                 cmp.figures.append(
-                    FigureDelta(conc, figure, va, vb, delta, pct, None, False, None, False)
+                    FigureDelta(conc, figure, va, vb, delta, pct, None, False, None, False, depth)
                 )
                 continue
             delta = vb - va
@@ -276,12 +316,14 @@ def compare_bench(baseline: Run, run: Run, repeat_runs: Sequence[Run] = ()) -> C
                 noise = 0.0
                 beyond = delta != 0
             else:
-                reps = [(rl.get(conc) or {}).get("figures", {}).get(figure) for rl in repeat_levels]
+                reps = [(rl.get(key) or {}).get("figures", {}).get(figure) for rl in repeat_levels]
                 noise = noise_for(figure, a, b, reps)
                 beyond = abs(pct) > noise
             better = (delta > 0) == higher_is_better if beyond and delta != 0 else None
             cmp.figures.append(
-                FigureDelta(conc, figure, va, vb, delta, pct * 100, noise * 100, beyond, better)
+                FigureDelta(
+                    conc, figure, va, vb, delta, pct * 100, noise * 100, beyond, better, True, depth
+                )
             )
     return cmp
 

@@ -11,6 +11,7 @@ from typing import Any
 from spark_tui.core.errors import InputError
 from spark_tui.core.link import fmt_share
 from spark_tui.core.wording import change_text, setting_text
+from spark_tui.core.workload import workload_of
 from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 
@@ -185,8 +186,8 @@ def _run_section(run: Run) -> list[str]:
         bench = run.results.get("bench") or {}
         cfg = bench.get("config") or {}
         out.append(
-            f"prompt {cfg.get('prompt_tokens')} tokens, output {cfg.get('output_tokens')} tokens, "
-            f"concurrency {cfg.get('concurrency')}, forced length {bench.get('forced_length')}"
+            f"{workload_of(cfg).summary()}, concurrency {cfg.get('concurrency')}, "
+            f"forced length {bench.get('forced_length')}"
         )
         out.append("")
         rows = []

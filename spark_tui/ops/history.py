@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 
 from spark_tui.core.errors import InputError
 from spark_tui.core.plan import is_secret_name
+from spark_tui.core.workload import comparable_config
 
 KINDS = ("launch", "smoke", "bench", "sweep")
 # Per-node values worth keeping to reproduce the network setup (seed 004, Step 3).
@@ -373,7 +374,8 @@ class History:
             if r.recipe == run.recipe
             and r.cluster_key == run.cluster_key
             and r.settings_hash == run.settings_hash
-            and (r.results.get("bench") or {}).get("config") == cfg
+            and comparable_config((r.results.get("bench") or {}).get("config") or {})
+            == comparable_config(cfg or {})
         ]
 
     # -- recording ------------------------------------------------------------------------

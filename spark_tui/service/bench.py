@@ -41,8 +41,8 @@ async def run_bench(
     emit(
         ev.Notice(
             "info",
-            f"benchmark of {target.base_url}: concurrency {list(config.concurrency)}, prompt "
-            f"{config.prompt_tokens} tokens, output {config.output_tokens} tokens",
+            f"benchmark of {target.base_url}: concurrency {list(config.concurrency)}, "
+            f"{config.workload.summary()}",
         )
     )
     summary = LinkSummary()

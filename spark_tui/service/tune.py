@@ -11,9 +11,11 @@ benchmark settings is never compared figure by figure (see `ops.compare`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
+from spark_tui.core.workload import comparable_config
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 from spark_tui.service.attach import adopt, running
@@ -49,13 +51,13 @@ def pick_baseline(
     pinned = history.pinned_baseline(recipe, cluster_key)
     if pinned is not None:
         return pinned
-    wanted = config.to_dict()
+    wanted = comparable_config(config.to_dict())
     for run in reversed(history.list_runs("bench")):
         same = (
             run.recipe == recipe
             and run.cluster_key == cluster_key
             and run.settings_hash == settings_hash
-            and (run.results.get("bench") or {}).get("config") == wanted
+            and comparable_config((run.results.get("bench") or {}).get("config") or {}) == wanted
             and not (run.results.get("bench") or {}).get("cancelled")
         )
         if same:
@@ -148,6 +150,9 @@ async def tune(
         emit(ev.Notice("info", f"baseline: benchmark {base.id}"))
     # The rerun uses the baseline's own benchmark settings: like with like.
     config = BenchConfig.from_dict((base.results.get("bench") or {}).get("config") or {})
+    # A workload file is read again now, before the cluster is stopped: a changed or missing
+    # file is said while the running cluster is still there.
+    config = dataclasses.replace(config, workload=config.workload.reloaded())
 
     emit(ev.Notice("info", f"stopping {cluster.cluster_id} to relaunch with {setting}={value}"))
     await stop_all(session, emit, cluster.cluster_id)

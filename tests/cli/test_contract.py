@@ -495,8 +495,18 @@ def test_smoke_with_nothing_listening(cli: Cli) -> None:
         ("probe", "--hosts", "127.0.0.1:abc"),
         ("smoke", "--base-url", "http://[::1"),
         ("smoke", "--base-url", "ftp://127.0.0.1:1"),
+        ("bench", "--base-url", "http://127.0.0.1:1", "--prompt-tokens", "512-128"),
+        ("bench", "--base-url", "http://127.0.0.1:1", "--goodput", "ttft>=2s"),
+        ("bench", "--base-url", "http://127.0.0.1:1", "--workload-file", "/nonexistent.jsonl"),
     ],
-    ids=["hosts-port-not-a-number", "base-url-unparsable", "base-url-not-http"],
+    ids=[
+        "hosts-port-not-a-number",
+        "base-url-unparsable",
+        "base-url-not-http",
+        "bench-lengths-backwards",
+        "bench-goodput-not-a-limit",
+        "bench-workload-file-missing",
+    ],
 )
 def test_malformed_targets_are_usage_errors(cli: Cli, args: tuple[str, ...]) -> None:
     res = cli.run(*args, timeout=60)
@@ -512,11 +522,17 @@ def test_bench_on_the_cluster(cli: Cli, running: SimProcess) -> None:
         "--concurrency",
         "1,2",
         "--prompt-tokens",
-        "32",
+        "normal:40,8,24-56",
         "--output-tokens",
         "8",
         "--requests-per-level",
         "2",
+        "--repeats",
+        "2",
+        "--goodput",
+        "ttft<=60s",
+        "--seed",
+        "4",
         "--json",
         timeout=120,
     )
@@ -525,10 +541,20 @@ def test_bench_on_the_cluster(cli: Cli, running: SimProcess) -> None:
     data = _json(res)
     levels = data["levels"]
     assert [lv["concurrency"] for lv in levels] == [1, 2]
+    assert data["config"]["workload"]["prompt_tokens"] == "normal:40,8,24-56"
+    assert data["config"]["workload"]["goodput"] == ["ttft<=60s"]
+    assert data["config"]["workload"]["seed"] == 4
     for lv in levels:
-        assert lv["errors"] == 0 and lv["requests"] >= 1, lv
+        assert lv["errors"] == 0 and lv["requests"] == 4, lv
         assert lv["figures"]["ttft_p50_s"] > 0
         assert lv["figures"]["total_output_tps"] > 0
+        # Every request met a one-minute TTFT; each repeat's figures give an interval.
+        assert lv["figures"]["goodput_rps"] == pytest.approx(lv["figures"]["requests_per_s"])
+        low, high = lv["ci95"]["total_output_tps"]
+        assert low <= high
+        # The simulated engine counted each prompt as long as asked for (within the bounds).
+        assert lv["prompt_length_misses"] == 0 and lv["output_length_misses"] == 0
+        assert 24 <= lv["prompt_tokens_mean"] <= 56
 
 
 def test_relaunch_with_one_changed_setting(cli: Cli, running: SimProcess) -> None:
@@ -599,7 +625,7 @@ def test_tune_one_setting_against_a_baseline_measured_like_it(
     runs = {r["id"]: r for r in _json(cli.run("history", "--json"))}
     base, after = runs[data["baseline_id"]], runs[data["run_id"]]
     assert base["results"]["bench"]["config"] == after["results"]["bench"]["config"]
-    assert after["results"]["bench"]["config"]["output_tokens"] == 8
+    assert after["results"]["bench"]["config"]["workload"]["output_tokens"] == 8
 
 
 def _carries(argv: list[str], flag: str, value: str) -> bool:

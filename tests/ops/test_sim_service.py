@@ -15,15 +15,18 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from ops_helpers import glm_plan
 from ops_simengine import SimService, free_port, loopback_ranks
 
 from spark_tui import cli
+from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import (
     BenchConfig,
     BenchProgress,
+    BenchResult,
     BenchRun,
     BenchUpdate,
     LevelResult,
@@ -136,13 +139,19 @@ def _openai_timings(base_url: str, prompt_tokens: int, output_tokens: int, n: in
 
 
 async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> None:
-    cfg = BenchConfig(concurrency=(1,), prompt_tokens=512, output_tokens=40, requests_per_level=5)
+    cfg = BenchConfig(
+        concurrency=(1,),
+        workload=Workload(prompt_tokens=512, output_tokens=40),
+        requests_per_level=5,
+    )
     independent = await asyncio.to_thread(_openai_timings, glm.base_url, 512, 40, 5)
     result = await run_bench(glm.base_url, GLM, cfg)
     level = result.level(1)
     assert level is not None and level.errors == 0 and result.forced_length
     assert level.output_tokens == 5 * 40
     assert abs(level.prompt_tokens_mean - independent["prompt_tokens"]) <= 0.05 * 512
+    # The server's own /tokenize made each prompt exactly as long as asked for.
+    assert level.prompt_tokens_mean == 512 and level.prompt_length_misses == 0
     for figure in ("ttft_p50_s", "tps_per_request_mean", "total_output_tps"):
         ours, theirs = level.figures[figure], independent[figure]
         assert ours is not None and abs(ours - theirs) <= 0.10 * theirs, (figure, ours, theirs)
@@ -151,8 +160,7 @@ async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> No
 async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> None:
     cfg = BenchConfig(
         concurrency=(4,),
-        prompt_tokens=64,
-        output_tokens=24,
+        workload=Workload(prompt_tokens=64, output_tokens=24),
         requests_per_level=8,
         metrics_interval_s=0.02,
     )
@@ -168,7 +176,11 @@ async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> Non
     assert 0 < level.metrics["kv_cache_usage_perc"]["max"] <= 1
     assert level.figures["itl_p95_s"] >= level.figures["itl_p50_s"] > 0
     # Cancelling mid-level stops promptly and keeps the partial result marked as cancelled.
-    long = BenchConfig(concurrency=(4,), prompt_tokens=64, output_tokens=4000, requests_per_level=4)
+    long = BenchConfig(
+        concurrency=(4,),
+        workload=Workload(prompt_tokens=64, output_tokens=4000),
+        requests_per_level=4,
+    )
     bench = BenchRun(glm.base_url, GLM, long)
     task = asyncio.create_task(bench.run())
     await asyncio.sleep(0.5)
@@ -221,3 +233,61 @@ def test_cli_smoke_and_bench(
     # A server that is not there: smoke exits 1 (3 is for a cluster named by inventory).
     assert cli.main(["smoke", "--base-url", f"http://127.0.0.1:{free_port()}"]) == 1
     assert "server not reachable" in capsys.readouterr().out
+
+
+def _counter(text: str, name: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") and not line.startswith("#")
+    )
+
+
+async def _engine_counts(base_url: str) -> tuple[float, float]:
+    """Prompt tokens the engine counted, and those its prefix cache served."""
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(base_url + "/metrics")).text
+    return _counter(text, "vllm:prompt_tokens_total"), _counter(
+        text, "vllm:prefix_cache_hits_total"
+    )
+
+
+async def test_a_workload_file_with_a_shared_prefix_reaches_the_engine_as_asked(
+    glm: SimService, tmp_path: Path
+) -> None:
+    path = tmp_path / "load.jsonl"
+    lines = [
+        {"prompt_tokens": 1200, "output_tokens": 6},
+        {"prompt_tokens": 700, "output_tokens": 10},
+        {"prompt": "Explain prefix caching in two sentences.", "output_tokens": 8},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+    async def measure(share: float) -> tuple[BenchResult, float, float]:
+        workload = Workload(shared_prefix=share, context_depths=(0, 64), seed=3).with_file(path)
+        cfg = BenchConfig(concurrency=(2,), workload=workload, requests_per_level=6)
+        prompts0, hits0 = await _engine_counts(glm.base_url)
+        result = await run_bench(glm.base_url, GLM, cfg)
+        prompts1, hits1 = await _engine_counts(glm.base_url)
+        return result, prompts1 - prompts0, hits1 - hits0
+
+    result, engine_prompts, hits = await measure(0.5)
+    assert result.forced_length and not result.notes, result.notes
+    assert [(lv.context_depth, lv.concurrency) for lv in result.levels] == [(0, 2), (64, 2)]
+    shallow, deep = result.levels
+    for level in result.levels:
+        # The engine counted each prompt as asked for, and wrote each reply's length.
+        assert level.errors == 0 and level.prompt_length_misses == 0
+        assert level.output_length_misses == 0 and level.output_tokens == 2 * (6 + 10 + 8)
+        assert level.prompt_tokens_mean == level.prompt_tokens_requested_mean
+    # The file's two counted lines (1200, 700) and the real prompt's own count, twice each; the
+    # same prompts 64 tokens deeper (a request's number has more digits there: +-1).
+    assert deep.prompt_tokens_mean == pytest.approx(shallow.prompt_tokens_mean + 64, abs=1)
+    assert shallow.prompt_tokens_mean > (1200 + 700) / 3
+    measured = sum(lv.prompt_tokens_mean * lv.requests for lv in result.levels)
+    assert engine_prompts == pytest.approx(measured + result.warmup_prompt_tokens)
+    # Half of every prompt in common: the engine's prefix cache (blocks of 256 tokens in
+    # this recipe) serves the shared blocks, which the same prompts without a shared prefix
+    # do not get.
+    _, _, unshared_hits = await measure(0.0)
+    assert hits >= unshared_hits + 4 * 256, (hits, unshared_hits)

@@ -11,6 +11,7 @@ import pytest
 from ops_helpers import glm_plan
 
 from spark_tui import cli
+from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.ops.compare import compare_bench
 from spark_tui.ops.history import History
@@ -36,7 +37,9 @@ def record(history: History, config: BenchConfig, tps: float, settings: dict[str
 
 def test_a_baseline_measured_with_other_benchmark_settings_is_not_used() -> None:
     history = History()
-    cockpit_then = BenchConfig(output_tokens=64)  # another session, other settings
+    cockpit_then = BenchConfig(
+        workload=Workload(output_tokens=64)
+    )  # another session, other settings
     launch, first = record(history, cockpit_then, 100.0, {})
     now = BenchConfig()
     key, shash = launch.cluster_key, launch.settings_hash
@@ -72,8 +75,10 @@ def test_the_user_picks_or_resets_the_baseline(capsys: pytest.CaptureFixture[str
 
 def test_benchmarks_with_other_settings_are_shown_but_not_judged() -> None:
     history = History()
-    _, a = record(history, BenchConfig(output_tokens=64), 100.0, {})
-    _, b = record(history, BenchConfig(output_tokens=128), 200.0, {"max_num_seqs": 8})
+    _, a = record(history, BenchConfig(workload=Workload(output_tokens=64)), 100.0, {})
+    _, b = record(
+        history, BenchConfig(workload=Workload(output_tokens=128)), 200.0, {"max_num_seqs": 8}
+    )
     cmp = compare_bench(a, b)
     assert not cmp.comparable
     assert any("output_tokens (64 vs 128)" in n and "not like for like" in n for n in cmp.notes)
@@ -81,7 +86,9 @@ def test_benchmarks_with_other_settings_are_shown_but_not_judged() -> None:
     assert tps is not None and tps.verdict == "not comparable" and tps.better is None
     assert "not comparable" in cmp.to_text()
     # The same settings are judged as before.
-    _, c = record(history, BenchConfig(output_tokens=64), 200.0, {"max_num_seqs": 8})
+    _, c = record(
+        history, BenchConfig(workload=Workload(output_tokens=64)), 200.0, {"max_num_seqs": 8}
+    )
     same = compare_bench(a, c)
     assert same.comparable and same.get(1, "total_output_tps").verdict == "better"
 
@@ -98,6 +105,6 @@ def test_the_cockpit_and_the_cli_benchmark_with_the_same_settings(tmp_path: Path
     # every field the CLI leaves at its default is the BenchConfig default
     assert copy.copy(cli.BENCH_DEFAULTS) == {
         "concurrency": ",".join(map(str, BenchConfig().concurrency)),
-        "prompt_tokens": BenchConfig().prompt_tokens,
-        "output_tokens": BenchConfig().output_tokens,
+        "prompt_tokens": BenchConfig().workload.prompt_tokens.spec(),
+        "output_tokens": BenchConfig().workload.output_tokens.spec(),
     }

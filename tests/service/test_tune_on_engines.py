@@ -14,6 +14,7 @@ from ops_helpers import FAKE_API_KEY, FAKE_HF_TOKEN, files_containing
 
 from spark_tui import cli
 from spark_tui.core.recipe_loader import find_recipe
+from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.ops.tuning import ranks_carry
 from spark_tui.service import events as ev
@@ -39,7 +40,9 @@ async def test_raising_max_num_seqs_shows_higher_throughput_at_concurrency_8(
     tmp_path: Path, private_data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = BenchConfig(
-        concurrency=(8,), prompt_tokens=32, output_tokens=24, requests_per_level=16
+        concurrency=(8,),
+        workload=Workload(prompt_tokens=32, output_tokens=24),
+        requests_per_level=16,
     )
     session = EngineSession(tmp_path / "sim", bench_config=config)
     recipe = find_recipe("glm-5.3-flash")

@@ -14,6 +14,7 @@ from cockpit_helpers import (
     wait_until_gone,
 )
 
+from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.sim.nodes import random_loopback_base
 from spark_tui.ui.app import SparkApp
@@ -25,7 +26,7 @@ from spark_tui.ui.screens.edit import EditSettingDialog
 async def test_whole_flow_on_simulated_sparks() -> None:
     before = live_children()
     # A short benchmark keeps the test quick; the product benchmarks with BenchConfig().
-    quick = BenchConfig(concurrency=(1, 2), prompt_tokens=32, output_tokens=16)
+    quick = BenchConfig(concurrency=(1, 2), workload=Workload(prompt_tokens=32, output_tokens=16))
     backend = DemoSession(
         pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=quick
     )

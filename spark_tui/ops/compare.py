@@ -158,14 +158,14 @@ class Comparison:
         ]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(
-            f"{'level':>7}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} "
+            f"{'conc':>7}  {'figure':<22} {'baseline':>11} {'run':>11} {'delta':>9} "
             f"{'noise':>7}  verdict"
         )
         for f in self.figures:
             noise = "-" if f.noise_pct is None else f"{f.noise_pct:.1f}%"
             pct = "-" if f.delta_pct is None else f"{f.delta_pct:+.1f}%"
             lines.append(
-                f"{f.level_label:>7}  {FIGURE_LABELS.get(f.figure, (f.figure, ''))[0]:<22} "
+                f"{f.level_label.removeprefix('c'):>7}  {FIGURE_LABELS.get(f.figure, (f.figure, ''))[0]:<22} "
                 f"{fmt_figure(f.figure, f.baseline):>11} {fmt_figure(f.figure, f.value):>11} "
                 f"{pct:>9} {noise:>7}  {f.verdict}"
             )

@@ -11,7 +11,7 @@ from typing import Any
 from spark_tui.core.errors import InputError
 from spark_tui.core.link import fmt_share
 from spark_tui.core.wording import change_text, setting_text
-from spark_tui.core.workload import workload_of
+from spark_tui.core.workload import depth_label, workload_of
 from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 
@@ -194,9 +194,10 @@ def _run_section(run: Run) -> list[str]:
         for lv in bench.get("levels") or []:
             f = lv.get("figures") or {}
             m = lv.get("metrics") or {}
+            depth = int(lv.get("context_depth") or 0)
             rows.append(
                 [
-                    lv.get("concurrency"),
+                    f"{lv.get('concurrency')}" + (f"@{depth_label(depth)}" if depth else ""),
                     lv.get("requests"),
                     lv.get("errors"),
                     *(
@@ -299,7 +300,7 @@ def comparison_section(cmp: Comparison) -> list[str]:
     for f in cmp.figures:
         rows.append(
             [
-                f.concurrency,
+                f.level_label.removeprefix("c"),
                 FIGURE_LABELS.get(f.figure, (f.figure, ""))[0],
                 fmt_figure(f.figure, f.baseline),
                 fmt_figure(f.figure, f.value),

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
+from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.service.bench import fmt_figure
 
@@ -14,62 +14,22 @@ if TYPE_CHECKING:
     from spark_tui.service.bench import BenchConfig, BenchResult
 
 
-def parse_concurrency(text: str) -> tuple[int, ...]:
-    """`1,4,8` -> (1, 4, 8); every level a positive integer."""
-    try:
-        levels = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
-    except ValueError:
-        levels = ()
-    if not levels or any(c < 1 for c in levels):
-        raise InputError(
-            f"--concurrency {text!r} is not a list of positive integers",
-            "write it like --concurrency 1,4,8",
-        )
-    return levels
-
-
-def parse_share(text: str) -> float:
-    """`0.5` or `50%` -> 0.5; a share of at most 0.95 (a prompt all shared is one request)."""
-    try:
-        share = float(text.strip().removesuffix("%")) / (100 if text.strip().endswith("%") else 1)
-    except ValueError:
-        share = -1.0
-    if not 0 <= share <= 0.95:
-        raise InputError(
-            f"--shared-prefix {text!r} is not a share from 0 to 0.95",
-            "write it like --shared-prefix 0.5 or --shared-prefix 50%",
-        )
-    return share
-
-
 def bench_config(args: argparse.Namespace) -> BenchConfig:
     """The benchmark settings the flags give (the defaults are the cockpit's too)."""
-    from spark_tui.core.workload import (
-        Workload,
-        parse_depths,
-        parse_goodput_target,
-        parse_lengths,
-    )
-    from spark_tui.service.bench import BenchConfig
+    from spark_tui.service.bench import BenchSettings
 
-    if args.repeats < 1 or args.requests_per_level < 0:
-        raise InputError("--repeats must be >= 1 and --requests-per-level >= 0", "pass counts")
-    workload = Workload(
-        prompt_tokens=parse_lengths(args.prompt_tokens, "--prompt-tokens"),
-        output_tokens=parse_lengths(args.output_tokens, "--output-tokens"),
-        shared_prefix=parse_share(args.shared_prefix),
-        context_depths=parse_depths(args.context_depth),
-        goodput=tuple(parse_goodput_target(t) for t in args.goodput),
-        seed=args.seed,
-    )
-    if args.workload_file:
-        workload = workload.with_file(args.workload_file)
-    return BenchConfig(
-        concurrency=parse_concurrency(args.concurrency),
-        workload=workload,
-        requests_per_level=args.requests_per_level,
-        repeats=args.repeats,
-    )
+    return BenchSettings(
+        concurrency=args.concurrency,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        workload_file=args.workload_file or "",
+        shared_prefix=args.shared_prefix,
+        context_depths=args.context_depth,
+        goodput=" ".join(args.goodput),
+        repeats=str(args.repeats),
+        requests_per_level=str(args.requests_per_level),
+        seed=str(args.seed),
+    ).config()
 
 
 def format_table(result: BenchResult) -> str:

@@ -452,3 +452,32 @@ def comparable_config(config: Mapping[str, Any]) -> dict[str, Any]:
     left out (they judge the figures, they do not change them)."""
     rest = {k: v for k, v in config.items() if k not in ("prompt_tokens", "output_tokens")}
     return {**rest, "workload": workload_of(config).measured_like()}
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """`1,4,8` -> (1, 4, 8); every level a positive integer."""
+    try:
+        levels = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        levels = ()
+    if not levels or any(c < 1 for c in levels):
+        raise InputError(
+            f"concurrency {text!r} is not a list of positive integers",
+            "write it like --concurrency 1,4,8",
+        )
+    return levels
+
+
+def parse_share(text: str) -> float:
+    """`0.5` or `50%` -> 0.5; a share of at most 0.95 (a prompt all shared is one request)."""
+    spec = text.strip()
+    try:
+        share = float(spec.removesuffix("%")) / (100 if spec.endswith("%") else 1)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share <= 0.95:
+        raise InputError(
+            f"shared prefix {text!r} is not a share from 0 to 0.95",
+            "write it like --shared-prefix 0.5 or --shared-prefix 50%",
+        )
+    return share

@@ -4,10 +4,20 @@ settings (the same in the CLI and the cockpit), recorded in the history."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
+from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
 from spark_tui.core.link import LinkSummary
+from spark_tui.core.workload import (
+    Workload,
+    depth_label,
+    parse_concurrency,
+    parse_depths,
+    parse_goodput_target,
+    parse_lengths,
+    parse_share,
+)
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, BenchUpdate
 from spark_tui.ops.compare import fmt_figure
 from spark_tui.ops.link import LINK_INTERVAL_S
@@ -15,7 +25,85 @@ from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 
 # The benchmark's types, as the interfaces see them.
-__all__ = ["BenchConfig", "BenchProgress", "BenchResult", "bench", "fmt_figure", "run_bench"]
+__all__ = [
+    "BenchConfig",
+    "BenchProgress",
+    "BenchResult",
+    "BenchSettings",
+    "bench",
+    "fmt_figure",
+    "run_bench",
+]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """The benchmark settings as the user types them (the CLI's flags, the cockpit's bench
+    dialog): `config()` checks them and gives the BenchConfig, or an InputError naming the
+    setting with its syntax."""
+
+    concurrency: str = "1,4,8"
+    prompt_tokens: str = "256"
+    output_tokens: str = "128"
+    workload_file: str = ""
+    shared_prefix: str = "0"
+    context_depths: str = "0"
+    goodput: str = ""  # targets separated by spaces or commas
+    repeats: str = "1"
+    requests_per_level: str = "0"
+    seed: str = "0"
+
+    @classmethod
+    def of(cls, config: BenchConfig) -> BenchSettings:
+        """The text of a config's settings (to edit them)."""
+        w = config.workload
+        return cls(
+            concurrency=",".join(map(str, config.concurrency)),
+            prompt_tokens=str(w.prompt_tokens),
+            output_tokens=str(w.output_tokens),
+            workload_file=w.file or "",
+            shared_prefix=f"{w.shared_prefix:g}",
+            context_depths=",".join(map(depth_label, w.context_depths)),
+            goodput=" ".join(map(str, w.goodput)),
+            repeats=str(config.repeats),
+            requests_per_level=str(config.requests_per_level),
+            seed=str(w.seed),
+        )
+
+    def config(self) -> BenchConfig:
+        from spark_tui.ops.bench import BenchConfig
+
+        repeats = _count(self.repeats, "repeats", 1)
+        requests = _count(self.requests_per_level, "requests per level", 0)
+        workload = Workload(
+            prompt_tokens=parse_lengths(self.prompt_tokens, "prompt tokens"),
+            output_tokens=parse_lengths(self.output_tokens, "output tokens"),
+            shared_prefix=parse_share(self.shared_prefix),
+            context_depths=parse_depths(self.context_depths),
+            goodput=tuple(parse_goodput_target(t) for t in self.goodput.replace(",", " ").split()),
+            seed=_count(self.seed, "seed", 0),
+        )
+        if self.workload_file.strip():
+            workload = workload.with_file(self.workload_file.strip())
+        return BenchConfig(
+            concurrency=parse_concurrency(self.concurrency),
+            workload=workload,
+            requests_per_level=requests,
+            repeats=repeats,
+        )
+
+
+def _count(text: str, what: str, least: int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise InputError(
+            f"{what} {text!r} is not a whole number of at least {least}", "pass a count"
+        )
+    return value
+
 
 if TYPE_CHECKING:
     from spark_tui.ops.history import Run

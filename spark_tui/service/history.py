@@ -26,10 +26,11 @@ if TYPE_CHECKING:
     # Docker: loaded when used, so a session starts without them.
     from spark_tui.core.recipe import Recipe
     from spark_tui.ops.cluster import StopReport
-    from spark_tui.ops.compare import Comparison
+    from spark_tui.ops.compare import Comparison, FigureDelta
 
 __all__ = [
     "Comparison",
+    "FigureDelta",
     "History",
     "HistoryRow",
     "RankTails",

@@ -129,6 +129,11 @@ class Session:
             self._bench_config = BenchConfig()
         return self._bench_config
 
+    @bench_config.setter
+    def bench_config(self, config: BenchConfig) -> None:
+        # The cockpit's bench dialog: later benchmarks (a tune's new baseline too) use it.
+        self._bench_config = config
+
     @property
     def reachable(self) -> list[NodeFacts]:
         return [n for n in self.facts if n.name not in self.errors]

@@ -86,7 +86,7 @@ class SparkApp(App[int]):
     /* 80x24 and other short terminals: every row counts. */
     .-short #top { height: 8; }
     .-short RecipePanel > #recipe-details { max-height: 2; border-top: none; }
-    .-short ResultsBar { max-height: 5; border-top: none; background: $panel 40%; }
+    .-short ResultsBar { max-height: 6; border-top: none; background: $panel 40%; }
     .-short LogPane { border: none; margin-right: 1; }
     .-short LogPane:focus-within > .pane-head { background: $primary 40%; }
     """
@@ -97,6 +97,7 @@ class SparkApp(App[int]):
         Binding("b", "bench", "bench", id="bench"),
         Binding("e", "edit", "edit", id="edit"),
         Binding("h", "history", "history", id="history"),
+        Binding("v", "results", "results in full", id="results", show=False),
         Binding("m", "sync", "sync model+image", id="sync", show=False),
         Binding("slash", "filter", "filter", id="filter"),
         Binding("f", "fullscreen", "full screen log", id="fullscreen", show=False),
@@ -318,6 +319,10 @@ class SparkApp(App[int]):
     def last_compare(self) -> Text | None:
         return self.main.last_compare
 
+    @property
+    def last_compared(self) -> ev.Compared | None:
+        return self.main.last_compared
+
     def _show_probes(self, probed: ev.Probed) -> None:
         self.main.route(probed)
 
@@ -350,6 +355,9 @@ class SparkApp(App[int]):
 
     def action_history(self) -> None:
         self.main.action_history()
+
+    def action_results(self) -> None:
+        self.main.action_results()
 
     def action_sync(self) -> None:
         self.main.action_sync()

@@ -10,7 +10,11 @@ ACTIONS = [
     ("launch", "Launch the selected recipe", "start one container per rank (after the fit check)"),
     ("stop", "Stop the cluster", "remove every rank's container on every node"),
     ("smoke", "Run the smoke checks", "health, models, chat, tool call, streaming"),
-    ("bench", "Run the benchmark", "concurrency sweep: TTFT, ITL, tokens/s"),
+    (
+        "bench",
+        "Run the benchmark",
+        "concurrency sweep (TTFT, ITL, tokens/s) of a workload: lengths, shared prefix, depth",
+    ),
     (
         "edit",
         "Edit one setting and relaunch",
@@ -22,6 +26,11 @@ ACTIONS = [
         "the selected recipe's model (and draft) and image: downloaded once, copied node to node",
     ),
     ("history", "Show the run history", "launches (failed ones too), smoke runs, benchmarks"),
+    (
+        "results",
+        "Show the results in full",
+        "the last benchmark's every figure and the comparison with its noise",
+    ),
     (
         "reset_baseline",
         "Reset the tuning baseline",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,3 +94,23 @@ async def wait_until_gone(before: set[int]) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"processes left behind: {sorted(live_children() - before)}")
         await asyncio.sleep(0.1)
+
+
+_SVG_TEXT = re.compile(
+    r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+" '
+    r'clip-path="url\(#[\w-]*line-(\d+)\)">([^<]*)</text>'
+)
+
+
+def screen_lines(app: SparkApp) -> list[str]:
+    """What the terminal shows now, line by line, as the user reads it (from the app's own
+    screenshot: each piece of text at its column)."""
+    svg = app.export_screenshot()
+    width, height = app.size
+    rows = [[" "] * width for _ in range(height)]
+    for x, line, text in _SVG_TEXT.findall(svg):
+        row, col = int(line), round(float(x) / 12.2)
+        for i, ch in enumerate(html.unescape(text).replace("\xa0", " ")):
+            if row < height and col + i < width:
+                rows[row][col + i] = ch
+    return ["".join(r).rstrip() for r in rows]

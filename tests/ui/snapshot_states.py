@@ -53,6 +53,7 @@ async def benched(pilot: Pilot[int]) -> None:
     assert isinstance(app, SparkApp)
     await smoked(pilot)
     await pilot.press("b")
+    await pilot.press("enter")  # the bench dialog: run with its settings
     await wait_until(pilot, lambda: app.last_bench is not None, 10, "bench")
     await settle(pilot)
 

@@ -71,6 +71,7 @@ async def test_small_terminal_keeps_every_panel_visible() -> None:
         await pilot.press("t")
         await wait_until(pilot, lambda: app.last_smoke is not None, 5, "smoke")
         await pilot.press("b")
+        await pilot.press("enter")  # the bench dialog: run with its settings
         await wait_until(pilot, lambda: app.last_bench is not None, 5, "bench")
         await settle(pilot)
         assert app.has_class("-short") and app.has_class("-narrow")

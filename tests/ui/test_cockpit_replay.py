@@ -159,6 +159,7 @@ async def test_launch_shows_loading_progress_then_ready_smoke_and_bench() -> Non
         for name in ("health", "models", "chat", "tool_call", "streaming"):
             assert f"✓ {name}" in text
         await pilot.press("b")
+        await pilot.press("enter")  # the bench dialog: run with its settings
         await wait_until(pilot, lambda: app.last_bench is not None, 5, "bench")
         await settle(pilot)
         text = results_text(app)

@@ -235,6 +235,7 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
 
         backend.nodes.bench_run = buggy_bench  # type: ignore[method-assign]
         await pilot.press("b")
+        await pilot.press("enter")  # the bench dialog: run with its settings
         await wait_until(pilot, lambda: "unexpected error" in results_text(app), 5, "bug shown")
         assert "RuntimeError: boom" in results_text(app) and "crash.log" in results_text(app)
         assert "Traceback" in (tmp_path / "crash.log").read_text()

@@ -238,6 +238,7 @@ async def test_the_watch_waits_while_the_benchmark_runs_then_resumes() -> None:
         panel = app.query_one(GaugesPanel)
         await wait_until(pilot, lambda: panel.view.gauges is not None, 10, "the gauges")
         await pilot.press("b")
+        await pilot.press("enter")  # the bench dialog: run with its settings
         await wait_until(pilot, lambda: app.last_bench is not None, 10, "the benchmark")
         await wait_until(pilot, lambda: panel.view.gauges is not None, 10, "the gauges again")
         watched = [c for c in backend.nodes.calls if c.startswith(("watch", "bench"))]

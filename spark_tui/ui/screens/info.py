@@ -1,10 +1,11 @@
-"""Read-only screens: help and run history."""
+"""Read-only screens: help, the last results in full, and the run history."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 INFO_CSS = """
-HelpScreen, HistoryScreen { align: center middle; }
+HelpScreen, HistoryScreen, ResultsScreen { align: center middle; }
 .info { width: 96; max-width: 98%; height: auto; max-height: 96%; border: round $primary;
         background: $surface; padding: 0 1; }
 .info .title { text-style: bold; color: $primary; }
@@ -66,6 +67,31 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text(self.notes, style="dim"))
 
 
+class ResultsScreen(ModalScreen[None]):
+    """The last benchmark and comparison in full, scrolled with the arrows; Esc closes."""
+
+    DEFAULT_CSS = (
+        INFO_CSS
+        + """
+    ResultsScreen .info { width: 98%; height: 96%; }
+    """
+    )
+    BINDINGS = [Binding("escape,v,q", "dismiss", "close")]  # noqa: RUF012
+
+    def __init__(self, parts: list[RenderableType]) -> None:
+        super().__init__()
+        self.parts = parts
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="info", id="results-view"):
+            yield Static("Results (↑↓ pgup pgdn scroll, Esc closes)", classes="title", markup=False)
+            for part in self.parts:
+                yield Static(part)
+
+    def on_mount(self) -> None:
+        self.query_one("#results-view").focus()
+
+
 class HistoryScreen(ModalScreen[None]):
     """Runs recorded so far, newest first; the selected run's comparison with its baseline."""
 
@@ -74,7 +100,8 @@ class HistoryScreen(ModalScreen[None]):
         + """
     HistoryScreen .info { width: 98%; height: 96%; }
     HistoryScreen DataTable { height: 1fr; min-height: 4; }
-    HistoryScreen #history-detail { height: auto; max-height: 50%; }
+    HistoryScreen #history-detail-scroll { height: auto; max-height: 60%; }
+    HistoryScreen #history-detail-scroll:focus { background: $boost; }
     """
     )
     BINDINGS = [  # noqa: RUF012
@@ -85,7 +112,7 @@ class HistoryScreen(ModalScreen[None]):
     def __init__(
         self,
         runs: list[dict[str, Any]],
-        describe: Callable[[str], Text],
+        describe: Callable[[str], RenderableType],
         pin: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__()
@@ -95,26 +122,28 @@ class HistoryScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="info"):
             yield Static(
-                "History (↑↓: a run's details and its comparison with the baseline, "
-                "b: use it as the baseline, Esc: close)",
+                "History (↑↓ a run, tab its details (scroll), b use it as the baseline, Esc close)",
                 classes="title",
                 markup=False,
             )
             yield DataTable(id="history-table", cursor_type="row")
-            yield Static("", id="history-detail")
+            with VerticalScroll(id="history-detail-scroll"):
+                yield Static("", id="history-detail")
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "when", "kind", "recipe", "change", "outcome", "result")
+        # What tells runs apart first (the id holds the time): on a small terminal the
+        # columns past the edge are the least needed (the table scrolls sideways to them).
+        table.add_columns("run", "kind", "outcome", "change", "result", "recipe", "when")
         for run in self.runs:
             table.add_row(
                 run.get("id", "?"),
-                run.get("time", ""),
                 run.get("kind", ""),
-                run.get("recipe", ""),
-                run.get("change", ""),
                 run.get("outcome", ""),
+                run.get("change", ""),
                 run.get("summary", ""),
+                run.get("recipe", ""),
+                run.get("time", ""),
                 key=run.get("id"),
             )
         if not self.runs:

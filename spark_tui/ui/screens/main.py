@@ -43,6 +43,7 @@ from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
+    from spark_tui.service.bench import BenchConfig
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.app import SparkApp
@@ -107,6 +108,7 @@ class MainScreen(Screen[None]):
         self.last_smoke: list[dict[str, Any]] | None = None
         self.last_bench: ev.BenchDone | None = None
         self.last_compare: Text | None = None
+        self.last_compared: ev.Compared | None = None
         self.busy: str | None = None
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
@@ -469,6 +471,7 @@ class MainScreen(Screen[None]):
         self.gauges.clear()
         self.link_panel.clear()
         self.last_compare = None
+        self.last_compared = None
 
     @_app_work(group="follow")
     async def _launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
@@ -736,8 +739,18 @@ class MainScreen(Screen[None]):
             self.show_status(Text(f"smoke checks passed ({n}/{n})", style="bold green"))
 
     def action_bench(self) -> None:
-        if self._ready_cluster():
-            self._bench()
+        """The bench dialog with this session's settings; Enter runs the benchmark."""
+        if not self._ready_cluster():
+            return
+        from spark_tui.service.bench import BenchSettings
+        from spark_tui.ui.screens.bench import BenchDialog
+
+        def chosen(config: BenchConfig | None) -> None:
+            if config is not None:
+                self.session.bench_config = config
+                self._bench()
+
+        self.app.push_screen(BenchDialog(BenchSettings.of(self.session.bench_config)), chosen)
 
     @_app_work(group="measure")
     async def _bench(self) -> None:
@@ -762,10 +775,14 @@ class MainScreen(Screen[None]):
         if message.done is None:
             return
         self.last_bench = message.done
+        self.last_compared = None
         n = len(message.levels or [])
-        again = self._key_of("bench", "b")
+        again, full = self._key_of("bench", "b"), self._key_of("results", "v")
         self.show_status(
-            Text(f"benchmark done: {n} concurrency levels ({again} runs it again)", style="bold")
+            Text(
+                f"benchmark done: {n} levels below ({full} every figure, {again} again)",
+                style="bold",
+            )
         )
 
     # -------------------------------------------------------------- tuning
@@ -830,10 +847,22 @@ class MainScreen(Screen[None]):
 
         self.busy = None
         self.last_compare = comparison_text(message.compared)
+        self.last_compared = message.compared
         change = message.compared.comparison.changed_text()
+        full = self._key_of("results", "v")
         self.show_status(
-            Text(f"relaunched ({change}): compared with the baseline below", style="bold")
+            Text(
+                f"relaunched ({change}): compared with the baseline below ({full} every figure)",
+                style="bold",
+            )
         )
+
+    def action_results(self) -> None:
+        """The last benchmark and comparison in full (a view that scrolls)."""
+        from spark_tui.ui.screens.info import ResultsScreen
+        from spark_tui.ui.views import bench_view
+
+        self.app.push_screen(ResultsScreen(bench_view(self.last_bench, self.last_compared)))
 
     def action_reset_baseline(self) -> None:
         """Forget the picked baseline of the running recipe: the next change measures anew."""

@@ -11,11 +11,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from spark_tui.core.workload import depth_label
+
 if TYPE_CHECKING:
     from spark_tui.ui import messages as msg
 
 BLOCKS = " ▏▎▍▌▋▊▉█"
-SPARK = "▁▂▃▄▅▆▇█"
 SHORT_NAMES = {"tool_call": "tools", "streaming": "stream"}
 # Below this width the bar says each thing on one line.
 WIDE = 110
@@ -61,6 +62,16 @@ def smoke_line(results: list[dict[str, Any]], wide: bool = True) -> Text:
     return text
 
 
+def endpoint_line(endpoint: Any, copy_key: str = "y") -> Text:
+    """`API http://10.0.0.1:8000/v1  y copies the tunnel command`: the endpoint in one line,
+    for a small terminal where the results need the room."""
+    api = Text(no_wrap=True, overflow="ellipsis")
+    api.append("API ", style="bold")
+    api.append(endpoint.api_url)
+    api.append(f"  {copy_key} copies the tunnel command", style="dim")
+    return api
+
+
 def endpoint_lines(endpoint: Any, copy_key: str = "y") -> list[Text]:
     """`API http://10.0.0.1:8000/v1` and `tunnel ssh -N -L ...`, one line each and never
     wrapped (a mouse copy of a wrapped command breaks it): a line too long for the terminal
@@ -80,25 +91,25 @@ def _figure(level: dict[str, Any], name: str) -> float | None:
     return None if value is None else float(value)
 
 
+def level_label(level: dict[str, Any]) -> str:
+    """`c8`, or `c8@4k` at a context depth."""
+    depth = int(level.get("context_depth") or 0)
+    return f"c{level['concurrency']}" + (f"@{depth_label(depth)}" if depth else "")
+
+
 def sweep_chart(levels: list[dict[str, Any]], wide: bool = True, width: int = 24) -> Text:
-    """Total output tokens/s per concurrency level: one bar each (wide) or one line."""
+    """Total output tokens/s per level, one bar each, with its TTFT and ITL (narrow: a
+    shorter bar, so a level's figures fit in 80 columns)."""
     peak = max((_figure(lv, "total_output_tps") or 0.0 for lv in levels), default=0.0) or 1.0
     text = Text(no_wrap=not wide, overflow="ellipsis")
-    if not wide:
-        text.append("bench ", style="bold")
-        for lv in levels:
-            tps = _figure(lv, "total_output_tps") or 0.0
-            text.append(f"c{lv['concurrency']}", style="dim")
-            text.append(SPARK[min(7, int(tps / peak * 7.999))], style="green")
-            text.append(f"{tps:.0f} ")
-        text.append("tok/s", style="dim")
-        return text
+    width = width if wide else 8
+    label_width = max(4, *(len(level_label(lv)) + 1 for lv in levels))
     for i, lv in enumerate(levels):
         if i:
             text.append("\n")
         tps = _figure(lv, "total_output_tps") or 0.0
         text.append("bench " if i == 0 else "      ", style="bold")
-        text.append(f"c{lv['concurrency']:<3}", style="dim")
+        text.append(f"{level_label(lv):<{label_width}}", style="dim")
         eighths = int(round(tps / peak * width * 8))
         full, part = divmod(eighths, 8)
         bar = "█" * full + (BLOCKS[part] if part else "")
@@ -106,9 +117,12 @@ def sweep_chart(levels: list[dict[str, Any]], wide: bool = True, width: int = 24
         text.append(f" {tps:6.0f} tok/s")
         ttft, itl = _figure(lv, "ttft_p50_s"), _figure(lv, "itl_mean_s")
         if ttft is not None:
-            text.append(f"  TTFT p50 {_duration(ttft)}", style="dim")
+            text.append(f"  TTFT p50 {_duration(ttft)}")
         if itl is not None:
-            text.append(f"  ITL {itl * 1000:.1f} ms", style="dim")
+            text.append(f"  ITL {itl * 1000:.1f} ms")
+        goodput = _figure(lv, "goodput_rps")
+        if goodput is not None:
+            text.append(f"  goodput {goodput:.2f}/s", style="dim")
         errors = lv.get("errors") or 0
         if errors:
             text.append(f"  {errors} errors", style="bold red")
@@ -146,22 +160,31 @@ class ResultsBar(VerticalScroll, can_focus=True):
         when wide."""
         wide = self.wide
         lines: list[Text] = [self.status.copy()]
-        if self.endpoint is not None:
-            key_of = getattr(self.app, "key_of", None)
-            copy_key = key_of("copy_tunnel", "y") if key_of is not None else "y"
-            lines += endpoint_lines(self.endpoint, copy_key)
-        if self.smoke:
-            lines.append(smoke_line(self.smoke, wide))
+        key_of = getattr(self.app, "key_of", None)
+        copy_key = key_of("copy_tunnel", "y") if key_of is not None else "y"
         chart = sweep_chart(self.levels, wide) if self.levels else None
         if not wide:
-            if chart is not None:
-                lines.append(chart)
+            # The newest results first, the endpoint last in one line: on a small terminal
+            # the figures are what the user pressed the key for (the rest scrolls).
             if self.compare is not None:
                 lines.append(self.compare.copy())
+            elif chart is not None:
+                lines.append(chart)
+            if self.smoke:
+                lines.append(smoke_line(self.smoke, wide))
+            if self.endpoint is not None:
+                if len(lines) > 1:
+                    lines.append(endpoint_line(self.endpoint, copy_key))
+                else:
+                    lines += endpoint_lines(self.endpoint, copy_key)
             for line in lines:
                 line.no_wrap, line.overflow = True, "ellipsis"
             # A Group of Texts, as rich renders them: each line is cut, never wrapped.
             return Group(*lines)
+        if self.endpoint is not None:
+            lines += endpoint_lines(self.endpoint, copy_key)
+        if self.smoke:
+            lines.append(smoke_line(self.smoke, wide))
         # Each line keeps its own wrapping: the endpoint's never wrap, a failure's remedy may.
         if chart is None and self.compare is None:
             return Group(*lines)

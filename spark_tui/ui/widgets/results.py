@@ -166,17 +166,18 @@ class ResultsBar(VerticalScroll, can_focus=True):
         if not wide:
             # The newest results first, the endpoint last in one line: on a small terminal
             # the figures are what the user pressed the key for (the rest scrolls).
-            if self.compare is not None:
-                lines.append(self.compare.copy())
-            elif chart is not None:
-                lines.append(chart)
-            if self.smoke:
-                lines.append(smoke_line(self.smoke, wide))
-            if self.endpoint is not None:
-                if len(lines) > 1:
-                    lines.append(endpoint_line(self.endpoint, copy_key))
-                else:
+            figures = self.compare.copy() if self.compare is not None else chart
+            if figures is None:
+                if self.endpoint is not None:
                     lines += endpoint_lines(self.endpoint, copy_key)
+                if self.smoke:
+                    lines.append(smoke_line(self.smoke, wide))
+            else:
+                lines.append(figures)
+                if self.smoke:
+                    lines.append(smoke_line(self.smoke, wide))
+                if self.endpoint is not None:
+                    lines.append(endpoint_line(self.endpoint, copy_key))
             for line in lines:
                 line.no_wrap, line.overflow = True, "ellipsis"
             # A Group of Texts, as rich renders them: each line is cut, never wrapped.

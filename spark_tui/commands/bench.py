@@ -35,7 +35,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
 def format_table(result: BenchResult) -> str:
     """The levels as a fixed-width table (a depth column when measured at depths, goodput
     when targets were set, each figure's 95 % interval below its level with repeats)."""
-    from spark_tui.core.workload import depth_label
+    from spark_tui.core.wording import depth_label
 
     workload = result.config.workload
     depths = workload.context_depths != (0,)

@@ -27,3 +27,8 @@ def change_text(key: str, old: Any, new: Any) -> str:
 
 def _value(value: Any) -> str:
     return setting_text("", value)[1:]
+
+
+def depth_label(tokens: int) -> str:
+    """A context depth in tokens: 4096 -> `4k`, 0 -> `0`."""
+    return f"{tokens // 1024}k" if tokens and tokens % 1024 == 0 else str(tokens)

@@ -428,11 +428,6 @@ def parse_depths(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def depth_label(tokens: int) -> str:
-    """4096 -> `4k`, 0 -> `0`."""
-    return f"{tokens // 1024}k" if tokens and tokens % 1024 == 0 else str(tokens)
-
-
 def goodput_of(
     targets: Sequence[GoodputTarget],
     requests: Sequence[tuple[float | None, float | None, float | None]],

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spark_tui.core.wording import change_text
-from spark_tui.core.workload import depth_label, workload_differences
+from spark_tui.core.wording import change_text, depth_label
+from spark_tui.core.workload import workload_differences
 from spark_tui.ops.bench import FIGURES
 from spark_tui.ops.history import History, Run, changed_settings
 

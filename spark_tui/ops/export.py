@@ -10,8 +10,8 @@ from typing import Any
 
 from spark_tui.core.errors import InputError
 from spark_tui.core.link import fmt_share
-from spark_tui.core.wording import change_text, setting_text
-from spark_tui.core.workload import depth_label, workload_of
+from spark_tui.core.wording import change_text, depth_label, setting_text
+from spark_tui.core.workload import workload_of
 from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 

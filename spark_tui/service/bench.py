@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import InputError, OperationFailed, SparkError, UnreachableError
 from spark_tui.core.link import LinkSummary
+from spark_tui.core.wording import depth_label
 from spark_tui.core.workload import (
     Workload,
-    depth_label,
     parse_concurrency,
     parse_depths,
     parse_goodput_target,

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spark_tui.core.errors import SparkError
-from spark_tui.core.workload import depth_label
+from spark_tui.core.wording import depth_label
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe

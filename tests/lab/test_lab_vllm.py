@@ -362,11 +362,14 @@ def test_smoke_passes_and_diagnoses_a_model_that_answers_in_plain_text(
     assert res.returncode == 1
 
 
+COUNTED = ("vllm:generation_tokens_total", "vllm:request_success_total", "vllm:prompt_tokens_total")
+
+
 def _metrics(base: str) -> dict[str, float]:
     text = httpx.get(base + "/metrics", timeout=30).text
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith(("vllm:generation_tokens_total", "vllm:request_success_total")):
+        if line.startswith(COUNTED):
             name = line.split("{", 1)[0]
             out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
@@ -385,9 +388,13 @@ def test_bench_figures_agree_with_vllms_own_counters(
         "--concurrency",
         "1,4",
         "--prompt-tokens",
-        "64",
+        "40-96",
         "--output-tokens",
-        "32",
+        "16-32",
+        "--shared-prefix",
+        "0.5",
+        "--seed",
+        "2",
         "--requests-per-level",
         "4",
         "--json",
@@ -398,13 +405,26 @@ def test_bench_figures_agree_with_vllms_own_counters(
     result = json.loads(res.stdout)
     tokens = sum(lv["output_tokens"] for lv in result["levels"])
     requests = sum(lv["requests"] - lv["errors"] for lv in result["levels"])
+    prompts = sum(lv["prompt_tokens_mean"] * lv["requests"] for lv in result["levels"])
     served_tokens = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
     served = after["vllm:request_success_total"] - before["vllm:request_success_total"]
+    served_prompts = after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
     # The server also counted the bench's warm-up and calibration requests.
     requests += result["warmup_requests"]
     tokens += result["warmup_output_tokens"]
+    prompts += result["warmup_prompt_tokens"]
     assert served == pytest.approx(requests, rel=0.05), (served, requests)
     assert tokens == pytest.approx(served_tokens, rel=0.05), (tokens, served_tokens)
+    assert prompts == pytest.approx(served_prompts), (prompts, served_prompts)
+    # Real vLLM's /tokenize counts a chat prompt as its chat completion does: each prompt had
+    # the length drawn for it (the tiny model's own tokenizer and template), and each reply
+    # the output length asked for (max_tokens with ignore_eos, as vLLM's bench serve asks).
+    assert result["forced_length"] and not result["notes"], result["notes"]
+    for level in result["levels"]:
+        assert level["errors"] == 0, level["error_samples"]
+        assert level["prompt_length_misses"] == 0 and level["output_length_misses"] == 0
+        assert level["prompt_tokens_mean"] == level["prompt_tokens_requested_mean"]
+        assert 40 <= level["prompt_tokens_mean"] <= 96
 
 
 def _counters(lab: Lab, index: int) -> tuple[int, int]:

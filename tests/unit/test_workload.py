@@ -11,12 +11,12 @@ import pytest
 
 from spark_tui.core.confidence import mean_ci95, t95
 from spark_tui.core.errors import InputError
+from spark_tui.core.wording import depth_label
 from spark_tui.core.workload import (
     GoodputTarget,
     Lengths,
     Workload,
     comparable_config,
-    depth_label,
     goodput_of,
     parse_depths,
     parse_goodput_target,

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from spark_tui.core.workload import depth_label
+from spark_tui.core.wording import depth_label
 
 if TYPE_CHECKING:
     from spark_tui.ui import messages as msg

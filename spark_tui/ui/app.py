@@ -86,7 +86,7 @@ class SparkApp(App[int]):
     /* 80x24 and other short terminals: every row counts. */
     .-short #top { height: 8; }
     .-short RecipePanel > #recipe-details { max-height: 2; border-top: none; }
-    .-short ResultsBar { max-height: 6; border-top: none; background: $panel 40%; }
+    .-short ResultsBar { max-height: 5; border-top: none; background: $panel 40%; }
     .-short LogPane { border: none; margin-right: 1; }
     .-short LogPane:focus-within > .pane-head { background: $primary 40%; }
     """

@@ -6,7 +6,8 @@ and the seed that makes the lengths and words the same from run to run.
 Settings are written as the user types them: lengths `256`, `128-512`, `normal:256,64` or
 `normal:256,64,32-1024` (mean, standard deviation, bounds); goodput targets `ttft<=2s`,
 `itl<=80ms`, `latency<=30s` (per request: time to first token, mean gap between tokens,
-end to end). A workload file is JSON lines, each `{"prompt_tokens": N, "output_tokens": M}`
+end to end), written as a sweep's targets (`core.sweep`) but of one request's figures, so
+without a concurrency. A workload file is JSON lines, each `{"prompt_tokens": N, "output_tokens": M}`
 or `{"prompt": "real text", "output_tokens": M}` (`output_tokens` optional: the output
 lengths setting then decides)."""
 
@@ -200,8 +201,14 @@ def parse_goodput_target(text: str) -> GoodputTarget:
     if not m or m.group(1) not in GOODPUT_FIGURES:
         names = ", ".join(GOODPUT_FIGURES)
         raise InputError(f"goodput target {text!r} is not FIGURE<=LIMIT ({names})", GOODPUT_HELP)
+    if not m.group(3):
+        # As a sweep's targets: a time always carries its unit.
+        raise InputError(
+            f"goodput target {text!r} gives a time without its unit",
+            f"write it in s or ms, e.g. {m.group(1)}<={m.group(2)}s ({GOODPUT_HELP})",
+        )
     try:
-        limit = parse_duration(m.group(2) + (m.group(3) or "s"))
+        limit = parse_duration(m.group(2) + m.group(3))
     except ValueError:
         raise InputError(
             f"goodput target {text!r}: the limit is not a number", GOODPUT_HELP

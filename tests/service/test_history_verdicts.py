@@ -3,12 +3,14 @@ history detail give the same verdict for the same two benchmarks."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ops_helpers import glm_plan
+from rich.console import Console
 
 from spark_tui import cli
 from spark_tui.ops.bench import BenchConfig
@@ -41,7 +43,8 @@ def _verdict(text: str) -> str:
         cells = [c.strip() for c in line.strip("| ").split("|")] if "|" in line else None
         if cells and cells[:2] == ["8", "ITL p95"]:
             return f"{cells[-2]} {cells[-1]}"
-        m = re.match(r"\s*8\s+ITL p95\s.*\s(\S+%)\s+(within noise|better|worse)$", line)
+        # The text table's `8`, the cockpit's `c8` (its table fits 80 columns).
+        m = re.match(r"\s*c?8\s+ITL p95\s.*\s(\S+%)\s+(within noise|better|worse)$", line.rstrip())
         if m:
             return f"{m.group(1).replace('%', ' %')} {m.group(2)}"
     raise AssertionError(f"no c8 ITL p95 row in:\n{text}")
@@ -67,7 +70,9 @@ def test_compare_export_and_the_cockpit_agree(
     exported = _verdict((out / "report.md").read_text(encoding="utf-8"))
 
     history.pin_baseline(base.id)
-    cockpit = _verdict(describe_run(RunHistory(history), run.id).plain)
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(describe_run(RunHistory(history), run.id))
+    cockpit = _verdict(console.export_text())
 
     assert compared == exported == cockpit
     assert compared.endswith("within noise"), compared

@@ -130,8 +130,8 @@ def test_goodput_targets_parse_print_and_judge() -> None:
     assert (ttft.figure, ttft.limit_s) == ("ttft", 2.0)
     assert (itl.figure, itl.limit_s) == ("itl", 0.08)
     assert str(itl) == "itl<=80ms" and GoodputTarget.model_validate("itl<=80ms") == itl
-    assert parse_goodput_target("latency<=30").limit_s == 30.0
-    for bad in ("ttft_p95<=2s@c8", "ttft>=2s", "speed<=3s", "ttft<=0s"):
+    assert parse_goodput_target("latency<=30s").limit_s == 30.0
+    for bad in ("ttft_p95<=2s@c8", "ttft>=2s", "speed<=3s", "ttft<=0s", "latency<=30"):
         with pytest.raises(InputError) as err:
             parse_goodput_target(bad)
         assert "ttft<=2s" in err.value.remedy

@@ -415,7 +415,7 @@ def test_bench_figures_agree_with_vllms_own_counters(
     prompts += result["warmup_prompt_tokens"]
     assert served == pytest.approx(requests, rel=0.05), (served, requests)
     assert tokens == pytest.approx(served_tokens, rel=0.05), (tokens, served_tokens)
-    assert prompts == pytest.approx(served_prompts), (prompts, served_prompts)
+    assert prompts == pytest.approx(served_prompts, rel=0.05), (prompts, served_prompts)
     # Real vLLM's /tokenize counts a chat prompt as its chat completion does: each prompt had
     # the length drawn for it (the tiny model's own tokenizer and template), and each reply
     # the output length asked for (max_tokens with ignore_eos, as vLLM's bench serve asks).

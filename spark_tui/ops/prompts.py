@@ -35,6 +35,8 @@ ADJUST_ROUNDS = 6
 
 
 def words(rng: random.Random, n: int) -> str:
+    """`n` words drawn by `rng`, each with its leading space (the same rng state, the same
+    words: a shorter draw is the start of a longer one)."""
     return "".join(" " + rng.choice(WORDS) for _ in range(max(0, n)))
 
 

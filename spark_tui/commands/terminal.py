@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from spark_tui.core.errors import InputError
-from spark_tui.service.targets import Targets
 
 if TYPE_CHECKING:
     from spark_tui.service.events import Question, ServiceEvent
     from spark_tui.service.session import Session
+    from spark_tui.service.targets import Targets
 
 # The events of one action (`LaunchEvent`, `SmokeEvent`, ...).
 E = TypeVar("E", bound="ServiceEvent")
@@ -22,6 +22,8 @@ E = TypeVar("E", bound="ServiceEvent")
 
 def targets(args: argparse.Namespace) -> Targets:
     """The nodes the flags name (plain values: argparse stops here)."""
+    from spark_tui.service.targets import Targets
+
     return Targets(
         inventory=getattr(args, "inventory", None),
         hosts=getattr(args, "hosts", None),

@@ -24,19 +24,21 @@ from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.images import ResolvedImage
 from spark_tui.core.network_env import eth_interface, network_env
+from spark_tui.core.ports import (
+    DEFAULT_API_PORT,
+    DEFAULT_DASHBOARD_PORT,
+    DEFAULT_DP_RPC_PORT,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_RAY_PORT,
+)
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
 from spark_tui.core.serve_args import parse_serve_args
 from spark_tui.core.wording import plural
 
-DEFAULT_MASTER_PORT = 29501
-DEFAULT_DP_RPC_PORT = 13345
-DEFAULT_RAY_PORT = 46379
-DEFAULT_DASHBOARD_PORT = 8265
 # What the playbook adds to every Ray node's `docker run -e`: Ray's memory monitor would kill
 # workers on a unified-memory Spark, where the model's weights count as host memory.
 RAY_FIXED_ENV = {"RAY_memory_monitor_refresh_ms": "0"}
-DEFAULT_API_PORT = 8000
 
 # The playbook's cache mounts: (path under the node's home, path in the container).
 CACHE_MOUNTS: tuple[tuple[str, str], ...] = (

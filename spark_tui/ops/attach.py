@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
-from spark_tui.core.plan import API_PORT_LABEL, DEFAULT_API_PORT, flag_value
+from spark_tui.core.plan import API_PORT_LABEL, flag_value
+from spark_tui.core.ports import DEFAULT_API_PORT
 from spark_tui.core.timeouts import READY_TIMEOUT_S
 from spark_tui.ops.cluster import (
     ClusterStatus,

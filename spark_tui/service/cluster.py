@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_tui.core.plan import DEFAULT_API_PORT
+from spark_tui.core.ports import DEFAULT_API_PORT
 
 if TYPE_CHECKING:
     from spark_tui.core.plan import LaunchPlan

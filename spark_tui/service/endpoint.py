@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from spark_tui.core.inventory import InventoryNode
+if TYPE_CHECKING:
+    from spark_tui.core.inventory import InventoryNode
 
 
 def tunnel_command(node: InventoryNode, api_port: int, local_port: int | None = None) -> str:

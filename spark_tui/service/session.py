@@ -26,9 +26,6 @@ from spark_tui.service.pump import Ask, E, pump
 
 # The evaluation (and with it the fit model and the plan) is imported where it is first
 # used: the cockpit paints its first frame before it evaluates anything.
-
-# The evaluation (and with it the fit model and the plan) is imported where it is first
-# used: the cockpit paints its first frame before it evaluates anything.
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.fit import Finding

@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_tui.service.nodes import BenchRunning, ConfirmKey, ReplaceStale
-
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.fit import Finding
@@ -26,6 +24,7 @@ if TYPE_CHECKING:
     from spark_tui.remote.ssh import ConnectionPool
     from spark_tui.service import events as ev
     from spark_tui.service.api import ApiTarget
+    from spark_tui.service.nodes import BenchRunning, ConfirmKey, ReplaceStale
 
 
 class SshNodes:

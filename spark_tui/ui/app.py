@@ -146,13 +146,17 @@ class SparkApp(App[int]):
         self.main: MainScreen  # made with the first screen, once the App runs
         self.closing = False
         self._signals: list[int] = []
-        self.theme_names: list[str] = []
+        # The theme is chosen before the App runs: chosen on mount, it would make Textual
+        # parse every stylesheet a second time, with the theme's colours, before the first
+        # frame.
+        self._theme_problems = self._choose_theme()
 
     def get_default_screen(self) -> Screen[Any]:
         self.main = MainScreen(self.session, **self._screen_args)
         return self.main
 
-    async def on_mount(self) -> None:
+    def _choose_theme(self) -> list[str]:
+        """Register the themes found and take the one asked for; the problems met."""
         themes, problems = load_themes()
         for theme in themes:
             self.register_theme(theme)
@@ -165,6 +169,10 @@ class SparkApp(App[int]):
             problems.append(f"unknown theme {wanted!r}; known: {', '.join(sorted(names))}")
             wanted = DEFAULT_THEME
         self.theme = wanted
+        return problems
+
+    async def on_mount(self) -> None:
+        problems = self._theme_problems
         if self.config.keys:
             self._apply_keymap(self.config.keys, problems)
         for problem in problems:

@@ -1,13 +1,17 @@
 """What the demo cockpit loads before its first frame stays what the first frame needs: not
 the run history's pydantic models, the benchmark's HTTP client, SSH or the Docker SDK, the
-fit model, nor the event types (each probe in a fresh interpreter, so nothing another test
-imported can hide an import)."""
+fit model, the launch plan, the event types, the log panes or the sync view (each probe in a
+fresh interpreter, so nothing another test imported can hide an import). Every spark-tui
+module the first frame imports is compiled at each start of a fresh checkout."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+
+import pytest
 
 # Each costs the first frame a good part of a minimal Textual app's whole start.
 LATER = (
@@ -20,6 +24,15 @@ LATER = (
     "spark_tui.ops.events",
     "spark_tui.service.events",
     "spark_tui.service.sync",
+    "spark_tui.service.evaluate",
+    "spark_tui.core.plan",
+    "spark_tui.core.render",
+    "spark_tui.core.serve_args",
+    "spark_tui.core.inventory",
+    "spark_tui.service.targets",
+    "spark_tui.service.nodes",
+    "spark_tui.ui.widgets.logpane",
+    "spark_tui.ui.widgets.sync",
 )
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as
@@ -32,9 +45,13 @@ def loaded(name):
 print(json.dumps(sorted(m for m in {later!r} if loaded(m))))
 """
 
-# `spark-tui demo` up to its first frame: the CLI, then the app and its session built.
+# `spark-tui demo` up to its first frame: the CLI and the demo command, then the app and its
+# session built.
 DEMO = """
 import spark_tui.cli
+import spark_tui.commands.demo
+import spark_tui.commands.terminal
+from spark_tui.ui.runner import run_cockpit
 from spark_tui.ui.demo_app import demo_app
 app = demo_app(nodes=2, memory_gb=128, recipe=None, theme=None, pace=0.5, token_scale=1.0)
 """
@@ -53,6 +70,17 @@ def loaded_after(code: str) -> list[str]:
 
 def test_the_demo_app_and_session_load_none_of_it() -> None:
     assert loaded_after(DEMO) == []
+
+
+@pytest.mark.parametrize("name", LATER)
+def test_each_name_kept_out_is_a_module(name: str) -> None:
+    # A misspelt or moved module would be "not loaded" for ever.
+    assert importlib.util.find_spec(name) is not None
+
+
+def test_the_plan_loads_when_a_recipe_is_evaluated() -> None:
+    loaded = loaded_after(DEMO + "from spark_tui.service.evaluate import load_recipes\n")
+    assert "spark_tui.service.evaluate" in loaded and "spark_tui.core.plan" in loaded
 
 
 def test_the_event_types_load_when_first_used() -> None:

@@ -32,13 +32,11 @@ from spark_tui.ui.widgets.filterbox import FilterBox
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.link import LinkPanel
-from spark_tui.ui.widgets.logpane import LogPane
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.rankpanes import RankPanes
 from spark_tui.ui.widgets.raystate import RayStateChanged, RayStatePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
-from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -47,6 +45,8 @@ if TYPE_CHECKING:
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.app import SparkApp
+    from spark_tui.ui.widgets.logpane import LogPane
+    from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 
 REFRESH_SECONDS = 15.0
@@ -113,7 +113,13 @@ class MainScreen(Screen[None]):
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
         self.outage_asked: dict[str, float] = {}
-        self.syncer = CockpitSync(self)
+
+    @functools.cached_property
+    def syncer(self) -> CockpitSync:
+        """The model and image syncs (made when first used: not for the first frame)."""
+        from spark_tui.ui.widgets.sync import CockpitSync
+
+        return CockpitSync(self)
 
     @property
     def spark(self) -> SparkApp:

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 
 from textual.containers import Container, Horizontal
 
-from spark_tui.ui.widgets.logpane import LogPane
-
 if TYPE_CHECKING:
     from textual.widget import Widget
     from textual.widgets import TabbedContent
 
     from spark_tui.ui import messages as msg
+    from spark_tui.ui.widgets.logpane import LogPane
 
 # Side by side up to this many ranks; tabs beyond.
 SIDE_BY_SIDE = 2
@@ -42,6 +41,9 @@ class RankPanes(Container):
 
     def build(self, ranks: list[tuple[int, str]]) -> dict[int, LogPane]:
         """New panes for (rank, node) pairs, the first one the head's."""
+        # Loaded with the first launch: the first frame shows no log pane.
+        from spark_tui.ui.widgets.logpane import LogPane
+
         # The old panes leave at the next refresh, after the new ones are mounted: nothing
         # here may carry a fixed id (it would clash with the leaving one's).
         self.remove_children()
@@ -82,8 +84,9 @@ class RankPanes(Container):
 
     def current(self, focused: Widget | None) -> LogPane | None:
         """The pane the user is in: the focused one, else the active tab's, else the first."""
+        shown = list(self.panes.values())
         pane = next(
-            (n for n in (focused.ancestors_with_self if focused else []) if isinstance(n, LogPane)),
+            (n for n in (focused.ancestors_with_self if focused else []) if n in shown),
             None,
         )
         if pane is None and self.tabs is not None:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from spark_tui.core.errors import RecipeError
+from spark_tui.core.errors import RecipeError, SparkError
 from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
 
@@ -25,12 +25,32 @@ def missing_facts(recipe: Recipe) -> list[str]:
     return missing_for_fit(facts_from_metadata(recipe.model, recipe.metadata))
 
 
-def _nodes(recipe: Recipe) -> str:
-    if recipe.max_nodes is None:
-        return f"{recipe.min_nodes}+"
-    if recipe.max_nodes == recipe.min_nodes:
-        return str(recipe.min_nodes)
-    return f"{recipe.min_nodes}-{recipe.max_nodes}"
+def nodes_needed(recipe: Recipe) -> int | None:
+    """The nodes `plan` runs the recipe on with its own settings (TP x PP x DP of its
+    serve command, one rank per Spark); None when its command cannot be rendered (another
+    runtime, a broken template: `plan` says why)."""
+    from spark_tui.core.overrides import apply_overrides
+    from spark_tui.core.plan import nodes_needed as planned
+
+    try:
+        return planned(recipe, apply_overrides(recipe, {}))
+    except SparkError:
+        return None
+
+
+def _nodes(recipe: Recipe, needed: int | None) -> str:
+    low, high = recipe.min_nodes, recipe.max_nodes
+    if needed is None:
+        if high is None:
+            return f"{low}+"
+        return str(low) if high == low else f"{low}-{high}"
+    # A layout outside the recipe's own bounds is planned, then refused by the fit check
+    # (a solo recipe that writes `-tp 2`): say both.
+    if needed < low:
+        return f"{needed} (min {low})"
+    if high is not None and needed > high:
+        return f"{needed} (max {high})"
+    return str(needed)
 
 
 def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
@@ -44,6 +64,8 @@ def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
         "runtime": recipe.runtime,
         "min_nodes": recipe.min_nodes,
         "max_nodes": recipe.max_nodes,
+        # The nodes `plan` takes for the recipe's own layout (None: not a vLLM command).
+        "nodes": nodes_needed(recipe),
         "container": recipe.container,
         "source": recipe.source,
         "registry": recipe.registry,
@@ -110,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for recipe in recipes:
         row = recipe_row(recipe, (recipe.listed_name, recipe.origin) in hidden)
-        row["_nodes"] = _nodes(recipe)
+        row["_nodes"] = _nodes(recipe, row["nodes"])
         rows.append(row)
     if getattr(args, "json", False):
         print(json.dumps([{k: v for k, v in r.items() if k != "_nodes"} for r in rows], indent=2))

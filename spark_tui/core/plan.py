@@ -33,7 +33,7 @@ from spark_tui.core.ports import (
 )
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
-from spark_tui.core.serve_args import parse_serve_args
+from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.wording import plural
 
 # What the playbook adds to every Ray node's `docker run -e`: Ray's memory monitor would kill
@@ -568,6 +568,21 @@ def _size(value: Any, default: int = 1) -> int:
         return default
 
 
+def layout_ranks(args: ServeArgs) -> int:
+    """The ranks, so the nodes (one GPU per Spark), a serve command's layout takes:
+    TP x PP x DP."""
+    return (
+        _size(args.tensor_parallel_size)
+        * _size(args.pipeline_parallel_size)
+        * _size(args.data_parallel_size)
+    )
+
+
+def nodes_needed(recipe: Recipe, settings: Mapping[str, Any]) -> int:
+    """The nodes a plan of the recipe with these settings runs on (see `layout_ranks`)."""
+    return layout_ranks(parse_serve_args(render_argv(recipe, settings)))
+
+
 def build_plan(
     recipe: Recipe,
     settings: Mapping[str, Any],
@@ -610,7 +625,7 @@ def build_plan(
     backend = args.distributed_executor_backend or settings.get("distributed_executor_backend")
     ray = recipe.runtime == "vllm-ray" or backend == "ray"
 
-    required = tp * pp * dp
+    required = layout_ranks(args)
     if ray and dp > 1:
         raise InputError(
             f"{recipe.name}: vllm-ray does not support data parallelism (data_parallel={dp})",

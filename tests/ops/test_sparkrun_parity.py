@@ -310,6 +310,33 @@ def test_every_registry_recipe_is_listed(
     assert counts == {"official": 9, "eugr": 35, "experimental": 28}
 
 
+def test_recipes_shows_the_nodes_plan_runs_each_recipe_on(
+    sparkrun_user: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The ranks sparkrun renders for each vLLM recipe are the nodes `plan` takes for it
+    # (one rank per Spark): the 3x- and 4x-spark-cluster recipes need 3 and 4.
+    code, out, err = run_cli(capsys, "recipes", "--json")
+    assert code == 0, err
+    rows = {
+        (row["origin"], fixture_path(row["path"], sparkrun_user)): row
+        for row in json.loads(out)
+        if str(row["origin"]).startswith("sparkrun:")
+    }
+    for r in RECIPES:
+        row = rows[(f"sparkrun:{r['registry']}", r["path"])]
+        assert row["nodes"] == (r["ranks"] if r in VLLM else None), r["name"]
+    code, table, err = run_cli(capsys, "recipes")
+    assert code == 0, err
+    cells = {line.split()[0]: line.split()[3] for line in table.splitlines()[1:]}
+    assert cells["4x-spark-cluster/qwen3.5-397b-int4-autoround"] == "4"
+    assert cells["nemotron-3-ultra-nvfp4"] == "4"  # in 4x-spark-cluster/, its name unique
+    assert cells["3x-spark-cluster/qwen3.5-397b-int4-autoround"] == "3"
+    assert cells["glm-5.2-nvfp4"] == "8"
+    # A solo recipe whose command writes `-tp 2`: plan takes 2 nodes, the recipe says 1.
+    solo = next(line for line in table.splitlines() if line.startswith("gemma4-26b-a4b-nvfp4 "))
+    assert " 2 (max 1) " in solo
+
+
 def test_the_comparison_tells_a_different_flag_apart() -> None:
     """The allowed differences stay within their reasons."""
     theirs = ["vllm", "serve", "m", "-tp", "2", "--served-model-name", "m", "--master-port", "1"]

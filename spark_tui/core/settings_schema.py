@@ -301,19 +301,6 @@ SETTINGS: dict[str, Setting] = {s.key: s for s in _SETTINGS}
 # Placeholders a command may use without a default: filled from the recipe itself.
 BUILTIN_PLACEHOLDERS = frozenset({"model", "model_revision", "container", "name"})
 
-# Flags the launch plan adds per rank; a recipe command must not carry them.
-RANK_FLAGS = (
-    "--nnodes",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--headless",
-    "--data-parallel-rank",
-    "--data-parallel-address",
-    "--data-parallel-rpc-port",
-    "--data-parallel-start-rank",
-)
-
 
 def get(key: str) -> Setting | None:
     """The known setting called `key`, or None."""

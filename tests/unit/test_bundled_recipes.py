@@ -9,15 +9,28 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spark_tui.core import plan
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.recipe_loader import bundled_recipes_dir, find_recipe, list_recipes
 from spark_tui.core.render import render_argv, render_env
-from spark_tui.core.settings_schema import RANK_FLAGS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PLAYBOOK = (FIXTURES / "004_dfc9594d758c1f7f.txt").read_text()
 SPARKRUN_PAGE = (FIXTURES / "003_e18b38501c6acedf.txt").read_text()
+
+# The rank and rendezvous flags the launch plan sets on each rank.
+RANK_FLAGS = (
+    plan.NNODES,
+    plan.NODE_RANK,
+    plan.MASTER_ADDR,
+    plan.MASTER_PORT,
+    plan.HEADLESS,
+    plan.DP_RANK,
+    plan.DP_ADDRESS,
+    plan.DP_RPC_PORT,
+    plan.DP_START_RANK,
+)
 
 NAMES = sorted(p.stem for p in bundled_recipes_dir().glob("*.yaml"))
 FACT_INTS = (

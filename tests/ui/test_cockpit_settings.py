@@ -3,7 +3,9 @@ errors shown with their remedy."""
 
 from __future__ import annotations
 
+import gc
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from spark_tui.ui.app import SparkApp
 from spark_tui.ui.config import CockpitConfig
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, QuitDialog
 from spark_tui.ui.screens.info import HelpScreen, HistoryScreen
+from spark_tui.ui.screens.main import MainScreen
 
 SIZE = (160, 48)
 
@@ -259,3 +262,24 @@ async def test_help_and_history_open_and_close_with_escape() -> None:
         await pilot.press("escape")
         await pilot.pause(0.05)
         assert not isinstance(app.screen, HistoryScreen | HelpScreen)
+
+
+def test_a_worker_the_app_never_starts_leaves_no_coroutine_unawaited() -> None:
+    # The app may drop a screen's worker without starting it (it is closing): the screen
+    # hands it the method, not a coroutine that nobody would await.
+    dropped: list[object] = []
+
+    class ClosingApp:  # TEST DOUBLE: an app that takes a worker and never starts it
+        def run_worker(self, work: object, **_kw: object) -> None:
+            dropped.append(work)
+
+    class Screen:
+        app = ClosingApp()
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        MainScreen.prepare_verdicts(Screen(), retry=True)  # type: ignore[arg-type]
+        assert len(dropped) == 1
+        dropped.clear()
+        gc.collect()
+    assert [str(w.message) for w in seen if "never awaited" in str(w.message)] == []

@@ -64,8 +64,11 @@ def _app_work(
     ) -> Callable[..., Worker[None]]:
         @functools.wraps(method)
         def run(self: MainScreen, *args: Any, **kwargs: Any) -> Worker[None]:
+            # The method itself, not its coroutine: a worker the app never starts (it is
+            # closing, or a newer one of the group replaced it first) then leaves no
+            # coroutine behind that was never awaited.
             return self.app.run_worker(
-                method(self, *args, **kwargs),
+                functools.partial(method, self, *args, **kwargs),
                 name=method.__name__,
                 group=group,
                 exclusive=True,

@@ -5,7 +5,7 @@ split over pytest-xdist workers (`--dist loadgroup`, see pyproject.toml) is deci
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +98,35 @@ def _isolated_user_dirs(
     monkeypatch.setenv(
         "SPARK_TUI_REGISTRY_ENDPOINTS", "ghcr.io=http://127.0.0.1:9,docker.io=http://127.0.0.1:9"
     )
+
+
+@pytest.fixture(scope="module")
+def local_registry(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """A real registry server (Debian's docker-registry) on a loopback port, holding the
+    eugr nightly's repository: (its base URL, the digests pushed by name): "old" tagged
+    2026-11-28, "new" tagged 2026-12-02 and latest, "other" under tags that are no dated
+    nightly (never the newest, however they sort). Skips (fails under CI) without the
+    server."""
+    from spark_tui.core.errors import SparkError
+    from spark_tui.sim.lab.registry import LoopbackRegistry, push_blob_image, registry_binary
+
+    try:
+        registry_binary()
+    except SparkError as exc:
+        pytest.skip(f"{exc.message} ({exc.remedy})")
+    server = LoopbackRegistry(tmp_path_factory.mktemp("registry"), 0).start()
+    repo = "spark-arena/dgx-vllm-eugr-nightly"
+    try:
+        base = server.base_url
+        yield (
+            base,
+            {
+                "old": push_blob_image(base, repo, ["2026-11-28"], "nightly of 28 Nov"),
+                "new": push_blob_image(base, repo, ["2026-12-02", "latest"], "nightly of 2 Dec"),
+                "other": push_blob_image(base, repo, ["zz-experimental", "9999"], "experiment"),
+            },
+        )
+    finally:
+        server.stop()

@@ -3,44 +3,20 @@ loopback port), through the registry HTTP API v2 as ghcr.io speaks it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.images import NIGHTLY_REPOSITORY, newest_nightly, parse_endpoints, parse_ref
 from spark_tui.ops.images import configured_endpoints, resolve_image
 from spark_tui.remote.registry import Registry, RegistryError
-from spark_tui.sim.lab.registry import LoopbackRegistry, push_blob_image, registry_binary
 
 REPO = "spark-arena/dgx-vllm-eugr-nightly"
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    try:
-        registry_binary()
-    except SparkError as exc:
-        pytest.skip(f"{exc.message} ({exc.remedy})")
-    server = LoopbackRegistry(Path(tmp_path_factory.mktemp("registry")), 0).start()
-    try:
-        base = server.base_url
-        digests = {
-            "old": push_blob_image(base, REPO, ["2026-11-28"], "nightly of 28 Nov"),
-            "new": push_blob_image(base, REPO, ["2026-12-02", "latest"], "nightly of 2 Dec"),
-            # Not a dated nightly: never chosen, however it sorts.
-            "other": push_blob_image(base, REPO, ["zz-experimental", "9999"], "experiment"),
-        }
-        yield base, digests
-    finally:
-        server.stop()
-
-
 def test_latest_resolves_to_the_newest_nightly_tag_and_its_digest(
-    registry: tuple[str, dict[str, str]],
+    local_registry: tuple[str, dict[str, str]],
 ) -> None:
-    base, digests = registry
+    base, digests = local_registry
     got = resolve_image(f"{NIGHTLY_REPOSITORY}:latest", Registry({"ghcr.io": base}))
     assert got is not None
     assert got.tag == "2026-12-02"
@@ -58,9 +34,9 @@ def test_latest_resolves_to_the_newest_nightly_tag_and_its_digest(
     ],
 )
 def test_the_tf5_variant_and_docker_hub_name_resolve_the_same_way(
-    registry: tuple[str, dict[str, str]], sentinel: str
+    local_registry: tuple[str, dict[str, str]], sentinel: str
 ) -> None:
-    base, digests = registry
+    base, digests = local_registry
     got = resolve_image(sentinel, Registry({"ghcr.io": base}))
     assert got is not None
     assert (got.image, got.digest) == (f"{NIGHTLY_REPOSITORY}:2026-12-02", digests["new"])
@@ -91,8 +67,10 @@ def test_an_unreachable_registry_is_an_error_with_a_remedy() -> None:
     assert f"container: {NIGHTLY_REPOSITORY}:YYYY-MM-DD" in err.value.remedy
 
 
-def test_a_repository_the_registry_lacks_is_named(registry: tuple[str, dict[str, str]]) -> None:
-    base, _ = registry
+def test_a_repository_the_registry_lacks_is_named(
+    local_registry: tuple[str, dict[str, str]],
+) -> None:
+    base, _ = local_registry
     with pytest.raises(RegistryError) as err:
         Registry({"ghcr.io": base}).tags(parse_ref("ghcr.io/spark-arena/none:latest"))
     assert err.value.message == (

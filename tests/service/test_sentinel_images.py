@@ -10,7 +10,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,34 +17,15 @@ import pytest
 import yaml
 from engine_session import EngineNodes, EngineSession
 
-from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.core.errors import OperationFailed
 from spark_tui.core.facts import ImageInfo, NodeFacts
 from spark_tui.core.images import NIGHTLY_REPOSITORY
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.service import events as ev
-from spark_tui.sim.lab.registry import LoopbackRegistry, push_blob_image, registry_binary
 
 SENTINEL = "ghcr.io/spark-arena/dgx-vllm-eugr-nightly-tf5:latest"
 NEWEST = f"{NIGHTLY_REPOSITORY}:2026-12-02"
 RECIPE = "nightly-recipe"
-REPO = "spark-arena/dgx-vllm-eugr-nightly"
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    try:
-        registry_binary()
-    except SparkError as exc:
-        pytest.skip(f"{exc.message} ({exc.remedy})")
-    server = LoopbackRegistry(tmp_path_factory.mktemp("registry"), 0).start()
-    try:
-        digests = {
-            "old": push_blob_image(server.base_url, REPO, ["2026-11-28"], "old"),
-            "new": push_blob_image(server.base_url, REPO, ["2026-12-02", "latest"], "new"),
-        }
-        yield server.base_url, digests
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -107,12 +87,12 @@ def _created(seen: list[Any]) -> list[int]:
 
 
 async def test_a_node_with_another_digest_is_named_before_any_rank_starts(
-    registry: tuple[str, dict[str, str]],
+    local_registry: tuple[str, dict[str, str]],
     recipe_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    base, digests = registry
+    base, digests = local_registry
     monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", f"ghcr.io={base}")
     nodes = HeldImages(tmp_path / "logs")
     nodes.digests = {"a": digests["new"], "b": digests["old"]}
@@ -158,9 +138,9 @@ async def test_an_unreachable_registry_refuses_the_launch_with_a_remedy(
 
 
 def test_plan_shows_the_tag_and_digest(
-    registry: tuple[str, dict[str, str]], recipe_dir: Path, tmp_path: Path
+    local_registry: tuple[str, dict[str, str]], recipe_dir: Path, tmp_path: Path
 ) -> None:
-    base, digests = registry
+    base, digests = local_registry
     facts = Path(__file__).parents[1] / "fixtures" / "simulated_facts_glm53_2x128.json"
     env_args = [sys.executable, "-m", "spark_tui", "plan", RECIPE, "--facts", str(facts)]
     import os
@@ -198,7 +178,7 @@ def test_the_head_builds_the_flag_table_of_the_nightly_not_of_latest() -> None:
 
 
 async def test_an_image_sync_puts_the_newest_nightly_on_the_nodes(
-    registry: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+    local_registry: tuple[str, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spark_tui.service.images import ImageAnswers
 
@@ -206,5 +186,5 @@ async def test_an_image_sync_puts_the_newest_nightly_on_the_nodes(
     with pytest.raises(OperationFailed) as err:
         await ImageAnswers().to_run(SENTINEL)  # ghcr.io is a closed port here
     assert "SPARK_TUI_REGISTRY_ENDPOINTS" in err.value.remedy
-    monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", f"ghcr.io={registry[0]}")
+    monkeypatch.setenv("SPARK_TUI_REGISTRY_ENDPOINTS", f"ghcr.io={local_registry[0]}")
     assert await ImageAnswers().to_run(SENTINEL) == NEWEST

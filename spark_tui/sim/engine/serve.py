@@ -1276,6 +1276,26 @@ def _install_signals(ctx: Context) -> None:
             pass
 
 
+def _owner_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    return True
+
+
+def _end_with_owner(pid: int, period: float = 1.0, grace: float = 10.0) -> None:
+    """Stop this rank once the simulated node's process is gone (killed without closing its
+    nodes): as `docker stop` would, then for good after `grace` s."""
+    while _owner_alive(pid):
+        time.sleep(period)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace)
+    os._exit(137)
+
+
 def _load_chat_template(out: Channel, template: str) -> None:
     """Read `--chat-template` as vLLM does: a file when it can be opened, else literal
     template text when it looks like one, else a startup error."""
@@ -1293,6 +1313,10 @@ def run(args: argparse.Namespace) -> int:
     """Start one simulated rank of `vllm serve` and run it; returns the exit code."""
     ctx = Context(args, SimSettings.from_env())
     _install_signals(ctx)
+    if ctx.st.owner_pid is not None:
+        threading.Thread(
+            target=_end_with_owner, args=(ctx.st.owner_pid,), name="owner", daemon=True
+        ).start()
     ctx.log.write(
         f"INFO {time.strftime('%m-%d %H:%M:%S')} [__init__.py:216] Automatically detected platform cuda.\n"
     )

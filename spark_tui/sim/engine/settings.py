@@ -14,6 +14,7 @@
 | SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
 | SPARK_SIM_STATS_INTERVAL_S | 10 | period of the "Engine 000: Avg prompt throughput" log line |
 | SPARK_SIM_GPUS_PER_NODE | 1 | GPUs per node (a DGX Spark has one GB10) |
+| SPARK_SIM_OWNER_PID | unset | the simulated node's process: the rank stops (as on `docker stop`) once it is gone |
 | SPARK_SIM_LINK_FILE | unset | where a multi-rank head writes the bytes its ranks would have sent over the link (`link_traffic`) |
 """
 
@@ -48,6 +49,11 @@ def _opt_float(env: Mapping[str, str], name: str) -> float | None:
         return None
 
 
+def _opt_pid(env: Mapping[str, str], name: str) -> int | None:
+    value = _opt_float(env, name)
+    return int(value) if value is not None and value > 1 else None
+
+
 @dataclass(frozen=True)
 class SimSettings:
     """The simulated node's knobs, read once from the environment."""
@@ -66,6 +72,9 @@ class SimSettings:
     gpus_per_node: int
     # Where the head writes its simulated link traffic (see `link_traffic`); None: nowhere.
     link_file: str | None = None
+    # The simulated node's process: a rank outlives it only as an orphan nobody can stop
+    # (it runs in a session of its own), so it ends when that process is gone.
+    owner_pid: int | None = None
     # Real vLLM's head waits for its workers forever; a timeout applies to it only when
     # SPARK_SIM_RENDEZVOUS_TIMEOUT_S is set (workers always give up, as torch's clients do).
     head_waits_forever: bool = False
@@ -95,6 +104,7 @@ class SimSettings:
             stats_interval_s=max(0.05, _float(env, "SPARK_SIM_STATS_INTERVAL_S", 10.0)),
             gpus_per_node=max(1, int(_float(env, "SPARK_SIM_GPUS_PER_NODE", 1))),
             link_file=(env.get("SPARK_SIM_LINK_FILE") or "").strip() or None,
+            owner_pid=_opt_pid(env, "SPARK_SIM_OWNER_PID"),
         )
 
     @property

@@ -150,6 +150,7 @@ class SimNode:
             "SPARK_SIM_PAGE_CACHE_BYTES": str(mem.page_cache_held * 1024),
             "SPARK_SIM_BIND_ADDRESS": self.address,
             "SPARK_SIM_LINK_FILE": str(self.link_file(container)),
+            "SPARK_SIM_OWNER_PID": str(os.getpid()),
         }
         self.link_file(container).parent.mkdir(parents=True, exist_ok=True)
         if self.pace is not None:

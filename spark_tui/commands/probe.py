@@ -13,6 +13,7 @@ import sys
 from spark_tui.commands.interrupts import run_command
 from spark_tui.core.errors import EXIT_OK, EXIT_UNREACHABLE
 from spark_tui.core.facts import GIB, NodeFacts, facts_to_json
+from spark_tui.core.wiring import wiring_of
 
 
 def _gib(value: int | None) -> str:
@@ -57,6 +58,10 @@ def summary(nodes: list[NodeFacts]) -> str:
             lines.append(f"  ours    {c.name}  {c.state}")
         lines += [f"  note    {e}" for e in n.errors]
         lines.append("")
+    if len(nodes) > 1:
+        wiring = wiring_of(nodes)
+        lines.append(f"wiring  {wiring.summary}")
+        lines += [f"  link    {line}" for line in wiring.describe()]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -18,13 +18,16 @@ T = TypeVar("T")
 
 @dataclass
 class Interface:
-    """One ConnectX port: netdev, RDMA device, link state, IPv4 and speed."""
+    """One ConnectX port: netdev, RDMA device, link state, IPv4 (with its prefix length),
+    speed, and the IPv4 neighbours that answered on it (`ip neigh`)."""
 
     netdev: str
     rdma_device: str | None = None
     state: str = "unknown"  # "up" | "down" | "unknown"
     ipv4: str | None = None
     speed_mbps: int | None = None
+    prefix_len: int | None = None
+    peers: list[str] = field(default_factory=list)
 
     @property
     def is_up(self) -> bool:

@@ -23,7 +23,7 @@ from spark_tui.core import prelaunch
 from spark_tui.core.errors import InputError, RecipeError
 from spark_tui.core.facts import NodeFacts
 from spark_tui.core.images import ResolvedImage
-from spark_tui.core.network_env import eth_interface, network_env
+from spark_tui.core.network_env import eth_interface, linked_env, network_env
 from spark_tui.core.ports import (
     DEFAULT_API_PORT,
     DEFAULT_DASHBOARD_PORT,
@@ -34,6 +34,15 @@ from spark_tui.core.ports import (
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
+from spark_tui.core.wiring import (
+    PAIR,
+    POINT_TO_POINT,
+    Wiring,
+    fitting_layouts,
+    fitting_orders,
+    unlinked_groups,
+    wiring_of,
+)
 from spark_tui.core.wording import plural
 
 # What the playbook adds to every Ray node's `docker run -e`: Ray's memory monitor would kill
@@ -445,7 +454,11 @@ RANK_PLACEHOLDER = "{rank}"
 
 
 def _rank_env(
-    recipe_env: Mapping[str, str], node: NodeFacts, head_ip: str, master_port: int
+    recipe_env: Mapping[str, str],
+    node: NodeFacts,
+    head_ip: str,
+    master_port: int,
+    net_env: Mapping[str, str],
 ) -> tuple[dict[str, str], list[str]]:
     """Recipe env, then the playbook's `docker run -e` variables with this node's values."""
     notes: list[str] = []
@@ -464,7 +477,7 @@ def _rank_env(
             env[key] = value
     # A recipe may point HF_TOKEN at another variable (`${MY_HF}`); otherwise the user's own.
     env.setdefault("HF_TOKEN", "${HF_TOKEN}")
-    for key, value in network_env(node).items():
+    for key, value in net_env.items():
         if key in env and env[key] != value:
             notes.append(
                 f"{node.name}: recipe sets {key}={env[key]}, replaced by the node's own {value}"
@@ -663,8 +676,10 @@ def build_plan(
     if cluster_id is None:
         cluster_id = default_cluster_id(recipe.name, names)
 
+    wiring = wiring_of(nodes)
+    _check_wiring(recipe.name, wiring, names, tp, pp, dp)
     # Every node's ConnectX facts are checked up front, so a bad worker fails the plan.
-    cluster_ips = [eth_interface(n).ipv4 or "" for n in nodes]
+    cluster_ips, net_envs = _cluster_network(wiring, nodes, settings)
     head_ip = cluster_ips[0]
     master_port = _int_setting(
         settings, "master_port", _size(flag_value(base, MASTER_PORT), DEFAULT_MASTER_PORT)
@@ -712,7 +727,7 @@ def build_plan(
             )
             # One API server for all replicas: the head's (vLLM's internal load balancing).
             serves_api = rank == 0
-        env, env_notes = _rank_env(recipe_env, node, master_ip, master_port)
+        env, env_notes = _rank_env(recipe_env, node, master_ip, master_port, net_envs[rank])
         notes.extend(n for n in env_notes if n not in notes)
         # `{rank}` in a recipe's env value is this rank's number (e.g. a CPU core to bind).
         env = {k: v.replace(RANK_PLACEHOLDER, str(rank)) for k, v in env.items()}
@@ -809,6 +824,78 @@ def build_plan(
         notes=notes,
         nodes_left_out=left_out,
     )
+
+
+def _check_wiring(
+    recipe: str, wiring: Wiring, names: Sequence[str], tp: int, pp: int, dp: int
+) -> None:
+    """Refuse a layout whose groups span nodes with no cable between them, naming the node
+    order or the layouts the cabling carries."""
+    bad = unlinked_groups(wiring, names, tp, pp)
+    if not bad:
+        return
+    what, group = bad[0]
+    layout = f"TP {tp} x PP {pp} x DP {dp}"
+    orders = fitting_orders(wiring, names, tp, pp)
+    fixes = []
+    if orders:
+        fixes.append(f"list the nodes as {', '.join(orders[0])} (head first)")
+    for t, p, d in fitting_layouts(wiring, names)[:2]:
+        fixes.append(
+            f"--set tensor_parallel={t} --set pipeline_parallel={p} --set data_parallel={d}"
+        )
+    fixes.append("cable the missing link (or use a switch) and probe again")
+    raise InputError(
+        f"{recipe}: {layout} needs a link between {' and '.join(group)} ({what}), and the "
+        f"cabling has none ({wiring.summary})",
+        "; or ".join(fixes),
+    )
+
+
+def _cluster_network(
+    wiring: Wiring, nodes: Sequence[NodeFacts], settings: Mapping[str, Any]
+) -> tuple[list[str], list[dict[str, str]]]:
+    """Each rank's cluster address (the head's is the rendezvous) and network variables.
+
+    On a switch or a pair every node has one cluster subnet. With a subnet per cable (a
+    ring), two nodes use the cable between them; three or more have no address all of them
+    reach over the cables (the head advertises one address), so the rendezvous goes over
+    the LAN interface the `bootstrap_interface` setting names, at the inventory addresses.
+    """
+    names = [n.name for n in nodes]
+    if wiring.kind == PAIR:
+        # Over the cable between the two, even when a node has other ports up (two nodes
+        # of a ring): its first addressed port may lead elsewhere.
+        link = wiring.links[0]
+        ports = [link.port_of(n) for n in names]
+        if all(ports):
+            return [p.address for p in ports if p], [
+                network_env(n, p) for n, p in zip(nodes, ports, strict=True)
+            ]
+    if wiring.kind not in POINT_TO_POINT or len(nodes) < 2:
+        return [eth_interface(n).ipv4 or "" for n in nodes], [network_env(n) for n in nodes]
+    lan = str(settings.get("bootstrap_interface") or "").strip() or None
+    merge = settings.get("ring_merge_nics")
+    merge_nics = True if merge is None else bool(merge)
+    envs = [
+        linked_env(
+            n,
+            wiring,
+            [m for m in names if m != n.name],
+            bootstrap_interface=lan,
+            merge_nics=merge_nics,
+        )
+        for n in nodes
+    ]
+    if lan is None:
+        raise InputError(
+            f"{len(nodes)} nodes on {wiring.summary}: no cluster address reaches every node "
+            "(each cable is its own subnet)",
+            "set the LAN interface every node reaches for the rendezvous: --set "
+            "bootstrap_interface=enP7s7 (the Spark's 10 GbE port); NCCL's data stays on "
+            "the cables",
+        )
+    return [n.address for n in nodes], envs
 
 
 def _distributed_argv(

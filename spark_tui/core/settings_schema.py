@@ -294,6 +294,19 @@ _SETTINGS: tuple[Setting, ...] = (
         maximum=65535,
         removable=False,
     ),
+    # cabling with a subnet per cable (a ring): see core.network_env
+    _s(
+        "bootstrap_interface",
+        "str",
+        "LAN interface every node reaches (rendezvous of 3+ Sparks on a ring, e.g. enP7s7)",
+        plan_managed=True,
+    ),
+    _s(
+        "ring_merge_nics",
+        "bool",
+        "NCCL_IB_MERGE_NICS on a ring (default on, NCCL's own)",
+        plan_managed=True,
+    ),
 )
 
 SETTINGS: dict[str, Setting] = {s.key: s for s in _SETTINGS}

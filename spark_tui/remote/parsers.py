@@ -247,19 +247,62 @@ def _strip_len(cidr: str) -> str:
 
 def _preferred_ipv4(addrs: list[str]) -> str | None:
     """A routable IPv4 first; a link-local 169.254 one (what a bare cable gets) otherwise."""
+    cidr = _preferred_cidr(addrs)
+    return _strip_len(cidr) if cidr else None
+
+
+def _preferred_cidr(addrs: list[str]) -> str | None:
     plain = [a for a in addrs if not a.startswith("169.254.")]
     chosen = plain or addrs
-    return _strip_len(chosen[0]) if chosen else None
+    return chosen[0] if chosen else None
+
+
+def _prefix_len(cidr: str | None) -> int | None:
+    _, sep, plen = (cidr or "").partition("/")
+    return int(plen) if sep and plen.isdigit() and int(plen) <= 32 else None
+
+
+# Neighbour states of an address that did not answer (or has not yet).
+_NEIGH_SILENT = {"FAILED", "INCOMPLETE", "NONE"}
+
+
+def parse_ip_neigh(text: str) -> dict[str, list[str]]:
+    """Parse `ip -j neigh` (JSON) or plain `ip neigh`: per netdev, the IPv4 neighbours that
+    answered there (a failed or incomplete entry never answered), in order, no repeats."""
+    entries: list[tuple[str, str, list[str]]] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        for e in json.loads(stripped):
+            if isinstance(e, dict) and isinstance(e.get("dst"), str) and e.get("dev"):
+                state = e.get("state") or []
+                states = [str(s) for s in state] if isinstance(state, list) else [str(state)]
+                entries.append((e["dst"], str(e["dev"]), states))
+    else:
+        for line in text.splitlines():
+            words = line.split()
+            if len(words) >= 3 and words[1] == "dev":
+                entries.append((words[0], words[2], words[-1:]))
+    out: dict[str, list[str]] = {}
+    for dst, dev, states in entries:
+        if ":" in dst or any(s.upper() in _NEIGH_SILENT for s in states):
+            continue
+        found = out.setdefault(dev, [])
+        if dst not in found:
+            found.append(dst)
+    return out
 
 
 def build_interfaces(
     ports: list[Interface],
     links: dict[str, LinkAddrs] | None = None,
     speeds: dict[str, int | None] | None = None,
+    neighbours: dict[str, list[str]] | None = None,
 ) -> list[Interface]:
-    """Merge ConnectX ports (ibdev2netdev) with their addresses and link speeds."""
+    """Merge ConnectX ports (ibdev2netdev) with their addresses, link speeds and the
+    neighbours that answered on them."""
     links = links or {}
     speeds = speeds or {}
+    neighbours = neighbours or {}
     merged = []
     for port in ports:
         link = links.get(port.netdev)
@@ -267,13 +310,16 @@ def build_interfaces(
         if state == "unknown" and link is not None:
             state = "up" if link.state == "up" else "down"
         speed = speeds.get(port.netdev) if state == "up" else None
+        cidr = _preferred_cidr(link.ipv4) if link else None
         merged.append(
             Interface(
                 netdev=port.netdev,
                 rdma_device=port.rdma_device,
                 state=state,
-                ipv4=_preferred_ipv4(link.ipv4) if link else None,
+                ipv4=_strip_len(cidr) if cidr else None,
                 speed_mbps=speed,
+                prefix_len=_prefix_len(cidr),
+                peers=list(neighbours.get(port.netdev, [])) if state == "up" else [],
             )
         )
     return merged

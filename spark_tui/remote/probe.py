@@ -29,6 +29,7 @@ _COMMANDS = {
     "meminfo": pc.MEMINFO,
     "ibdev2netdev": pc.IBDEV2NETDEV,
     "ip_addr": pc.IP_ADDR_JSON,
+    "ip_neigh": pc.IP_NEIGH_JSON,
     "net_speeds": pc.NET_SPEEDS,
     "disk_free": pc.DISK_FREE,
     "hf_cache": pc.HF_CACHE_SCAN,
@@ -89,7 +90,8 @@ def facts_from_outputs(name: str, address: str, outputs: dict[str, str]) -> Node
     ports = parsers.parse_ibdev2netdev(get("ibdev2netdev") or "")
     links = parsers.parse_ip_addr(get("ip_addr") or "[]") if get("ip_addr") else {}
     speeds = parsers.parse_net_speeds(get("net_speeds") or "")
-    facts.interfaces = parsers.build_interfaces(ports, links, speeds)
+    neighbours = parsers.parse_ip_neigh(get("ip_neigh") or "")
+    facts.interfaces = parsers.build_interfaces(ports, links, speeds, neighbours)
     facts.disk_free_bytes = parsers.parse_df_b1(get("disk_free") or "")
     facts.models = parsers.parse_hf_cache_scan(get("hf_cache") or "")
     return facts
@@ -118,7 +120,9 @@ async def probe_node(
         facts = facts_from_outputs(conn.name, conn.address, outputs)
     except ValueError as exc:  # malformed JSON from `ip -j`: keep the rest
         errors.append(f"could not read the probe output: {exc}")
-        facts = facts_from_outputs(conn.name, conn.address, {**outputs, "ip_addr": ""})
+        facts = facts_from_outputs(
+            conn.name, conn.address, {**outputs, "ip_addr": "", "ip_neigh": ""}
+        )
     if facts.memory_total_bytes is None:
         errors.append("/proc/meminfo gave no MemTotal: node memory unknown")
     if docker:

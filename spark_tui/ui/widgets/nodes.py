@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from spark_tui.core.wiring import wiring_of
 from spark_tui.service import events as ev
 
 if TYPE_CHECKING:
@@ -59,13 +60,25 @@ def _one_line(view: NodeView) -> Text:
     return out
 
 
+def wiring_line(views: list[NodeView]) -> str | None:
+    """How the probed nodes are cabled, in one short line (None: fewer than two probed)."""
+    probed = [v.facts for v in views if v.facts is not None]
+    if len(probed) < 2:
+        return None
+    return wiring_of(probed).short
+
+
 def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
-    """The panel's text: up to four lines per node; with more than two nodes, two lines
-    each (its first link only), or one when narrow."""
+    """The panel's text: the cabling in one line, then up to four lines per node; with
+    more than two nodes, two lines each (its first link only), or one when narrow (and
+    no cabling line, so four nodes still fit)."""
     many = len(views) > FULL_NODES
     if not wide and many:
         return Text("\n").join(_one_line(v) for v in views)
     out = Text()
+    wiring = wiring_line(views)
+    if wiring:
+        out.append(f"⇄ {wiring}\n", style="dim")
     for i, view in enumerate(views):
         if i:
             out.append("\n")

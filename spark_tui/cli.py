@@ -221,6 +221,11 @@ def _sim(sub: Any) -> None:
         help="loopback address of node 1, the others follow (default: the first free range "
         "from 127.0.0.11 on)",
     )
+    p.add_argument(
+        "--ring",
+        action="store_true",
+        help="cable the nodes as a ring (a subnet per cable; their addresses on the LAN port)",
+    )
     p.add_argument("--state-dir", metavar="DIR", help="keep keys and homes here (default: temp)")
 
 

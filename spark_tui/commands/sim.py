@@ -39,6 +39,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             pace=args.pace,
             base_address=args.base_address or DEFAULT_BASE_ADDRESS,
             ssh_port=args.ssh_port,
+            ring=args.ring,
         )
     except ValueError as exc:
         raise InputError(

@@ -248,13 +248,21 @@ def connectx_ports(node: NodeScenario) -> list[tuple[str, str, bool]]:
         for fn in (0, 1):
             rdma = f"roce{domain}s0f{fn}"
             netdev = f"en{domain}s0f{fn}np{fn}"
-            ports.append((rdma, netdev, fn == node.cx_port))
+            ports.append((rdma, netdev, fn == node.cx_port or node.ring is not None))
     return ports
 
 
 def primary_netdev(node: NodeScenario) -> str:
-    """The cabled ConnectX netdev that carries the node's cluster IPv4."""
-    return f"enp1s0f{node.cx_port}np{node.cx_port}"
+    """The cabled ConnectX netdev that carries the node's cluster IPv4 (on a ring, the
+    cable toward the next node)."""
+    port = 0 if node.ring is not None else node.cx_port
+    return f"enp1s0f{port}np{port}"
+
+
+def _port_ipv4(node: NodeScenario, name: str) -> str | None:
+    if node.ring is not None:
+        return {"enp1s0f0np0": node.ring[0], "enp1s0f1np1": node.ring[1]}.get(name)
+    return node.address if name == primary_netdev(node) else None
 
 
 def netdevs(node: NodeScenario) -> list[Netdev]:
@@ -267,6 +275,7 @@ def netdevs(node: NodeScenario) -> list[Netdev]:
             _mac(node, 0x01),
             True,
             speed="10000",
+            ipv4=node.address if node.ring is not None else None,
             link_local=_link_local(_mac(node, 0x01)),
             altname="enP7p1s0",
         ),
@@ -282,7 +291,7 @@ def netdevs(node: NodeScenario) -> list[Netdev]:
                 mac,
                 up,
                 rdma=rdma,
-                ipv4=node.address if name == primary_netdev(node) else None,
+                ipv4=_port_ipv4(node, name),
                 speed=str(CONNECTX_SPEED_MBPS) if up else "-1",
                 link_local=_link_local(mac) if up else None,
             )
@@ -367,17 +376,24 @@ def ip_addr_json(node: NodeScenario) -> str:
 
 
 def ip_neigh_json(node: NodeScenario, peers: list[NodeScenario]) -> str:
-    """`ip -j neigh`: the other simulated nodes, reachable on this node's cabled port."""
-    dev = primary_netdev(node)
+    """`ip -j neigh`: the other simulated nodes, reachable on this node's cabled port (on a
+    ring: every node on the LAN port, each neighbour on the cable to it)."""
+    others = [peer for peer in peers if peer.index != node.index]
+    if node.ring is None:
+        seen = [
+            (peer.address, primary_netdev(node), _mac(peer, 2 + peer.cx_port)) for peer in others
+        ]
+    else:
+        seen = [(peer.address, "enP7s7", _mac(peer, 0x01)) for peer in others]
+        for peer in others:
+            if peer.ring is None:
+                continue
+            if peer.index == node.index % len(peers) + 1:  # the next node, on its port f1
+                seen.append((peer.ring[1], "enp1s0f0np0", _mac(peer, 3)))
+            if node.index == peer.index % len(peers) + 1:  # the previous, on its port f0
+                seen.append((peer.ring[0], "enp1s0f1np1", _mac(peer, 2)))
     out = [
-        {
-            "dst": peer.address,
-            "dev": dev,
-            "lladdr": _mac(peer, 2 + peer.cx_port),
-            "state": ["REACHABLE"],
-        }
-        for peer in peers
-        if peer.index != node.index
+        {"dst": dst, "dev": dev, "lladdr": mac, "state": ["REACHABLE"]} for dst, dev, mac in seen
     ]
     return json.dumps(out, separators=(",", ":")) + "\n"
 

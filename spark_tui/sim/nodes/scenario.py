@@ -27,6 +27,9 @@ class NodeScenario:
     cx_port: int  # which ConnectX port (0 or 1) has the cable: it decides the netdev names
     dies_after_ready: float | None
     digest_salt: str  # "" for the common image digests; anything else makes them differ
+    # Cabled as a ring: (address of port f0, toward the next node; of port f1, toward the
+    # previous), each cable its own /24; the node's address is then on its LAN port.
+    ring: tuple[str, str] | None = None
 
     @property
     def mem_total_kb(self) -> int:
@@ -47,6 +50,8 @@ class Scenario:
     `odd_digest_node` gets image digests that differ from the other nodes'. `cx_ports`
     chooses per node which ConnectX port is cabled (default: 1, 0, 1, 0, ...), so the
     interface names differ between neighbouring nodes as they do on real pairs.
+    `ring` cables the nodes as a ring (port f0 to the next node, f1 to the previous, a
+    subnet 10.77.K.0/24 per cable K) instead of one cable each on one subnet.
     `ssh_port` 0 picks a free port per node. `base_address` is node 1's loopback address;
     node i gets the next addresses.
     """
@@ -61,6 +66,7 @@ class Scenario:
     token_scale: float | None = None
     odd_digest_node: int | None = None
     cx_ports: tuple[int, ...] = ()
+    ring: bool = False
     base_address: str = DEFAULT_BASE_ADDRESS
     ssh_port: int = DEFAULT_SSH_PORT
     user: str = field(default_factory=getpass.getuser)
@@ -97,10 +103,18 @@ class Scenario:
                 self.worker_dies_after if self.nodes > 1 and index == dying else None
             ),
             digest_salt=f"node{index}" if index == self.odd_digest_node else "",
+            ring=ring_addresses(index, self.nodes) if self.ring else None,
         )
 
     def all_nodes(self) -> list[NodeScenario]:
         return [self.node(i) for i in range(1, self.nodes + 1)]
+
+
+def ring_addresses(index: int, nodes: int) -> tuple[str, str]:
+    """Node `index`'s (1-based) addresses on a ring of `nodes`: cable K joins node K (.1,
+    port f0) and node K+1 (.2, port f1) on 10.77.K.0/24."""
+    previous = (index - 2) % nodes + 1
+    return f"10.77.{index}.1", f"10.77.{previous}.2"
 
 
 def random_loopback_base(nodes: int = 2) -> str:

@@ -3,6 +3,9 @@
 Every container spark-tui starts carries `spark-tui.cluster`, `spark-tui.rank`,
 `spark-tui.role`, `spark-tui.recipe`, `spark-tui.settings-hash`, `spark-tui.node` and
 `spark-tui.model` (see core.plan), so a fresh process finds a running cluster again.
+A launch's image flag check (`vllm serve --help=all`) may run beside its ranks in a
+container of the cluster's with the role `flag-table`: no rank, so `status` leaves it out,
+but `stop` removes it with the ranks.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.images import ResolvedImage, running_image
 from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.ops.events import Emit, Notice, RankState, RankStateChanged, StopUpdate
+from spark_tui.ops.image_flags import FLAG_TABLE_ROLE
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.ssh import ConnectionPool, combine_errors
 
@@ -140,8 +144,10 @@ async def status(
     cluster_id: str | None = None,
     *,
     dockers: dict[str, RemoteDocker] | None = None,
+    helpers: bool = False,
 ) -> list[ClusterStatus]:
-    """Our clusters on the pool's nodes, from container labels (running or not)."""
+    """Our clusters on the pool's nodes, from container labels (running or not);
+    `helpers`: with the flag-table containers (rank -1), which are no rank."""
     own = dockers is None
     dockers = dockers if dockers is not None else await open_dockers(pool)
     try:
@@ -155,6 +161,8 @@ async def status(
     for node, raws in zip(names, found, strict=True):
         for raw in raws:
             rs = _rank_status(node, raw)
+            if rs.role == FLAG_TABLE_ROLE and not helpers:
+                continue
             cid = rs.labels.get(CLUSTER_LABEL, "?")
             cs = clusters.get(cid)
             if cs is None:
@@ -286,7 +294,7 @@ async def stop(
     own = dockers is None
     dockers = dockers if dockers is not None else await open_dockers(pool)
     try:
-        before = await status(pool, cluster_id, dockers=dockers)
+        before = await status(pool, cluster_id, dockers=dockers, helpers=True)
         targets = [(r.node, r.container, r.rank) for c in before for r in c.ranks]
         report = StopReport()
         tails: dict[tuple[str, str], tuple[list[str], int | None]] = {}
@@ -304,7 +312,7 @@ async def stop(
             for r in c.ranks
             if (r.node, r.container) in tails and r.rank >= 0
         ]
-        after = await status(pool, cluster_id, dockers=dockers)
+        after = await status(pool, cluster_id, dockers=dockers, helpers=True)
         report.left = [(r.node, r.container) for c in after for r in c.ranks]
     finally:
         if own:

@@ -5,34 +5,68 @@ image pull and the imports. Before that, `check` and `launch` run `vllm serve --
 the image on the head (a throwaway container, no network), keep the text on this machine
 under the image's id (platformdirs' user cache: the same id is the same vLLM), and make each
 unknown flag or value outside a flag's choices a blocking finding naming the flag and the
-image. `launch` refuses such a plan before any container is created (see `refusal`).
+image. `launch` refuses such a plan before any container is created (see `refusal`) when
+the table is at hand. On a first launch of an image the table's `--help=all` run (tens of
+seconds of imports) may still be under way when everything else is ready: `wait=False` then
+gives a PENDING note and the launch may start its ranks beside it, because the run's
+container is the launch's own (named `spark-tui-<cluster>-flags`, labelled with the
+cluster and the `flag-table` role, so `stop` removes it) and is removed when its build is
+cancelled (`FlagTables.abandon`, `FlagTables.close`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spark_tui.core.errors import OperationFailed, SparkError
 from spark_tui.core.fit import Finding
+from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.core.serve_flags import FlagTable, describe, parse_help
 from spark_tui.ops.events import Emit, Notice
 
 HELP_TIMEOUT = 300.0
+HELP_CALL = "vllm serve --help=all"
+GIVE_UP_WAIT_S = 10.0  # how long a given-up build that made no container yet is let end
+HELP_POLL_S = 0.25  # how often the help run's container is asked whether it has ended
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 # The codes of the findings this module makes: blocking ones, and the notes that say the
 # check could not be made (the image is not on the head yet; the image could not be asked).
 BLOCKING_CODES = ("unknown_flag", "flag_value")
 NOT_PULLED = "image_not_pulled"
 NOT_CHECKED = "flags_not_checked"
+PENDING = "flags_pending"
+# The role label of the help run's container (a rank's is head or worker).
+FLAG_TABLE_ROLE = "flag-table"
 
 
 class ImageNotPulled(SparkError):
     """The image is not on the head, so its flags cannot be read yet."""
+
+
+class TablePending(Exception):
+    """The image's flag table needs its `vllm serve --help=all` run, which is under way."""
+
+
+def help_container_name(cluster_id: str) -> str:
+    """The name of the help run's container of a cluster (its ranks' are `...-rN`)."""
+    return f"spark-tui-{cluster_id}-flags"
+
+
+def help_labels(cluster_id: str, head: str) -> dict[str, str]:
+    """The help run's container labels: the cluster's, so `stop` finds it; its role says
+    it is no rank (status and the stale check leave it out)."""
+    return {
+        LABEL_PREFIX + "cluster": cluster_id,
+        LABEL_PREFIX + "role": FLAG_TABLE_ROLE,
+        LABEL_PREFIX + "node": head,
+    }
 
 
 def cache_dir() -> Path:
@@ -69,44 +103,142 @@ def store_help(image_id: str, text: str) -> None:
     tmp.replace(path)
 
 
-def _run_help(client: Any, image: str) -> str:
-    """`vllm serve --help=all` in a throwaway container of `image` (stdout only)."""
-    import docker
+def _help_failed(image: str, stderr: bytes) -> SparkError:
+    tail = " | ".join(stderr.decode("utf-8", "replace").strip().splitlines()[-2:])
+    return SparkError(
+        f"`vllm serve --help=all` failed in {image}: {tail or 'no output'}",
+        "check that the image runs vLLM (`docker run --rm IMAGE vllm --version`)",
+    )
 
-    container = client.containers.run(
-        image,
-        ["serve", "--help=all"],
-        entrypoint=["vllm"],
-        environment={"COLUMNS": "200", "HF_HUB_OFFLINE": "1"},
-        network_mode="none",
-        labels={"org.spark-tui.purpose": "flag-table"},
-        detach=True,
+
+async def run_help(
+    docker: Any,
+    image: str,
+    name: str,
+    labels: Mapping[str, str],
+    made: Callable[[], None] | None = None,
+    may_run: Callable[[], bool] | None = None,
+) -> str:
+    """`vllm serve --help=all` in a throwaway container `name` of `image` (stdout only);
+    `made` is called once the container exists; `may_run` false then: it is not started.
+
+    The container is removed however this ends: cancelled too (a Ctrl+C of the launch it
+    runs beside), where the thread making it cannot be recalled: the removal waits for
+    that thread first."""
+    import docker as docker_sdk
+
+    def leftover_of_ours(c: Any) -> None:
+        # A process killed outright leaves its help container; ours by its role.
+        try:
+            old = c.api.inspect_container(name)
+        except docker_sdk.errors.NotFound:
+            return
+        if (old.get("Config") or {}).get("Labels", {}).get(LABEL_PREFIX + "role") == (
+            FLAG_TABLE_ROLE
+        ):
+            c.api.remove_container(name, force=True)
+
+    def create(c: Any) -> str:
+        leftover_of_ours(c)
+        created = c.api.create_container(
+            image,
+            ["serve", "--help=all"],
+            name=name,
+            entrypoint=["vllm"],
+            environment={"COLUMNS": "200", "HF_HUB_OFFLINE": "1"},
+            labels=dict(labels),
+            host_config=c.api.create_host_config(network_mode="none"),
+        )
+        return str(created["Id"])
+
+    def output(c: Any) -> tuple[bytes, bytes]:
+        return c.api.logs(name, stdout=True, stderr=False), c.api.logs(
+            name, stdout=False, stderr=True
+        )
+
+    async def run() -> tuple[int, bytes, bytes]:
+        # Polled, not waited for in a thread: a thread blocked in Docker's wait would hold
+        # one of the few the event loop has until the run ends, and the removals of an
+        # interrupted launch would queue behind such threads.
+        await docker.call(lambda c: c.api.start(name), HELP_CALL)
+        deadline = time.monotonic() + HELP_TIMEOUT
+        while True:
+            info = await docker.inspect(name)
+            if info is None:
+                raise SparkError(
+                    f"the `vllm serve --help=all` container of {image} was removed while it ran",
+                    "launch again (its flags are checked then)",
+                )
+            state = info.get("State") or {}
+            if not state.get("Running") and state.get("Status") != "created":
+                break
+            if time.monotonic() > deadline:
+                raise SparkError(
+                    f"`vllm serve --help=all` in {image} did not end within {HELP_TIMEOUT:.0f} s",
+                    "check the head's load, or run it by hand: "
+                    "`docker run --rm --entrypoint vllm IMAGE serve --help=all`",
+                )
+            await asyncio.sleep(HELP_POLL_S)
+        out, err = await docker.call(output, "logs of vllm serve --help=all")
+        return int(state.get("ExitCode", 1)), out, err
+
+    def remove(c: Any) -> None:
+        try:
+            c.api.remove_container(name, force=True)
+        except docker_sdk.errors.NotFound:
+            pass
+
+    async def removed() -> None:
+        await asyncio.wait({creating})
+        if creating.cancelled() or creating.exception() is not None:
+            return
+        await docker.call(remove, f"rm {name}")
+
+    creating = asyncio.ensure_future(
+        docker.call(create, "create the vllm serve --help=all container")
     )
     try:
-        result = container.wait(timeout=HELP_TIMEOUT)
-        logs: bytes = container.logs(stdout=True, stderr=False)
-        out = logs.decode("utf-8", "replace")
-        if int(result.get("StatusCode", 1)) != 0:
-            err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-            tail = " | ".join(err.strip().splitlines()[-2:])
+        await asyncio.shield(creating)
+        if made is not None:
+            made()
+        if may_run is not None and not may_run():
             raise SparkError(
-                f"`vllm serve --help=all` failed in {image}: {tail or 'no output'}",
-                "check that the image runs vLLM (`docker run --rm IMAGE vllm --version`)",
+                f"the flag check of {image} was given up before it ran",
+                "launch again (its flags are checked then)",
             )
-        return out
+        ran = await run()
     finally:
+        removal = asyncio.ensure_future(removed())
         try:
-            container.remove(force=True)
-        except docker.errors.APIError:
-            pass
+            await asyncio.shield(removal)
+        except SparkError:
+            pass  # gone with its node's connection: `stop` names and removes it
+        except asyncio.CancelledError:
+            # Interrupted again while removing: the removal still runs to its end.
+            await asyncio.wait({removal})
+            raise
+    code, out, err = ran
+    if code != 0:
+        raise _help_failed(image, err)
+    return out.decode("utf-8", "replace")
 
 
 async def image_flag_table(
-    docker: Any, image: str, *, pull: bool = False, emit: Emit[Notice] | None = None
+    docker: Any,
+    image: str,
+    *,
+    pull: bool = False,
+    emit: Emit[Notice] | None = None,
+    owner: str | None = None,
+    helping: Callable[[], None] | None = None,
+    may_run: Callable[[], bool] | None = None,
 ) -> tuple[FlagTable, str]:
     """The flag table of `image` on the node behind `docker` (a RemoteDocker), and the
     image id it is cached under. A missing image is pulled when `pull` (its progress lines
-    as notices to `emit`), else ImageNotPulled; SparkError when the image fails to answer."""
+    as notices to `emit`), else ImageNotPulled; SparkError when the image fails to answer.
+    The help run's container belongs to cluster `owner` when given (see help_labels);
+    `helping` is called once it is made (the text was not cached); `may_run` false: no
+    container is made (SparkError: the build was given up meanwhile)."""
     info = await docker.image(image)
     if (info is None or not info.id) and pull:
 
@@ -123,23 +255,53 @@ async def image_flag_table(
         )
     text = cached_help(info.id)
     if text is None:
-        text = await docker.call(lambda c: _run_help(c, image), "vllm serve --help=all")
+        if may_run is not None and not may_run():
+            raise SparkError(
+                f"the flag check of {image} was given up before it ran",
+                "launch again (its flags are checked then)",
+            )
+        if owner is not None:
+            name, labels = help_container_name(owner), help_labels(owner, docker.node)
+        else:  # `check`: no cluster; its own process removes it
+            name = f"spark-tui-flags-{info.id[7:19]}"
+            labels = {LABEL_PREFIX + "role": FLAG_TABLE_ROLE, LABEL_PREFIX + "node": docker.node}
+        text = await run_help(docker, image, name, labels, helping, may_run)
         parse_help(text)  # refuse to cache what is not help text
         store_help(info.id, text)
     return parse_help(text), info.id
 
 
 async def _build_table(
-    pool: Any, head: str, image: str, pull: bool, emit: Emit[Notice] | None
+    pool: Any,
+    head: str,
+    image: str,
+    pull: bool,
+    emit: Emit[Notice] | None,
+    owner: str | None,
+    helping: Callable[[], None],
+    may_run: Callable[[], bool],
 ) -> tuple[FlagTable, str]:
     """image_flag_table over its own Docker connection to the head."""
     from spark_tui.remote.docker_remote import RemoteDocker
 
-    docker = await RemoteDocker.open(pool[head], timeout=HELP_TIMEOUT + 30)
+    docker = await RemoteDocker.open(pool[head])
     try:
-        return await image_flag_table(docker, image, pull=pull, emit=emit)
+        return await image_flag_table(
+            docker, image, pull=pull, emit=emit, owner=owner, helping=helping, may_run=may_run
+        )
     finally:
         await docker.close()
+
+
+@dataclass
+class _Build:
+    """One flag table build under way: the cluster its help container belongs to, and
+    whether it turned out to need that `--help=all` run (False: cached, or it ended)."""
+
+    task: asyncio.Task[tuple[FlagTable, str]]
+    runs_help: asyncio.Future[bool]
+    owner: str | None
+    given_up: bool = False  # no help container may be made any more
 
 
 class FlagTables:
@@ -149,12 +311,13 @@ class FlagTables:
     `vllm serve --help=all` (tens of seconds on a first launch of an image) runs while the
     nodes are probed and the fit is evaluated, instead of after them; once done, the text
     is kept on this machine per image id (a later build reads it back: the image under a
-    tag may have changed meanwhile)."""
+    tag may have changed meanwhile). `abandon` and `close` cancel builds and wait until
+    their help containers are removed."""
 
     _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
 
     def __init__(self) -> None:
-        self._builds: dict[tuple[str, str], asyncio.Task[tuple[FlagTable, str]]] = {}
+        self._builds: dict[tuple[str, str], _Build] = {}
 
     @classmethod
     def of(cls, pool: Any) -> FlagTables:
@@ -165,26 +328,43 @@ class FlagTables:
         return tables
 
     def _launch(
-        self, pool: Any, head: str, image: str, pull: bool, emit: Emit[Notice] | None
-    ) -> asyncio.Task[tuple[FlagTable, str]]:
+        self,
+        pool: Any,
+        head: str,
+        image: str,
+        pull: bool,
+        emit: Emit[Notice] | None,
+        owner: str | None,
+    ) -> _Build:
         key = (head, image)
-        task = asyncio.ensure_future(_build_table(pool, head, image, pull, emit))
+        runs_help: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def decided(answer: bool) -> None:
+            if not runs_help.done():
+                runs_help.set_result(answer)
+
+        def may_run() -> bool:
+            return not build.given_up
+
+        work = _build_table(pool, head, image, pull, emit, owner, lambda: decided(True), may_run)
+        build = _Build(asyncio.ensure_future(work), runs_help, owner)
 
         def done(t: asyncio.Task[tuple[FlagTable, str]]) -> None:
-            if self._builds.get(key) is t:
+            decided(False)
+            if self._builds.get(key) is build:
                 del self._builds[key]
             if not t.cancelled():
                 t.exception()  # a build nobody awaits (the launch went elsewhere) stays quiet
 
-        task.add_done_callback(done)
-        self._builds[key] = task
-        return task
+        build.task.add_done_callback(done)
+        self._builds[key] = build
+        return build
 
-    def start(self, pool: Any, head: str, image: str) -> None:
-        """Build the table of `image` on `head` in the background, unless a build of it
-        is under way."""
+    def start(self, pool: Any, head: str, image: str, owner: str | None = None) -> None:
+        """Build the table of `image` on `head` in the background (its help container
+        belonging to cluster `owner`), unless a build of it is under way."""
         if (head, image) not in self._builds:
-            self._launch(pool, head, image, False, None)
+            self._launch(pool, head, image, False, None, owner)
 
     async def get(
         self,
@@ -194,22 +374,69 @@ class FlagTables:
         *,
         pull: bool = False,
         emit: Emit[Notice] | None = None,
+        owner: str | None = None,
+        wait: bool = True,
     ) -> tuple[FlagTable, str]:
         """The table of `image` on `head` (see image_flag_table): the build under way, else
-        a new one (with `pull`, a missing image is pulled first)."""
-        task = self._builds.get((head, image)) or self._launch(pool, head, image, pull, emit)
+        a new one for `owner` (with `pull`, a missing image is pulled first). Not `wait`:
+        TablePending as soon as the build turns out to need the image's `--help=all` run
+        in a container of cluster `owner` (the run goes on); a run in another cluster's
+        container is waited for, since `owner`'s launch could not remove it."""
+        build = self._builds.get((head, image)) or self._launch(
+            pool, head, image, pull, emit, owner
+        )
         try:
-            return await asyncio.shield(task)
+            return await self._result(build, image, wait or build.owner != owner)
         except ImageNotPulled:
             if not pull:
                 raise
             # The background build found no image (it never pulls): pull it now.
-            return await asyncio.shield(self._launch(pool, head, image, pull, emit))
+            build = self._launch(pool, head, image, pull, emit, owner)
+            return await self._result(build, image, wait)
+
+    @staticmethod
+    async def _result(build: _Build, image: str, wait: bool) -> tuple[FlagTable, str]:
+        if not wait:
+            either: set[asyncio.Future[Any]] = {build.task, build.runs_help}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not build.task.done():
+                raise TablePending(image)
+        return await asyncio.shield(build.task)
+
+    async def abandon(self, owner: str) -> None:
+        """Give up the builds whose help container belongs to cluster `owner` (its launch
+        failed or was interrupted) and wait until their containers are removed."""
+        await self._give_up([b for b in self._builds.values() if b.owner == owner])
+
+    async def close(self) -> None:
+        """Give up every build under way and wait until their containers are removed (the
+        pool closes next: a container left then would stay on the head)."""
+        await self._give_up(list(self._builds.values()))
+
+    @staticmethod
+    async def _give_up(builds: Sequence[_Build]) -> None:
+        """A build running its help container is cancelled (the container is removed);
+        one that has not got that far makes none now and is let end: cancelling it would
+        leave its Docker call running in a thread, which may outlive the pool's
+        connections and hold the process at exit. One still not ended after a while (a
+        pull) is cancelled all the same."""
+        for build in builds:
+            build.given_up = True
+        running = [b for b in builds if b.runs_help.done() and b.runs_help.result()]
+        for build in running:
+            build.task.cancel()
+        others = {b.task for b in builds if b not in running}
+        if others:
+            _done, late = await asyncio.wait(others, timeout=GIVE_UP_WAIT_S)
+            for task in late:
+                task.cancel()
+        if builds:
+            await asyncio.wait({b.task for b in builds})
 
 
-def start_flag_table(pool: Any, head: str, image: str) -> None:
+def start_flag_table(pool: Any, head: str, image: str, owner: str | None = None) -> None:
     """Start building the flag table of `image` on `head` in the background (FlagTables)."""
-    FlagTables.of(pool).start(pool, head, image)
+    FlagTables.of(pool).start(pool, head, image, owner)
 
 
 def flag_findings(table: FlagTable, argv: list[str], image: str) -> list[Finding]:
@@ -237,15 +464,31 @@ async def check_image_flags(
     pull: bool = False,
     emit: Emit[Notice] | None = None,
     mods: Sequence[str] = (),
+    owner: str | None = None,
+    wait: bool = True,
 ) -> list[Finding]:
     """The findings of the flag check on the head's image for one argv or several (each
     rank's; a problem is reported once). An info finding when the check could not be made:
     the fit verdict stands on its own then. `pull`: pull a missing image, its progress to
-    `emit` (see image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use."""
+    `emit` (see image_flag_table); `mods`: the recipe's mods, whose flags the serve command may use;
+    `owner`: the cluster a help run's container belongs to; not `wait`: a PENDING note
+    instead of waiting for the image's `--help=all` run in `owner`'s container."""
     import docker as docker_sdk
 
     try:
-        table, _image_id = await FlagTables.of(pool).get(pool, head, image, pull=pull, emit=emit)
+        table, _image_id = await FlagTables.of(pool).get(
+            pool, head, image, pull=pull, emit=emit, owner=owner, wait=wait
+        )
+    except TablePending:
+        return [
+            Finding(
+                "info",
+                PENDING,
+                f"the flags of {image} are being read from its vLLM on {head} (a first "
+                "launch of this image)",
+                "nothing to do: later launches of this image check at once",
+            )
+        ]
     except ImageNotPulled as exc:
         return [Finding("info", NOT_PULLED, exc.message, exc.remedy)]
     except SparkError as exc:
@@ -287,20 +530,37 @@ def serve_argvs(plan: Any) -> list[list[str]]:
 
 
 async def plan_flag_findings(
-    pool: Any, plan: Any, *, pull: bool = False, emit: Emit[Notice] | None = None
+    pool: Any,
+    plan: Any,
+    *,
+    pull: bool = False,
+    emit: Emit[Notice] | None = None,
+    wait: bool = True,
 ) -> list[Finding]:
-    """The flag check of a LaunchPlan against its image on the head (see check_image_flags)."""
+    """The flag check of a LaunchPlan against its image on the head (see check_image_flags);
+    a help run it starts belongs to the plan's cluster."""
     argvs = serve_argvs(plan)
     if not argvs:
         return []
     head = plan.head
     return await check_image_flags(
-        pool, head.node, head.container.image, argvs, pull=pull, emit=emit, mods=head.mods
+        pool,
+        head.node,
+        head.container.image,
+        argvs,
+        pull=pull,
+        emit=emit,
+        mods=head.mods,
+        owner=plan.cluster_id,
+        wait=wait,
     )
 
 
-def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFailed | None:
-    """The launch refusal the blocking flag findings make (None when there is none).
+def refusal(
+    findings: Sequence[Finding], recipe: str, image: str, *, started: bool = False
+) -> OperationFailed | None:
+    """The launch refusal the blocking flag findings make (None when there is none);
+    `started`: the ranks had started beside the check (they were stopped and removed).
 
     It is not a question to insist on: argparse refuses these words before the engine
     starts (exit 2, `unrecognized arguments` / `invalid choice`), so every rank would only
@@ -308,9 +568,13 @@ def refusal(findings: Sequence[Finding], recipe: str, image: str) -> OperationFa
     blocking = [f for f in findings if f.severity == "error" and f.code in BLOCKING_CODES]
     if not blocking:
         return None
+    when = (
+        "refused (its ranks, started while the image's flags were read, were stopped and removed)"
+        if started
+        else "refused before any container was created"
+    )
     return OperationFailed(
-        f"launch of {recipe} refused before any container was created: "
-        + "; ".join(f.message for f in blocking),
+        f"launch of {recipe} {when}: " + "; ".join(f.message for f in blocking),
         "; ".join(dict.fromkeys(f.remedy for f in blocking))
         + f" (--force does not skip this: the vLLM in {image} exits at once, code 2)",
     )

@@ -51,6 +51,7 @@ from spark_tui.core.plan import LaunchPlan, RankSpec, resolve_argv, resolve_secr
 from spark_tui.core.timeouts import READY_TIMEOUT_S
 from spark_tui.ops.cluster import (
     CLUSTER_LABEL,
+    ROLE_LABEL,
     close_dockers,
     open_dockers,
     remove_ranks,
@@ -68,6 +69,7 @@ from spark_tui.ops.events import (
     RankStateChanged,
     ResultEvent,
 )
+from spark_tui.ops.image_flags import FLAG_TABLE_ROLE
 from spark_tui.ops.logs import FollowUpdate, RankLogFollower
 from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
@@ -524,6 +526,8 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
     async def one(node: str, docker: RemoteDocker) -> None:
         for raw in await docker.containers_raw([CLUSTER_LABEL]):
             labels = raw.get("Labels") or {}
+            if labels.get(ROLE_LABEL) == FLAG_TABLE_ROLE:
+                continue  # an image's flag check under way (it removes its container)
             found.append(
                 StaleContainer(
                     node=node,

@@ -17,6 +17,8 @@ from spark_tui.core.plan import LaunchPlan
 
 # The finding a flag check makes when the image is not on the head yet (a launch pulls it).
 NOT_PULLED = "image_not_pulled"
+# ... and when its table is still being read from the image (a first launch does not wait).
+PENDING = "flags_pending"
 
 
 def serve_argvs(plan: LaunchPlan) -> list[list[str]]:

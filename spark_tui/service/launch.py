@@ -16,6 +16,7 @@ from spark_tui.service import events as ev
 from spark_tui.service.cluster import Cluster
 from spark_tui.service.discover import discover
 from spark_tui.service.evaluate import Evaluation, add_findings
+from spark_tui.service.image_flags import PENDING
 from spark_tui.service.images import refuse_unresolved
 from spark_tui.service.stop import stop_all
 from spark_tui.service.watch import settled
@@ -23,6 +24,7 @@ from spark_tui.service.watch import settled
 __all__ = ["LaunchFailed", "LaunchOptions", "launch"]
 
 if TYPE_CHECKING:
+    from spark_tui.core.fit import Finding
     from spark_tui.core.recipe import Recipe
     from spark_tui.ops.history import Run
     from spark_tui.ops.launch import StaleContainer
@@ -80,8 +82,11 @@ async def launch(
     # The verdict `check` and the fit panel give (model facts from the Hub when no node
     # has them, our running cluster's memory counted free, gaps, the image's flag check
     # of every rank), before the running cluster is replaced: a launch refused leaves it
-    # alone. An image not on the head yet is checked after the fit question.
-    await session.prepare(recipe, overrides, retry=True, emit=emit)
+    # alone. An image not on the head yet is checked after the fit question. A first launch
+    # of an image does not wait for its flag table (the image's `vllm serve --help=all`,
+    # tens of seconds of imports): the check is noted pending and the ranks start beside
+    # it, its container being this cluster's (see _follow).
+    await session.prepare(recipe, overrides, retry=True, emit=emit, wait_flags=False)
     evaluation = session.evaluate(recipe, overrides)
     nodes = session.nodes
     emit(ev.Evaluated(evaluation))
@@ -101,7 +106,7 @@ async def launch(
     report = evaluation.report
     if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
         report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
-        add_findings(evaluation, await nodes.image_flags(plan, pull=True, emit=emit))
+        add_findings(evaluation, await nodes.image_flags(plan, pull=True, emit=emit, wait=False))
         refuse_flags(recipe, evaluation)
     cluster = Cluster(
         plan.cluster_id,
@@ -132,7 +137,8 @@ async def launch(
             )
         )
 
-    await _follow(session, emit, cluster, replace_stale, options, on_ready)
+    pending = report is not None and any(f.code == PENDING for f in report.findings)
+    await _follow(session, emit, cluster, replace_stale, options, on_ready, pending=pending)
     return cluster
 
 
@@ -143,8 +149,16 @@ async def _follow(
     replace_stale: Any,
     options: LaunchOptions,
     on_ready: Callable[[Cluster], None] | None,
+    *,
+    pending: bool = False,
 ) -> None:
-    """Start the ranks and pass their events on, keeping the cluster's state and record."""
+    """Start the ranks and pass their events on, keeping the cluster's state and record.
+
+    `pending`: the image's flag check is under way, in a container of this cluster: the
+    ranks start beside it, and a flag it then refuses stops and removes them and refuses
+    the launch in the words the check before the launch gives (a rank that failed first,
+    as vLLM's argparse makes it, waits for that answer). A launch that fails or is
+    interrupted removes the check's container with its ranks."""
     from spark_tui.service.history import RankTails
 
     plan = cluster.plan
@@ -178,8 +192,8 @@ async def _follow(
         emit(event)
 
     cluster.followed = True
-    try:
-        await session.nodes.launch(
+    launching = asyncio.ensure_future(
+        session.nodes.launch(
             plan,
             replace_stale,
             keep_failed=options.keep_failed,
@@ -188,7 +202,24 @@ async def _follow(
             ready_timeout=options.ready_timeout,
             emit=followed,
         )
+    )
+    check: asyncio.Future[list[Finding]] | None = None
+    if pending:
+        check = asyncio.ensure_future(session.nodes.image_flags(plan, pull=False, emit=None))
+    ended_well = False
+    try:
+        await _beside_check(session, emit, launching, check, cluster)
+        ended_well = True
     except LaunchFailed as exc:
+        if check is not None and not cluster.ready:
+            # vLLM's argparse refuses an unknown flag at once (exit 2): the table's answer
+            # says it in the check's own words.
+            refused = await _flags_refused(session, check, cluster)
+            if refused is not None:
+                cluster.failed = True
+                with contextlib.suppress(SparkError):
+                    await session.nodes.stop(plan.cluster_id, emit)
+                raise refused from None
         cluster.failed = True
         cluster.unwatched = options.keep_failed  # the other ranks were left for inspection
         if cluster.ready and failed:
@@ -222,9 +253,88 @@ async def _follow(
         raise
     finally:
         cluster.followed = False
+        if check is not None:
+            check.cancel()
+            check.add_done_callback(_dropped)
+        if not ended_well:
+            # The flag check's container goes with the ranks, however the launch ended.
+            with contextlib.suppress(SparkError):
+                await asyncio.shield(session.nodes.abandon_flag_table(plan.cluster_id))
     if options.record and cluster.launch_run is None:
         # Started without waiting for ready: recorded with an open outcome.
         cluster.launch_run = record_launch(session, emit, cluster, digests, None)
+
+
+async def _flags_refused(
+    session: Session, check: asyncio.Future[list[Finding]], cluster: Cluster
+) -> OperationFailed | None:
+    """The launch refusal the flag check's answer makes (None: no refusal, or no answer);
+    the answer is kept for the next evaluation of these settings."""
+    from spark_tui.ops.image_flags import refusal
+    from spark_tui.service.prepared import flag_key
+
+    plan = cluster.plan
+    assert plan is not None
+    try:
+        findings = await asyncio.shield(check)
+    except SparkError:
+        return None
+    session.prepared.flags[flag_key(plan)] = findings
+    return refusal(findings, cluster.recipe, plan.head.container.image, started=True)
+
+
+async def _interrupt(upcoming: asyncio.Future[Any] | None) -> None:
+    """Cancel a step under way (the launch) and wait for it to end."""
+    if upcoming is None:
+        return
+    if not upcoming.done():
+        upcoming.cancel()
+        await asyncio.wait({upcoming})
+    _dropped(upcoming)
+
+
+def _dropped(step: asyncio.Future[Any]) -> None:
+    """A step whose outcome is dropped on purpose (a stream that ended or failed while it
+    was interrupted, a flag check no longer needed): retrieved, so that asyncio does not
+    report it as unretrieved (a traceback on the terminal)."""
+    if step.done() and not step.cancelled():
+        step.exception()
+
+
+async def _beside_check(
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    launching: asyncio.Future[None],
+    check: asyncio.Future[list[Finding]] | None,
+    cluster: Cluster,
+) -> None:
+    """The launch, while the image's flag check (when under way) finishes: a flag it
+    refuses before the cluster is ready stops the launch, removes its ranks and refuses
+    it (once ready, vLLM has taken every flag itself). A launch that ends without waiting
+    for ready waits for the check. Interrupted: the launch is cancelled and let end (it
+    removes what it started)."""
+    plan = cluster.plan
+    assert plan is not None
+    try:
+        while True:
+            waiting = {f for f in (launching, check) if f is not None and not f.done()}
+            if waiting:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if check is not None and check.done():
+                refused = await _flags_refused(session, check, cluster)
+                check = None
+                if refused is not None and not cluster.ready:
+                    # The launch first (it may be making the next container), then what
+                    # it made.
+                    await _interrupt(launching)
+                    await session.nodes.stop(plan.cluster_id, emit)
+                    raise refused
+            if launching.done():
+                launching.result()  # its failure, as it is
+                if check is None:
+                    return
+    finally:
+        await _interrupt(launching)
 
 
 async def replace_running(

@@ -67,15 +67,22 @@ class Nodes(Protocol):
     async def diagnose(self, cluster: ClusterStatus, cleanup: str | None) -> ClusterDiagnosis:
         """Why a cluster is down (which rank failed, its lines, the head's)."""
 
-    def start_flag_table(self, head: str, image: str) -> None:
+    def start_flag_table(self, head: str, image: str, cluster_id: str) -> None:
         """Start building `image`'s flag table on `head` in the background, so the flag
-        check awaits a table built while the nodes are probed (nothing while not open)."""
+        check awaits a table built while the nodes are probed (nothing while not open);
+        its help run's container belongs to `cluster_id` (`stop` of it removes it)."""
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None, wait: bool = True
     ) -> list[Finding]:
         """The plan's argv checked against its image's own vLLM on the head; `pull`: pull a
-        missing image first, its progress as notices to `emit`."""
+        missing image first, its progress as notices to `emit`; not `wait`: when the table
+        needs the image's `vllm serve --help=all` run in a container of the plan's
+        cluster, a `flags_pending` note at once (the run goes on; a later call waits)."""
+
+    async def abandon_flag_table(self, cluster_id: str) -> None:
+        """Give up the flag table builds whose help run belongs to `cluster_id` and wait
+        until their containers are removed (its launch failed or was interrupted)."""
 
     async def launch(
         self,

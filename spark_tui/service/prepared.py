@@ -23,8 +23,8 @@ from spark_tui.service.images import ImageAnswers
 from spark_tui.service.model_facts import HubAnswers
 
 # The flag check's notes that it could not be made (the image is not on the head yet, or
-# did not answer): asked again on a retry.
-UNCHECKED = ("image_not_pulled", "flags_not_checked")
+# did not answer) or is still under way: asked again on a retry.
+UNCHECKED = ("image_not_pulled", "flags_not_checked", "flags_pending")
 
 FlagKey = tuple[str, str, tuple[str, ...], tuple[tuple[str, ...], ...]]
 

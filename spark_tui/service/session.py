@@ -182,15 +182,18 @@ class Session:
         retry: bool = False,
         flags: bool = True,
         emit: Emit[ev.Notice] | None = None,
+        wait_flags: bool = True,
     ) -> bool:
         """Fetch what `evaluate` needs and has not got: the model's facts from the Hub (in a
         worker thread) and the image's flag check of every rank. True when anything new
         came in; `retry`: ask again where the last answer was a failure; not `flags`: the
-        Hub only (the flag check runs a container on the head); `emit` gets a notice of
-        what the Hub is asked and how long it may take, before it is asked."""
+        Hub only (the flag check runs a container on the head, started here in the
+        background all the same); `emit` gets a notice of what the Hub is asked and how
+        long it may take, before it is asked; not `wait_flags`: a `flags_pending` note
+        rather than waiting for the image's `--help=all` run (see Nodes.image_flags)."""
 
         async def check_flags(plan: LaunchPlan) -> list[Finding]:
-            return await self.nodes.image_flags(plan, pull=False, emit=None)
+            return await self.nodes.image_flags(plan, pull=False, emit=None, wait=wait_flags)
 
         self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(
@@ -204,19 +207,26 @@ class Session:
     def start_flag_table(self, recipe: Recipe, overrides: Mapping[str, Any] | None = None) -> None:
         """Start building the flag table of the recipe's image on the head in the
         background (`Nodes.start_flag_table`): the flag check then awaits a table built
-        while the nodes are probed and the model's facts fetched, not after them. With
-        `overrides`, only when the evaluation has a plan to check (its head, its image)."""
-        head = next((n.name for n in self.inventory if n.name not in self.errors), None)
+        while the nodes are probed and the model's facts fetched (in the cockpit: while
+        the user chooses), not after them. Its help run belongs to the cluster the launch
+        of the recipe makes. With `overrides`, only when the evaluation has a plan to
+        check (its head, its image, its cluster); without, the first node as the head and
+        the cluster of every node of the inventory (a launch on fewer nodes waits for it)."""
+        from spark_tui.core.plan import default_cluster_id
+
+        nodes = [n.name for n in self.inventory if n.name not in self.errors]
+        head = nodes[0] if nodes else None
         image = recipe.container
+        cluster_id = default_cluster_id(recipe.name, nodes)
         if overrides is not None:
             evaluation = self.evaluate(recipe, overrides)
             plan = evaluation.plan
             if plan is None or evaluation.problem is not None:
                 return  # no flag check will be made
-            head, image = plan.head.node, plan.head.container.image
+            head, image, cluster_id = plan.head.node, plan.head.container.image, plan.cluster_id
         image = self.prepared.images.runs(image)  # a sentinel: its nightly, once resolved
         if head is not None and image:
-            self.nodes.start_flag_table(head, image)
+            self.nodes.start_flag_table(head, image, cluster_id)
 
     def endpoint(self, cluster_id: str, head: str, api_port: int) -> ev.Endpoint:
         """The API on `head` and the tunnel command for it from the inventory."""

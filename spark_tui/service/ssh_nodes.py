@@ -96,19 +96,26 @@ class SshNodes:
         finally:
             await close_dockers(dockers)
 
-    def start_flag_table(self, head: str, image: str) -> None:
+    def start_flag_table(self, head: str, image: str, cluster_id: str) -> None:
         if self._pool is None:
             return
         from spark_tui.ops.image_flags import start_flag_table
 
-        start_flag_table(self._pool, head, image)
+        start_flag_table(self._pool, head, image, cluster_id)
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None, wait: bool = True
     ) -> list[Finding]:
         from spark_tui.ops.image_flags import plan_flag_findings
 
-        return list(await plan_flag_findings(self.pool, plan, pull=pull, emit=emit))
+        return list(await plan_flag_findings(self.pool, plan, pull=pull, emit=emit, wait=wait))
+
+    async def abandon_flag_table(self, cluster_id: str) -> None:
+        if self._pool is None:
+            return
+        from spark_tui.ops.image_flags import FlagTables
+
+        await FlagTables.of(self._pool).abandon(cluster_id)
 
     async def launch(
         self,
@@ -241,4 +248,8 @@ class SshNodes:
 
     async def close(self) -> None:
         if self._pool is not None:
+            from spark_tui.ops.image_flags import FlagTables
+
+            # Their help containers are removed over the pool's connections: first.
+            await FlagTables.of(self._pool).close()
             await self._pool.close()

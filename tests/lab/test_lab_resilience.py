@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -320,13 +321,26 @@ async def _stop_all(nodes: list[InventoryNode]) -> None:
 
 
 async def _launch_and_signal(
-    inventory: Path, marker: str, delay: float, signals: list[int], gap: float = 0.05
+    inventory: Path,
+    marker: str,
+    delay: float,
+    signals: list[int],
+    gap: float = 0.05,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, int]:
     """`spark-tui launch --wait` as the user runs it; once `marker` shows on its stderr,
     wait `delay` s and send `signals` (`gap` s apart). Returns (exit code, stderr, pid)."""
     # The lab's stand-in nodes cache no config of this recipe's model: its fit is unknown,
     # which a launch refuses unless insisted on.
-    proc = _spark_tui("launch", RECIPE, "--inventory", str(inventory), "--wait", "--force")
+    proc = _spark_tui(
+        "launch",
+        RECIPE,
+        "--inventory",
+        str(inventory),
+        "--wait",
+        "--force",
+        env=None if env is None else {**os.environ, **env},
+    )
     err = Lines(proc.stderr)
     Lines(proc.stdout)
     try:
@@ -368,6 +382,26 @@ async def test_an_interrupt_at_any_phase_of_launch_leaves_no_container(
     assert _all_containers(lab) == {n.name: [] for n in lab.nodes}, stderr
     assert _socket_dirs(pid) == [], "the interrupted launch left socket folders"
     assert "Traceback" not in stderr
+
+
+# A first launch of the image (no flag table kept): the image's `vllm serve --help=all` runs
+# in a container of the cluster's while the launch goes on, maybe beside the ranks.
+FIRST_LAUNCH_PHASES = [("fit:", 0.0), ("as cluster", 0.0), ("rank 0 spark-lab-1: created", 0.0)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    ("marker", "delay"), FIRST_LAUNCH_PHASES, ids=[f"{m}+{d}" for m, d in FIRST_LAUNCH_PHASES]
+)
+async def test_an_interrupt_during_a_first_launch_leaves_no_help_container(
+    lab: Lab, inventory: Path, tmp_path: Path, marker: str, delay: float, sig: int
+) -> None:
+    cache = {"SPARK_TUI_CACHE_DIR": str(tmp_path / "empty-cache")}
+    code, stderr, pid = await _launch_and_signal(inventory, marker, delay, [sig], env=cache)
+    assert code == 128 + sig, stderr
+    assert _all_containers(lab) == {n.name: [] for n in lab.nodes}, stderr
+    assert _socket_dirs(pid) == [], "the interrupted launch left socket folders"
+    assert "Traceback" not in stderr, stderr
 
 
 async def test_a_double_ctrl_c_still_cleans_up_and_says_so(lab: Lab, inventory: Path) -> None:

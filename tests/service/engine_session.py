@@ -67,7 +67,7 @@ class EngineNodes(SshNodes):
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None, wait: bool = True
     ) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         engine these launches run), as the product asks the head's image."""

@@ -37,9 +37,9 @@ class Recorder:
             probe_module.probe_pool,
         )
 
-        def started(tables: Any, pool: Any, head: str, image: str) -> None:
+        def started(tables: Any, pool: Any, head: str, image: str, owner: Any = None) -> None:
             self.note("requested", image)
-            start(tables, pool, head, image)
+            start(tables, pool, head, image, owner)
 
         async def checked(pool: Any, head: str, image: str, *a: Any, **kw: Any) -> Any:
             self.note("needed", image)

@@ -90,12 +90,12 @@ class NotPulledYet(EngineNodes):
         self.pulls: list[bool] = []
 
     async def image_flags(
-        self, plan: Any, *, pull: bool, emit: Emit[Notice] | None
+        self, plan: Any, *, pull: bool, emit: Emit[Notice] | None, wait: bool = True
     ) -> list[Finding]:
         self.pulls.append(pull)
         if not pull:
             return [Finding("info", "image_not_pulled", "not on the head yet", "pull it")]
-        return await super().image_flags(plan, pull=pull, emit=emit)
+        return await super().image_flags(plan, pull=pull, emit=emit, wait=wait)
 
 
 async def test_an_image_not_on_the_head_is_pulled_then_checked_before_any_container(

@@ -67,13 +67,16 @@ class DoubleNodes:
         removed = [(t.node, t.container) for t in self.tails]
         return StopReport(removed=removed, tails=list(self.tails))
 
-    def start_flag_table(self, head: str, image: str) -> None:
+    def start_flag_table(self, head: str, image: str, cluster_id: str) -> None:
         return None  # the flag check below reads a table at once
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None, wait: bool = True
     ) -> list[Any]:
         return []  # every flag known to the image's vLLM
+
+    async def abandon_flag_table(self, cluster_id: str) -> None:
+        return None  # no help run of its own
 
     async def launch(
         self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ev.ClusterEvent], **kw: Any

@@ -228,11 +228,11 @@ class ReplayNodes:
         ]
         return [ClusterStatus(plan.cluster_id, plan.recipe, plan.settings_hash, plan.model, ranks)]
 
-    def start_flag_table(self, head: str, image: str) -> None:
+    def start_flag_table(self, head: str, image: str, cluster_id: str) -> None:
         return None  # the flag check below reads a table at once
 
     async def image_flags(
-        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None
+        self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None, wait: bool = True
     ) -> list[Finding]:
         """The flag check against the SIMULATED engine's own `vllm serve --help=all` (the
         recorded launches ran it), as the product asks the head's image."""
@@ -240,6 +240,9 @@ class ReplayNodes:
 
         table = _stand_in_flags()
         return argvs_findings(table, serve_argvs(plan), plan.head.container.image)
+
+    async def abandon_flag_table(self, cluster_id: str) -> None:
+        return None  # no help run of its own
 
     async def launch(
         self, plan: LaunchPlan, replace_stale: Any, *, emit: Emit[ClusterEvent], **kw: Any

@@ -240,8 +240,10 @@ async def _follow(
             emit(settled(cluster.cluster_id, cluster.launch_run, options.keep_failed))
         raise
     except asyncio.CancelledError:
-        # Interrupted before the cluster was up: remove what this launch started.
-        if started and not cluster.ready and not session.keep_on_cancel:
+        # Interrupted before the cluster was up: remove what this launch started (unless
+        # a stop of it came first: that stop forgot it).
+        stopped = session.cluster is not cluster
+        if started and not cluster.ready and not session.keep_on_cancel and not stopped:
             cluster.failed = True
             with contextlib.suppress(SparkError):
                 await asyncio.shield(session.nodes.stop(plan.cluster_id, None))

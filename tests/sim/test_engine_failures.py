@@ -58,6 +58,26 @@ def test_64gb_nodes_cannot_hold_the_128gb_recipe() -> None:
     assert "Engine core initialization failed" in head.output
 
 
+def test_a_slower_rank_still_reports_its_own_out_of_memory_error() -> None:
+    """The head runs out of memory while the worker is still loading: the worker reads its own
+    shards with no collective in between, so it too fails on memory, not on the lost head."""
+    port, master = free_port(), free_port()
+    argv, env = recipe_argv("glm-5.3-flash", host="127.0.0.1", port=port)
+    rdv = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(master)]
+    head = Engine(argv + rdv + ["--node-rank", "0"], {**env, **GB64})
+    slow = {**env, **GB64, "SPARK_SIM_PACE": "0.5"}
+    worker = Engine(argv + rdv + ["--node-rank", "1", "--headless"], slow)
+    try:
+        assert head.wait_exit(20) == 1
+        assert worker.wait_exit(30) == 1
+    finally:
+        head.stop()
+        worker.stop()
+    assert "torch.OutOfMemoryError: CUDA out of memory." in head.output
+    assert "torch.OutOfMemoryError: CUDA out of memory." in worker.output
+    assert "NCCL error" not in worker.output
+
+
 def test_page_cache_below_utilisation_fails_the_startup_check() -> None:
     env = {"SPARK_SIM_PAGE_CACHE_BYTES": "40000000000"}
     rc, out = run(

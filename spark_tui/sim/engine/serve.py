@@ -160,11 +160,12 @@ class Context:
         assert self.engine is not None
         return self.engine
 
-    def pause(self, seconds: float) -> None:
-        """Sleep `seconds` x pace, waking early (Interrupted) on a signal or a peer failure."""
+    def pause(self, seconds: float, peers: bool = True) -> None:
+        """Sleep `seconds` x pace, waking early (Interrupted) on a signal or, unless `peers` is
+        False (work a rank does alone, outside any collective), a peer failure."""
         end = time.monotonic() + seconds * self.st.pace
         while True:
-            if self.stop.is_set() or self.abort.is_set():
+            if self.stop.is_set() or (peers and self.abort.is_set()):
                 raise Interrupted()
             left = end - time.monotonic()
             if left <= 0:
@@ -417,7 +418,8 @@ def _distributed_phase(ctx: Context) -> None:
         _rendezvous(ctx)
     if ctx.ray:
         _ray_phase(ctx)
-    ctx.pause(0.5)
+    # Past the rendezvous each rank goes on alone until its weights are loaded (see _load_phase).
+    ctx.pause(0.5, peers=not ctx.multi)
     if ctx.world > 1:
         runner.info("pynccl.py:148", f"vLLM is using nccl=={NCCL_VERSION}")
         _nccl_debug(ctx)
@@ -735,7 +737,10 @@ def _load_phase(
     start = time.monotonic()
     runner.raw(tqdm_line(desc, 0, shards, 0.0), stderr=True)
     for i in range(1, shards + 1):
-        ctx.pause(load_s / shards)
+        # Each rank reads its own shards with no collective in between, so a peer that fails
+        # meanwhile is noticed only afterwards: a rank that cannot hold its weights reports its
+        # own out-of-memory error whichever rank failed first.
+        ctx.pause(load_s / shards, peers=False)
         loaded = plan.weights * i / shards
         if loaded + mem.CUDA_CONTEXT_BYTES > node.free:
             free_mib = max(
@@ -749,6 +754,7 @@ def _load_phase(
             )
         runner.raw(tqdm_line(desc, i, shards, time.monotonic() - start), stderr=True)
     runner.raw("", stderr=True)
+    ctx.check()
     took = time.monotonic() - start
     runner.info("default_loader.py:501", f"Loading weights took {took:.2f} seconds")
     runner.info(

@@ -49,7 +49,8 @@ def save(app, name: str) -> None:  # type: ignore[no-untyped-def]
 
 
 async def story() -> None:
-    """Discover, launch, ready + smoke, benchmark, edit a setting and compare, help."""
+    """Discover, launch, ready + smoke, benchmark, edit a setting and compare, history,
+    a sweep's table and chart."""
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.demo_session import DemoSession
 
@@ -88,10 +89,30 @@ async def story() -> None:
         await settle(pilot)
         save(app, "09-history.svg")
         await pilot.press("escape")
+        await sweep(pilot, app)
+        save(app, "14-sweep.svg")
+        await pilot.press("escape")
+        await wait(pilot, lambda: app.busy is None, 300, "the sweep to end")
         await pilot.press("q")
         await pilot.pause(0.2)
         await pilot.press("y")
         await wait(pilot, lambda: not app.is_running, 60, "exit")
+
+
+async def sweep(pilot, app) -> None:  # type: ignore[no-untyped-def]
+    """Three values of max_num_seqs from the edit dialog, one that vLLM refuses (above the
+    recipe's max_num_batched_tokens), with a target: until the table and chart show."""
+    from spark_tui.ui.screens.sweep import SweepScreen
+
+    await pilot.press("e", *"max_num_seqs", "enter", *"2,8192,8", "tab", *"ttft_p95<=2s@c8")
+    await pilot.press("enter")
+    await wait(
+        pilot,
+        lambda: isinstance(app.screen, SweepScreen) and app.last_sweep and app.last_sweep.done,
+        900,
+        "the sweep",
+    )
+    await settle(pilot)
 
 
 async def failure() -> None:
@@ -113,7 +134,8 @@ async def failure() -> None:
 
 
 async def small() -> None:
-    """80x24 over SSH: both ranks ready, smoke and benchmark results."""
+    """80x24 over SSH: both ranks ready, smoke and benchmark results, help, a sweep's table
+    and (scrolled) chart."""
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.demo_session import DemoSession
 
@@ -132,7 +154,15 @@ async def small() -> None:
         await pilot.press("question_mark")
         await settle(pilot)
         save(app, "10-help-80x24.svg")
-        await pilot.press("escape", "q")
+        await pilot.press("escape")
+        await sweep(pilot, app)
+        save(app, "15-sweep-table-80x24.svg")
+        await pilot.press("end")
+        await settle(pilot)
+        save(app, "16-sweep-chart-80x24.svg")
+        await pilot.press("escape")
+        await wait(pilot, lambda: app.busy is None, 300, "the sweep to end")
+        await pilot.press("q")
         await pilot.pause(0.2)
         await pilot.press("y")
         await wait(pilot, lambda: not app.is_running, 60, "exit")

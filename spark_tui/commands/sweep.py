@@ -145,6 +145,7 @@ async def _after_interrupt(
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()  # the clean-up below awaits; a second Ctrl+C cancels it again
+    result.interrupted = True
     err(result.text())
     err(f"resume with: spark-tui tune {result.recipe} --sweep {args.sweep} --resume ...")
     choice = _interrupt_choice(args)

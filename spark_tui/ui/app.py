@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
+    from spark_tui.core.sweep_result import SweepResult
     from spark_tui.service import events as ev
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.widgets.logpane import LogPane
@@ -107,6 +108,7 @@ class SparkApp(App[int]):
         Binding(
             "k", "keep_failed", "when a rank fails: keep or stop them", id="keep_failed", show=False
         ),
+        Binding("w", "sweep_result", "the last sweep's table and chart", id="sweep", show=False),
         Binding("question_mark", "help", "help", id="help"),
         Binding("escape", "back", "back", id="back", show=False),
         Binding("q", "quit_cockpit", "quit", id="quit"),
@@ -328,6 +330,10 @@ class SparkApp(App[int]):
         return self.main.last_compare
 
     @property
+    def last_sweep(self) -> SweepResult | None:
+        return self.main.last_sweep
+
+    @property
     def last_compared(self) -> ev.Compared | None:
         return self.main.last_compared
 
@@ -363,6 +369,9 @@ class SparkApp(App[int]):
 
     def action_history(self) -> None:
         self.main.action_history()
+
+    def action_sweep_result(self) -> None:
+        self.main.action_sweep_result()
 
     def action_results(self) -> None:
         self.main.action_results()

@@ -10,6 +10,8 @@ from cockpit_helpers import settle, wait_until
 from cockpit_replay import ReplaySession
 from textual.pilot import Pilot
 
+from spark_tui.core.sweep import Objective, Target
+from spark_tui.core.sweep_result import MEASURED, NOT_STARTED, SweepResult, SweepRow
 from spark_tui.ops.events import ClusterEvent, RankState, RankStateChanged, WatchAlert
 from spark_tui.ui.app import SparkApp
 
@@ -148,6 +150,84 @@ async def eight_ranks_failed(pilot: Pilot[int]) -> None:
 MANY = "gpt-oss-120b-cluster"
 
 
+def recorded_sweep() -> SweepResult:
+    """A finished sweep with fixed figures (three values of max_num_seqs, one refused by
+    vLLM, one failing its target), as the sweep's record holds it."""
+    result = SweepResult(
+        recipe="glm-5.3-flash",
+        setting="max_num_seqs",
+        raws=["2", "8192", "8"],
+        values=[2, 8192, 8],
+        targets=[Target.parse("ttft_p95<=1s@c8")],
+        objective=Objective.parse("tok_s@c8"),
+        overrides={},
+        baseline_id="20261204T221500-b1a2b3c",
+        baseline_value=4,
+        done=True,
+    )
+
+    def levels(ttft: float, tps: float) -> dict[int, dict[str, float | None]]:
+        return {8: {"ttft_p95_s": ttft, "total_output_tps": tps, "errors": 0.0}}
+
+    result.rows = [
+        SweepRow(
+            2,
+            "2",
+            MEASURED,
+            levels=levels(1.42, 31.6),
+            delta_pct=-44.9,
+            noise_pct=6.2,
+            noise_verdict="worse",
+        ),
+        SweepRow(
+            8192,
+            "8192",
+            NOT_STARTED,
+            reason="rank 0 on sim-spark-1 exited (code 1): pydantic_core._pydantic_core."
+            "ValidationError: 1 validation error for SchedulerConfig",
+            remedy="read the rank's lines above; change the setting back",
+            rank_lines={
+                "rank 0 sim-spark-1": [
+                    "pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                    "SchedulerConfig",
+                    "  Value error, max_num_batched_tokens (4096) must be greater than or "
+                    "equal to max_num_seqs (8192).",
+                ]
+            },
+        ),
+        SweepRow(
+            8,
+            "8",
+            MEASURED,
+            levels=levels(0.61, 88.4),
+            delta_pct=54.2,
+            noise_pct=5.0,
+            noise_verdict="better",
+        ),
+    ]
+    return result
+
+
+async def sweep_edit(pilot: Pilot[int]) -> None:
+    await ready(pilot)
+    await pilot.press("e", *"max_num_seqs", "enter", *"2,8192,8", "tab", *"ttft_p95<=1s@c8")
+    await settle(pilot)
+
+
+async def sweep_result(pilot: Pilot[int]) -> None:
+    from spark_tui.ui.screens.sweep import SweepScreen
+
+    await discovered(pilot)
+    await pilot.app.push_screen(SweepScreen(recorded_sweep()))
+    await settle(pilot)
+
+
+async def sweep_chart(pilot: Pilot[int]) -> None:
+    await sweep_result(pilot)
+    await pilot.press("end")  # at 80x24 the chart is below the table
+    await settle(pilot)
+
+
 # A worker killed after ready, as the watch reports it (the head's lines with it).
 WORKER_KILLED = WatchAlert(
     1,
@@ -186,4 +266,7 @@ STATES: dict[str, tuple[dict[str, object], Callable[[Pilot[int]], Awaitable[None
         {"recipe": MANY, "sparks": 8, "scenario": "failed_launch", "failing_rank": 5},
         eight_ranks_failed,
     ),
+    "sweep_edit": ({}, sweep_edit),
+    "sweep_result": ({}, sweep_result),
+    "sweep_chart": ({}, sweep_chart),
 }

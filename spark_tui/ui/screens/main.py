@@ -41,10 +41,12 @@ from spark_tui.ui.widgets.results import ResultsBar
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
+    from spark_tui.core.sweep_result import SweepResult
     from spark_tui.service.bench import BenchConfig
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.app import SparkApp
+    from spark_tui.ui.screens.edit import Change
     from spark_tui.ui.widgets.logpane import LogPane
     from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
@@ -112,6 +114,9 @@ class MainScreen(Screen[None]):
         self.last_bench: ev.BenchDone | None = None
         self.last_compare: Text | None = None
         self.last_compared: ev.Compared | None = None
+        # The sweep running or last run (its rows so far), and the recipe it sweeps.
+        self.last_sweep: SweepResult | None = None
+        self.sweep_recipe: Recipe | None = None
         self.busy: str | None = None
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
@@ -262,6 +267,8 @@ class MainScreen(Screen[None]):
                 self._send(msg.LinkSampled(event), self.link_panel, screen=False)
             case ev.Compared():
                 self._send(msg.TuneCompared(event), bar)
+            case ev.SweepProgressed() | ev.SweepValueDone() | ev.SweepDone():
+                self._sweep_event(event)
             case ev.Stopped():
                 panes = [self.rank_panes, *self.panes.values()]
                 self._send(
@@ -507,6 +514,9 @@ class MainScreen(Screen[None]):
             await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
 
     async def _follow(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
+        # What this follow is busy with: a follow replaced by the next action (a launch's
+        # by a sweep's) ends after that action has said what it is busy with.
+        busy = self.busy
         try:
             await self.consume(events)
         except SparkError as exc:
@@ -516,7 +526,8 @@ class MainScreen(Screen[None]):
             self.show_error(exc.message, self._alert_remedy() if kept else exc.remedy)
             self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         finally:
-            self.busy = None
+            if self.busy == busy:
+                self.busy = None
             # Nothing follows the cluster any more (failed, or the user stopped watching).
             self.workers.cancel_group(self.app, "watch")
             for pane in self.panes.values():
@@ -543,6 +554,10 @@ class MainScreen(Screen[None]):
 
     def on_cluster_up(self, message: msg.ClusterUp) -> None:
         self.busy = None if self.busy == "launching" else self.busy
+        if self.busy in ("sweep", "ending the sweep"):
+            # A value relaunched: the sweep says where it is, and no watch's requests may
+            # disturb the value's benchmark.
+            return
         text = Text(f"cluster {message.event.cluster_id} ready ", style="bold green")
         hint = self._keys_hint(
             ("smoke", "t", "smoke"),
@@ -815,9 +830,13 @@ class MainScreen(Screen[None]):
         def preview(key: str, value: str) -> tuple[str | None, Text]:
             return preview_change(recipe, sets, key, value, self.evaluate)
 
-        def chosen(change: tuple[str, str] | None) -> None:
-            if change:
-                self._change(recipe, change)
+        def chosen(change: Change | None) -> None:
+            if change is None:
+                return
+            if change.sweep:
+                self._start_sweep(recipe, change)
+            else:
+                self._change(recipe, (change.key, change.value))
 
         from spark_tui.ui.screens.edit import EditSettingDialog
 
@@ -872,6 +891,127 @@ class MainScreen(Screen[None]):
         from spark_tui.ui.views import bench_view
 
         self.app.push_screen(ResultsScreen(bench_view(self.last_bench, self.last_compared)))
+
+    # -------------------------------------------------------------- sweeps
+    def _start_sweep(self, recipe: Recipe, change: Change) -> None:
+        cluster = self.cluster
+        if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
+            self.notify(
+                f"a sweep measures a running {recipe.name}: launch it first "
+                f"({self._key_of('launch', 'l')})",
+                severity="warning",
+            )
+            return
+        from spark_tui.core.errors import InputError
+        from spark_tui.core.sweep import Objective, Target
+
+        try:
+            targets = [Target.parse(t) for t in change.targets]
+            objective = Objective.parse(change.objective) if change.objective else None
+        except InputError as exc:
+            self.show_error(exc.message, exc.remedy)
+            return
+        self._sweep(recipe, change.key, change.values, targets, objective)
+
+    @_app_work(group="follow")
+    async def _sweep(
+        self,
+        recipe: Recipe,
+        key: str,
+        values: list[str],
+        targets: list[Any],
+        objective: Any,
+    ) -> None:
+        """Each value in turn (the service's sweep); the result opens when it is done. Esc
+        while it runs asks what to leave running."""
+        cluster = self.cluster
+        self.workers.cancel_group(self.app, "watch")
+        if cluster is not None:
+            self._new_cluster_panes(list(cluster.ranks))
+        self.busy = "sweep"
+        self.sweep_recipe = recipe
+        self.last_sweep = None
+        self.show_status(f"sweep of {key}: {', '.join(values)} (Esc ends it)…")
+
+        def keep(result: SweepResult) -> None:
+            self.last_sweep = result
+
+        try:
+            await self._follow(
+                self.session.sweep(recipe, key, values, targets, objective, on_result=keep)
+            )
+            if self.last_sweep is not None and self.last_sweep.done:
+                text = Text(f"sweep done: {self.last_sweep.best_text()} ", style="bold")
+                text.append(f"({self._key_of('sweep', 'w')} shows its table)", style="dim")
+                self.show_status(text)
+        finally:
+            self.busy = None
+            running = self.cluster
+            if running is not None and running.ready and running.running:
+                self._watch(running.cluster_id)
+
+    def _sweep_event(self, event: ev.SweepEvent) -> None:
+        from spark_tui.ui.screens.sweep import SweepScreen
+
+        match event:
+            case ev.SweepProgressed(done=done, total=total, value=value, phase=phase):
+                eta = "" if event.eta_s is None else f" · about {event.eta_s / 60:.0f} min left"
+                if event.eta_s is not None and event.eta_s < 120:
+                    eta = f" · about {event.eta_s:.0f} s left"
+                what = "" if value is None else f" · {value}: {phase}"
+                if value is None:
+                    what = f" · {phase}"
+                self.show_status(f"sweep {done}/{total} done{what}{eta} (Esc ends it)")
+            case ev.SweepValueDone(result=result):
+                self.last_sweep = result
+                if isinstance(self.app.screen, SweepScreen):
+                    self.app.screen.show(result)
+            case ev.SweepDone(result=result):
+                self.last_sweep = result
+                self.show_status(Text(f"sweep done: {result.best_text()}", style="bold"))
+                if isinstance(self.app.screen, SweepScreen):
+                    self.app.screen.show(result)
+                else:
+                    self.app.push_screen(SweepScreen(result))
+
+    def end_sweep(self) -> None:
+        """Esc while a sweep runs: what to leave running, or go on."""
+        from spark_tui.ui.screens.sweep import LeaveSweepDialog
+
+        result, recipe = self.last_sweep, self.sweep_recipe
+        if result is None or recipe is None:
+            self.notify("the sweep is measuring its baseline; Esc again once a value is done")
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice and choice != "continue":
+                self.workers.cancel_group(self.app, "follow")
+                self._leave_sweep(recipe, result, choice)
+
+        self.app.push_screen(LeaveSweepDialog(result), chosen)
+
+    @_app_work(group="follow")
+    async def _leave_sweep(self, recipe: Recipe, result: SweepResult, choice: str) -> None:
+        from spark_tui.ui.screens.sweep import SweepScreen
+
+        self.busy = "ending the sweep"
+        self.show_status(f"sweep ended: leaving {choice} running…")
+        result.interrupted = True
+        await self._follow(self.session.leave_after_sweep(recipe, result, choice))
+        self.show_status(Text(f"sweep ended ({choice} left running)", style="bold"))
+        self.app.push_screen(SweepScreen(result))
+        running = self.cluster
+        if running is not None and running.ready and running.running:
+            self._watch(running.cluster_id)
+
+    def action_sweep_result(self) -> None:
+        """The last sweep's table and chart (also while it runs)."""
+        from spark_tui.ui.screens.sweep import SweepScreen
+
+        if self.last_sweep is None:
+            self.notify("no sweep yet: e, then values with commas (4,8,16)", severity="warning")
+            return
+        self.app.push_screen(SweepScreen(self.last_sweep))
 
     def action_reset_baseline(self) -> None:
         """Forget the picked baseline of the running recipe: the next change measures anew."""
@@ -936,6 +1076,9 @@ class MainScreen(Screen[None]):
 
     def action_back(self) -> None:
         found = self.query(FilterBox)
+        if self.busy == "sweep" and not (found and found.first().is_open):
+            self.end_sweep()
+            return
         if found and found.first().is_open:
             found.first().close(clear=True)
         elif self.app.screen.maximized is not None:

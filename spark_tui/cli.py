@@ -513,6 +513,12 @@ def _lab(sub: Any) -> None:
         action="store_true",
         help="a real registry server the nodes reach as ghcr.io and Docker Hub (up)",
     )
+    p.add_argument(
+        "--ring",
+        action="store_true",
+        help="also cable the nodes as a ring, a veth pair and a subnet per cable; the bridge "
+        "is their LAN, enP7s7 (up)",
+    )
     p.add_argument("--memory-gb", type=int, default=128, help="memory each node reports (up)")
     p.add_argument("--inventory", metavar="FILE", help="where `up` writes the inventory")
     p.add_argument("--state-dir", metavar="DIR", help="where the lab keeps its files")

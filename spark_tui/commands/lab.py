@@ -49,6 +49,7 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
         state_dir=state_dir,
         engine=getattr(args, "engine", None) or "sim",
         registry=bool(getattr(args, "registry", False)),
+        ring=bool(getattr(args, "ring", False)),
         cache_dir=Path(args.cache_dir) if getattr(args, "cache_dir", None) else DEFAULT_CACHE_DIR,
     )
     engine = "real vLLM (CPU build)" if cfg.engine == "vllm" else "the simulated engine"

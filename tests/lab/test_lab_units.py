@@ -428,3 +428,20 @@ def test_the_registry_stands_in_for_ghcr_and_docker_hub() -> None:
     assert "insecure-registries" not in json.loads(daemon_json(cfg.node(1)))
     hosts = hosts_text(cfg.registry_address).splitlines()
     assert hosts[-1] == "10.77.5.2 ghcr.io registry-1.docker.io index.docker.io"
+
+
+def test_ring_lab_cables_each_pair_of_neighbours_on_its_own_subnet() -> None:
+    cfg = LabConfig(nodes=3, prefix="ringt", ring=True)
+    cables = cfg.ring_cables()
+    assert [(c.a.index, c.b.index) for c in cables] == [(1, 2), (2, 3), (3, 1)]
+    assert [(c.a_address, c.b_address) for c in cables] == [
+        ("10.79.1.1/24", "10.79.1.2/24"),
+        ("10.79.2.1/24", "10.79.2.2/24"),
+        ("10.79.3.1/24", "10.79.3.2/24"),
+    ]
+    # Their root-namespace names fit the kernel's 15 characters and do not collide.
+    ends = [name for c in cables for name in (c.a_end, c.b_end)]
+    assert len(set(ends)) == 6 and all(len(n) <= 15 for n in ends)
+    # The bridge is the ring's LAN: its name is not a ConnectX one the shim would list.
+    assert {n.ifname for n in cfg.all_nodes()} == {"enP7s7"}
+    assert LabConfig(nodes=3, prefix="ringt").ring_cables() == []

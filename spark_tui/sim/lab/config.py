@@ -22,6 +22,14 @@ _SOCKET_PATH_LIMIT = 100
 MARKER = ".spark-tui-lab"
 
 
+# A ring lab's nodes reach each other (SSH, the rendezvous) on the bridge through this
+# LAN-like name, the 10 GbE port of a Spark; their ConnectX-named ports are the cables.
+LAN_IFNAME = "enP7s7"
+# Cable K of a ring lab joins node K (port f0, .1) and node K+1 (port f1, .2) on
+# 10.79.K.0/24: inside the namespaces only, never routed on the host.
+RING_SUBNET = "10.79.{}.0/24"
+
+
 def connectx_name(index: int) -> str:
     """The ConnectX-like netdev name of node `index` (1-based); it differs between nodes.
 
@@ -104,13 +112,28 @@ class NodeLayout:
 
 
 @dataclass(frozen=True)
+class RingCable:
+    """One cable of a ring lab: a veth pair from node `a`'s port f0 to node `b`'s port f1
+    (`a_end`/`b_end`: its ends' names in the root namespace before they move in)."""
+
+    index: int
+    a: NodeLayout
+    b: NodeLayout
+    a_end: str
+    b_end: str
+    a_address: str
+    b_address: str
+
+
+@dataclass(frozen=True)
 class LabConfig:
     """What `lab up` builds: how many nodes, their memory, and where everything lives.
 
     `prefix` names the bridge (`<prefix>0`), the namespaces (`<prefix>-n1`...) and the host
     ends of the veths (`<prefix>v1`...); two labs with different prefixes and subnets can run
     side by side. `pace` and `token_scale` are baked into the image for the simulated engine.
-    `engine` is "sim" (the stand-in as `vllm`) or "vllm" (real vLLM's CPU build and a tiny
+    `ring`: the nodes are also cabled as a ring, a veth pair per cable and a subnet per
+    cable (see `ring_cables`); the bridge is then their LAN. `engine` is "sim" (the stand-in as `vllm`) or "vllm" (real vLLM's CPU build and a tiny
     model in every node's Hugging Face cache). `registry`: a real registry server in its own
     namespace on the bridge, which the nodes reach as ghcr.io and Docker Hub (see
     sim.lab.registry).
@@ -127,6 +150,7 @@ class LabConfig:
     cache_dir: Path = DEFAULT_CACHE_DIR
     engine: str = "sim"
     registry: bool = False
+    ring: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -180,10 +204,30 @@ class LabConfig:
             netns=f"{self.prefix}-n{index}",
             veth_host=f"{self.prefix}v{index}",
             veth_peer=f"{self.prefix}p{index}",
-            ifname=connectx_name(index),
+            ifname=LAN_IFNAME if self.ring else connectx_name(index),
             address=str(self.network.network_address + 10 + index),
             dir=self.state_dir / "nodes" / f"n{index}",
         )
+
+    def ring_cables(self) -> list[RingCable]:
+        """The cables of a ring lab (none otherwise): node K's f0 to node K+1's f1."""
+        if not self.ring or self.nodes < 2:
+            return []
+        out = []
+        for k in range(1, self.nodes + 1):
+            net = ipaddress.IPv4Network(RING_SUBNET.format(k))
+            out.append(
+                RingCable(
+                    index=k,
+                    a=self.node(k),
+                    b=self.node(k % self.nodes + 1),
+                    a_end=f"{self.prefix}a{k}",
+                    b_end=f"{self.prefix}b{k}",
+                    a_address=f"{net.network_address + 1}/{net.prefixlen}",
+                    b_address=f"{net.network_address + 2}/{net.prefixlen}",
+                )
+            )
+        return out
 
     @property
     def registry_netns(self) -> str:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,7 @@ class Lab:
             cache_dir=Path(c["cache_dir"]),
             engine=str(c.get("engine", "sim")),
             registry=bool(c.get("registry", False)),
+            ring=bool(c.get("ring", False)),
         )
         return cls(cfg, say)
 
@@ -216,9 +218,15 @@ class Lab:
         for node in self.nodes:
             network.create_node_network(cfg, node)
             self._prepare_node(node)
+        cables = cfg.ring_cables()
+        for cable in cables:
+            network.create_ring_cable(cable)
+        for cable in cables:
+            network.check_ring_cable(cable, sys.executable)
         self.say(
             f"network: bridge {cfg.bridge} {cfg.bridge_address}/{cfg.prefixlen}, "
             f"{cfg.nodes} namespaces"
+            + (f", a ring of {len(cables)} cables (a subnet each)" if cables else "")
         )
         for node in self.nodes:
             self._start_keeper(node)
@@ -302,6 +310,7 @@ class Lab:
             "cache_dir": str(c.cache_dir),
             "engine": c.engine,
             "registry": c.registry,
+            "ring": c.ring,
         }
 
     def _node_dict(self, node: NodeLayout) -> dict[str, Any]:
@@ -418,8 +427,6 @@ class Lab:
         """Node 1 must reach node 2's sshd across the bridge (rendezvous goes that way)."""
         if self.cfg.nodes < 2:
             return
-        import sys
-
         target = self.node(2).address
         code = (
             "import socket,sys; s=socket.create_connection((sys.argv[1], 22), 3); "

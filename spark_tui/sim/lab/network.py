@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from spark_tui.core.errors import SparkError
-from spark_tui.sim.lab.config import LabConfig, NodeLayout
+from spark_tui.sim.lab.config import LabConfig, NodeLayout, RingCable
 from spark_tui.sim.lab.run import run
 
 NETNS_DIR = Path("/run/netns")
@@ -28,7 +28,7 @@ def link_exists(name: str) -> bool:
 
 def lab_links(prefix: str) -> list[str]:
     """The root-namespace links this lab prefix names: its bridge and the veths' host ends."""
-    pattern = re.compile(rf"^{re.escape(prefix)}(0|v\d+|p\d+|r0|q0)$")
+    pattern = re.compile(rf"^{re.escape(prefix)}(0|v\d+|p\d+|a\d+|b\d+|r0|q0)$")
     return [str(link["ifname"]) for link in _links() if pattern.match(str(link.get("ifname")))]
 
 
@@ -82,6 +82,49 @@ def create_node_network(cfg: LabConfig, node: NodeLayout) -> None:
     run([*inside, "link", "set", "lo", "up"])
 
 
+# The ConnectX-like names of a ring cable's ends: port f0 toward the next node, f1 toward
+# the previous (the ibdev2netdev shim lists them as rocep1s0f0 and rocep1s0f1).
+RING_PORT_TO_NEXT = "enp1s0f0np0"
+RING_PORT_TO_PREVIOUS = "enp1s0f1np1"
+
+
+def create_ring_cable(cable: RingCable) -> None:
+    """One cable of a ring lab: a veth pair between two nodes' namespaces, its own subnet."""
+    run(["ip", "link", "add", cable.a_end, "type", "veth", "peer", "name", cable.b_end])
+    for end, node, port, address in (
+        (cable.a_end, cable.a, RING_PORT_TO_NEXT, cable.a_address),
+        (cable.b_end, cable.b, RING_PORT_TO_PREVIOUS, cable.b_address),
+    ):
+        run(["ip", "link", "set", end, "netns", node.netns])
+        inside = ["ip", "-n", node.netns]
+        run([*inside, "link", "set", end, "name", port])
+        run([*inside, "addr", "add", address, "dev", port])
+        run([*inside, "link", "set", port, "up"])
+
+
+# Run in the cable's first namespace: a TCP connection to a closed port of the other end
+# is refused only if the packets cross the cable (and leaves each end's neighbour entry).
+_CABLE_PROBE = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], 9), timeout=3).close()\n"
+    "except ConnectionRefusedError:\n"
+    "    pass\n"
+)
+
+
+def check_ring_cable(cable: RingCable, python: str) -> None:
+    """Pass traffic over a cable once: it works, and each end has seen the other."""
+    peer = cable.b_address.split("/")[0]
+    # Only the network namespace, as for the bridge check: the interpreter stays visible.
+    cmd = ["nsenter", f"--net={NETNS_DIR / cable.a.netns}", python, "-S", "-c", _CABLE_PROBE, peer]
+    if run(cmd, check=False).returncode != 0:
+        raise SparkError(
+            f"ring cable {cable.index} ({cable.a.name} to {cable.b.name}) passes no traffic",
+            "run `spark-tui lab down`, then `lab up --ring` again",
+        )
+
+
 def create_registry_network(cfg: LabConfig) -> None:
     """The registry's own namespace on the bridge, at the subnet's second address."""
     host_end, inner = cfg.registry_veths
@@ -107,6 +150,7 @@ def own_links(cfg: LabConfig) -> list[str]:
     By name, not by pattern: lab `ab`'s pattern would also match lab `abv`'s bridge `abv0`."""
     wanted = {cfg.bridge, *cfg.registry_veths}
     wanted |= {name for n in cfg.all_nodes() for name in (n.veth_host, n.veth_peer)}
+    wanted |= {name for c in cfg.ring_cables() for name in (c.a_end, c.b_end)}
     return [str(link["ifname"]) for link in _links() if str(link.get("ifname")) in wanted]
 
 

@@ -135,6 +135,8 @@ def _openai_timings(base_url: str, prompt_tokens: int, output_tokens: int, n: in
         "tps_per_request_mean": statistics.fmean(speeds),
         "total_output_tps": tokens / wall,
         "prompt_tokens": statistics.fmean(prompt_counts),
+        "ttft_s": ttfts,
+        "tokens_per_s": speeds,
     }
 
 
@@ -152,9 +154,27 @@ async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> No
     assert abs(level.prompt_tokens_mean - independent["prompt_tokens"]) <= 0.05 * 512
     # The server's own /tokenize made each prompt exactly as long as asked for.
     assert level.prompt_tokens_mean == 512 and level.prompt_length_misses == 0
-    for figure in ("ttft_p50_s", "tps_per_request_mean", "total_output_tps"):
+    # Each figure is the level's own per-request measurements, summed up as documented.
+    ttfts, speeds = level.per_request["ttft_s"], level.per_request["tokens_per_s"]
+    assert len(ttfts) == len(speeds) == 5
+    assert level.figures["ttft_p50_s"] == pytest.approx(statistics.median(ttfts))
+    assert level.figures["tps_per_request_mean"] == pytest.approx(statistics.fmean(speeds))
+    assert level.figures["total_output_tps"] == pytest.approx(200 / level.duration_s)
+    # Both clients measure the same quantities: each figure agrees with the openai client's
+    # within 10 %, or within the spread the requests themselves showed on this machine (a
+    # busy machine slows some requests of either run; a wrong definition, such as decode speed
+    # over the whole latency or prompt tokens counted as output, lands outside both).
+    pairs = {
+        "ttft_p50_s": "ttft_s",
+        "tps_per_request_mean": "tokens_per_s",
+        "total_output_tps": "tokens_per_s",
+    }
+    for figure, sample in pairs.items():
         ours, theirs = level.figures[figure], independent[figure]
-        assert ours is not None and abs(ours - theirs) <= 0.10 * theirs, (figure, ours, theirs)
+        pooled = level.per_request[sample] + independent[sample]
+        spread = (max(pooled) - min(pooled)) / statistics.median(pooled)
+        assert ours is not None
+        assert abs(ours - theirs) <= max(0.10, spread) * theirs, (figure, ours, theirs, spread)
 
 
 async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> None:

@@ -20,20 +20,7 @@ from spark_tui.remote.ssh import ConnectionPool, NodeConnection, RunResult, comb
 # The label every container of ours carries (see core.plan.LABEL_PREFIX).
 CLUSTER_LABEL = "spark-tui.cluster"
 
-_COMMANDS = {
-    "hostname": pc.HOSTNAME,
-    "home": pc.HOME,
-    "arch": pc.ARCH,
-    "nvidia_smi": pc.NVIDIA_SMI,
-    "nvidia_smi_query": pc.NVIDIA_SMI_QUERY,
-    "meminfo": pc.MEMINFO,
-    "ibdev2netdev": pc.IBDEV2NETDEV,
-    "ip_addr": pc.IP_ADDR_JSON,
-    "ip_neigh": pc.IP_NEIGH_JSON,
-    "net_speeds": pc.NET_SPEEDS,
-    "disk_free": pc.DISK_FREE,
-    "hf_cache": pc.HF_CACHE_SCAN,
-}
+_COMMANDS = pc.SECTIONS
 # What a missing command means for the user, and what to do about it.
 _MISSING = {
     "nvidia_smi": "nvidia-smi not found: is the NVIDIA driver installed?",
@@ -55,18 +42,24 @@ def _failed(key: str, cmd: str, res: RunResult) -> str | None:
 
 
 async def _run_all(conn: NodeConnection, timeout: float) -> dict[str, RunResult | SparkError]:
-    keys = list(_COMMANDS)
-    results = await asyncio.gather(
-        *(conn.run(_COMMANDS[k], timeout=timeout) for k in keys), return_exceptions=True
-    )
+    # One session for every command: see probe_commands.COMBINED.
+    try:
+        res = await conn.run(pc.COMBINED, timeout=timeout)
+    except SparkError as exc:
+        return dict.fromkeys(_COMMANDS, exc)
+    sections = pc.split_combined(res.stdout)
     out: dict[str, RunResult | SparkError] = {}
-    for key, res in zip(keys, results, strict=True):
-        if isinstance(res, SparkError | RunResult):
-            out[key] = res
-        elif isinstance(res, BaseException):
-            if isinstance(res, asyncio.CancelledError):
-                raise res
-            out[key] = UnreachableError(f"{conn.name}: {key}: {res}", "probe again")
+    for key in _COMMANDS:
+        if key in sections:
+            stdout, stderr, status = sections[key]
+            out[key] = RunResult(stdout, stderr, status)
+        else:
+            first = (res.stderr.strip() or res.stdout.strip()).splitlines()[:1]
+            detail = f": {first[0]}" if first else ""
+            out[key] = UnreachableError(
+                f"{conn.name}: the probe printed no {key} (exit {res.exit_status}){detail}",
+                "probe again; check that /bin/sh and mktemp work on the node",
+            )
     return out
 
 
@@ -106,7 +99,8 @@ async def probe_node(
     errors: list[str] = []
     for key, res in results.items():
         if isinstance(res, SparkError):
-            errors.append(res.message)
+            if res.message not in errors:  # one failed session fails every section alike
+                errors.append(res.message)
             continue
         if res.ok:
             outputs[key] = res.stdout

@@ -121,3 +121,12 @@ async def test_inventory_yaml_with_hosts_only_uses_defaults(sim_scenario, tmp_pa
         from spark_tui.service.targets import Targets, inventory_nodes
 
         assert inventory_nodes(Targets(inventory=str(path))) == sim.inventory
+
+
+async def test_probe_runs_every_command_in_one_session_per_node(sim_scenario) -> None:
+    # Each session costs the node's sshd a fork and a login: with many nodes' sshd on few
+    # cores, one session per command made the probe grow with the node count.
+    async with SimCluster(sim_scenario(2)) as sim:
+        facts = await probe_nodes(sim.inventory, docker=False, **NO_CONFIG)
+        assert [n.exec_sessions for n in sim.nodes] == [1, 1]
+    assert all(f.errors == [] and f.hostname and f.models and f.disk_free_bytes for f in facts)

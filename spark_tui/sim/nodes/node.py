@@ -118,6 +118,7 @@ class SimNode:
         self._server: Any = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.command_groups: set[int] = set()  # process groups of commands run for real
+        self.exec_sessions = 0  # exec sessions opened on its SSH server (what a probe costs)
         # Every node of the simulation (the cluster sets it): a rank's link traffic is its
         # cluster's, which the head's engine writes on the head's node.
         self.cluster_nodes: list[SimNode] = [self]
@@ -243,6 +244,41 @@ class SimNode:
         if cmd == "free -b":
             return gb10.free(self.memory(), unit=1), 0
         return None
+
+    async def answer_probe(self) -> str:
+        """The output of the combined probe: each section answered as `answer` does, the
+        sections it does not answer run for real in the node's home, all at once."""
+        keys = list(pc.SECTIONS)
+        results = await asyncio.gather(*(self._probe_section(pc.SECTIONS[k]) for k in keys))
+        return pc.render_combined(dict(zip(keys, results, strict=True)))
+
+    async def _probe_section(self, command: str) -> tuple[str, str, int]:
+        answer = self.answer(command)
+        if answer is not None:
+            return answer[0], "", answer[1]
+        child = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.shell_env(),
+            cwd=str(self.home),
+            start_new_session=True,
+        )
+        # Registered so that stopping the node kills a section still running.
+        self.command_groups.add(child.pid)
+        try:
+            out, err = await child.communicate()
+        finally:
+            self.command_groups.discard(child.pid)
+        code = child.returncode or 0
+        return (
+            out.decode(errors="replace"),
+            err.decode(errors="replace"),
+            128 - code if code < 0 else code,
+        )
 
     def shell_env(self) -> dict[str, str]:
         """The environment of a command run for real: the node's home, its Docker socket."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
+from spark_tui.remote import probe_commands as pc
+
 if TYPE_CHECKING:
     from spark_tui.sim.nodes.node import SimNode
 
@@ -83,6 +85,11 @@ def process_handler(node: SimNode) -> Callable[[asyncssh.SSHServerProcess[bytes]
                 b"simulated DGX Spark: interactive shells are not offered; run a command\n"
             )
             process.exit(1)
+            return
+        node.exec_sessions += 1
+        if command.strip() == pc.COMBINED:
+            process.stdout.write((await node.answer_probe()).encode())
+            process.exit(0)
             return
         answer = node.answer(command)
         if answer is not None:

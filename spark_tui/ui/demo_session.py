@@ -135,6 +135,7 @@ class DemoSession(Session):
         pace: float = 0.5,
         token_scale: float = 1.0,
         worker_dies_after: float | None = None,
+        worker_dies_when: str | None = None,
         page_cache_gb: float = 0.0,
         state_dir: Path | None = None,
         bench_config: BenchConfig | None = None,
@@ -147,6 +148,7 @@ class DemoSession(Session):
             pace=pace,
             token_scale=token_scale,
             worker_dies_after=worker_dies_after,
+            worker_dies_when=worker_dies_when,
             page_cache_gb=page_cache_gb,
             ssh_port=0,
         )

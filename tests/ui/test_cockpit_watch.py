@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from cockpit_helpers import (
@@ -95,16 +96,26 @@ async def test_gauges_show_numbers_after_ready_on_simulated_sparks() -> None:
     await wait_until_gone(before)
 
 
-async def test_a_killed_worker_gives_an_alert_naming_its_rank_with_its_lines() -> None:
+async def test_a_killed_worker_gives_an_alert_naming_its_rank_with_its_lines(
+    tmp_path: Path,
+) -> None:
     before = live_children()
+    # The worker dies when the test says so, after the cockpit has seen the cluster ready
+    # (a death timed from the rank's own ready could come before a busy cockpit saw it).
+    die = tmp_path / "die"
     backend = DemoSession(
-        pace=0.05, token_scale=0.05, base_address=random_loopback_base(), worker_dies_after=1.5
+        pace=0.05,
+        token_scale=0.05,
+        base_address=random_loopback_base(),
+        worker_dies_when=str(die),
     )
     app = demo_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 30, "discovery")
         await pilot.press("l")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 60, "ready")
+        assert app.cluster.failed is False
+        die.touch()
         panel = app.query_one(GaugesPanel)
         await wait_until(pilot, lambda: panel.view.alert is not None, 90, "the alert")
         # the launch's watch stops the other rank (the alert may come before that)
@@ -123,6 +134,7 @@ async def test_a_killed_worker_gives_an_alert_naming_its_rank_with_its_lines() -
         assert panel.has_class("-alert")
         # the pane of the failed rank shows them too; the status line names the rank
         assert "exits now" in static_text(app, "#why-1")
+        assert "SPARK_SIM_DIE_WHEN_PATH" in static_text(app, "#why-1")
         assert "rank 1 on sim-spark-2" in results_text(app)
         await pilot.press("q")
         await wait_until(pilot, lambda: not app.is_running, 30, "exit")

@@ -1085,6 +1085,13 @@ def _serve_until_done(ctx: Context) -> int:
                 stderr=True,
             )
             os._exit(137)
+        if ctx.st.die_when_path is not None and os.path.exists(ctx.st.die_when_path):
+            ctx.log.write(
+                f"[spark-tui simulated node failure] rank {ctx.rank} exits now "
+                f"(SPARK_SIM_DIE_WHEN_PATH={ctx.st.die_when_path} exists)\n",
+                stderr=True,
+            )
+            os._exit(137)
         got_shutdown = False
         for member in (ctx.member, ctx.dp_member):
             if member is None:

@@ -9,6 +9,7 @@
 | SPARK_SIM_TOKEN_SCALE | 1.0 | multiplier on every token timing (1.0 = GB10 speed) |
 | SPARK_SIM_BIND_ADDRESS | unset | bind the API and rendezvous here instead of --host / 0.0.0.0 |
 | SPARK_SIM_DIE_AFTER_READY_S | unset | scenario: this rank exits N s after it is ready (a node that dies) |
+| SPARK_SIM_DIE_WHEN_PATH | unset | scenario: this rank, once ready, exits as soon as this file exists (a death a test sets off when it wants) |
 | SPARK_SIM_ENGINE_DEAD_HEALTH_OK | unset | scenario: `/health` says 200 but every request fails with 500 "EngineCore encountered an issue" (real vLLM after its engine core died) |
 | SPARK_SIM_RENDEZVOUS_TIMEOUT_S | max(60 x pace, 5) | how long ranks wait for each other (unset: the head waits forever, as real vLLM's does) |
 | SPARK_SIM_HEARTBEAT_TIMEOUT_S | 5 | silence after which a peer counts as lost (EOF is detected at once) |
@@ -78,6 +79,8 @@ class SimSettings:
     # Real vLLM's head waits for its workers forever; a timeout applies to it only when
     # SPARK_SIM_RENDEZVOUS_TIMEOUT_S is set (workers always give up, as torch's clients do).
     head_waits_forever: bool = False
+    # A ready rank exits (as with die_after_ready_s) once this file exists.
+    die_when_path: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
@@ -96,6 +99,7 @@ class SimSettings:
             token_scale=max(0.0, _float(env, "SPARK_SIM_TOKEN_SCALE", 1.0)),
             bind_address=(env.get("SPARK_SIM_BIND_ADDRESS") or "").strip() or None,
             die_after_ready_s=_opt_float(env, "SPARK_SIM_DIE_AFTER_READY_S"),
+            die_when_path=(env.get("SPARK_SIM_DIE_WHEN_PATH") or "").strip() or None,
             engine_dead_health_ok=env.get("SPARK_SIM_ENGINE_DEAD_HEALTH_OK", "").strip()
             in ("1", "true", "yes"),
             rendezvous_timeout_s=timeout if timeout is not None else max(60.0 * pace, 5.0),

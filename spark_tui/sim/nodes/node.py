@@ -160,6 +160,8 @@ class SimNode:
             env["SPARK_SIM_TOKEN_SCALE"] = str(self.token_scale)
         if self.scenario.dies_after_ready is not None:
             env["SPARK_SIM_DIE_AFTER_READY_S"] = str(self.scenario.dies_after_ready)
+        if self.scenario.dies_when is not None:
+            env["SPARK_SIM_DIE_WHEN_PATH"] = self.scenario.dies_when
         return env
 
     def link_file(self, container: SimContainer) -> Path:

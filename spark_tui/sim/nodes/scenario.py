@@ -30,6 +30,8 @@ class NodeScenario:
     # Cabled as a ring: (address of port f0, toward the next node; of port f1, toward the
     # previous), each cable its own /24; the node's address is then on its LAN port.
     ring: tuple[str, str] | None = None
+    # Once this file exists, the engine exits (see Scenario.worker_dies_when).
+    dies_when: str | None = None
 
     @property
     def mem_total_kb(self) -> int:
@@ -46,7 +48,8 @@ class Scenario:
 
     `page_cache_gb` is held on `page_cache_nodes` (1-based; empty = every node) so a fit
     check can show the drop-caches remedy. `worker_dies_after` makes the engine on
-    `dying_node` (default: the last node) exit that many seconds after it is ready.
+    `dying_node` (default: the last node) exit that many seconds after it is ready;
+    `worker_dies_when` (a file path) makes it exit, once ready, as soon as that file exists.
     `odd_digest_node` gets image digests that differ from the other nodes'. `cx_ports`
     chooses per node which ConnectX port is cabled (default: 1, 0, 1, 0, ...), so the
     interface names differ between neighbouring nodes as they do on real pairs.
@@ -61,6 +64,7 @@ class Scenario:
     page_cache_gb: float = 0.0
     page_cache_nodes: tuple[int, ...] = ()
     worker_dies_after: float | None = None
+    worker_dies_when: str | None = None
     dying_node: int | None = None
     pace: float | None = None
     token_scale: float | None = None
@@ -104,6 +108,7 @@ class Scenario:
             ),
             digest_salt=f"node{index}" if index == self.odd_digest_node else "",
             ring=ring_addresses(index, self.nodes) if self.ring else None,
+            dies_when=self.worker_dies_when if self.nodes > 1 and index == dying else None,
         )
 
     def all_nodes(self) -> list[NodeScenario]:

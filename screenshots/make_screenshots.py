@@ -75,6 +75,10 @@ async def story() -> None:
         await settle(pilot)
         save(app, "03-ready-smoke.svg")
         await pilot.press("b")
+        await wait(
+            pilot, lambda: type(app.screen).__name__ == "BenchDialog", 30, "the bench dialog"
+        )
+        await pilot.press("enter")  # run with the dialog's settings
         await wait(pilot, lambda: app.last_bench is not None, 300, "benchmark")
         await settle(pilot)
         save(app, "04-bench.svg")
@@ -148,6 +152,10 @@ async def small() -> None:
         await pilot.press("t")
         await wait(pilot, lambda: app.last_smoke is not None, 120, "smoke")
         await pilot.press("b")
+        await wait(
+            pilot, lambda: type(app.screen).__name__ == "BenchDialog", 30, "the bench dialog"
+        )
+        await pilot.press("enter")  # run with the dialog's settings
         await wait(pilot, lambda: app.last_bench is not None, 300, "benchmark")
         await settle(pilot)
         save(app, "07-80x24.svg")

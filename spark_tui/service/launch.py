@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from spark_tui.service.images import refuse_unresolved
 from spark_tui.service.stop import stop_all
 from spark_tui.service.watch import settled
 
-__all__ = ["LaunchFailed", "LaunchOptions", "launch"]
+__all__ = ["LaunchFailed", "LaunchOptions", "launch", "launched_until_ready"]
 
 if TYPE_CHECKING:
     from spark_tui.core.fit import Finding
@@ -140,6 +140,45 @@ async def launch(
     pending = report is not None and any(f.code == PENDING for f in report.findings)
     await _follow(session, emit, cluster, replace_stale, options, on_ready, pending=pending)
     return cluster
+
+
+@contextlib.asynccontextmanager
+async def launched_until_ready(
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    ask: Ask,
+    recipe: Recipe,
+    overrides: dict[str, Any],
+    options: LaunchOptions,
+    what: str,
+) -> AsyncIterator[tuple[Cluster, asyncio.Task[Cluster]]]:
+    """A launch run until its cluster is ready: the cluster and the launch's task (which
+    follows the ranks on when `options.follow`). The launch's own error when it fails
+    first; on leaving, a launch that does not follow is ended."""
+    ready = asyncio.Event()
+    launching = asyncio.create_task(
+        launch(session, emit, ask, recipe, overrides, options, on_ready=lambda _c: ready.set())
+    )
+    waiter = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait({launching, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            launching.result()  # raises why the launch failed
+            raise OperationFailed(
+                f"{what} ended before it was ready", "read the ranks' logs (`spark-tui logs`)"
+            )
+        cluster = session.cluster
+        if cluster is None:
+            raise OperationFailed(
+                f"the cluster of {what} is gone", "read the ranks' logs (`spark-tui logs`)"
+            )
+        yield cluster, launching
+    finally:
+        waiter.cancel()
+        if not launching.done() and not options.follow:
+            launching.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SparkError):
+                await launching
 
 
 async def _follow(

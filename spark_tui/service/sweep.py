@@ -25,7 +25,7 @@ from spark_tui.core.sweep_result import FAILED, MEASURED, NOT_STARTED, ROW_LINES
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 from spark_tui.service.bench import run_bench
-from spark_tui.service.launch import LaunchOptions, launch
+from spark_tui.service.launch import LaunchOptions, launched_until_ready
 from spark_tui.service.smoke import run_smoke
 from spark_tui.service.stop import stop_all
 from spark_tui.service.tune import adopt_running, check_every_rank, pick_baseline
@@ -354,38 +354,11 @@ async def _relaunch(
 ) -> Any:
     """Launch with `overrides` and return the cluster once it is ready (the launch's
     error when it fails first)."""
-    ready = asyncio.Event()
-    launching = asyncio.create_task(
-        launch(
-            session,
-            emit,
-            ask,
-            recipe,
-            overrides,
-            LaunchOptions(follow=False, replace=True),
-            on_ready=lambda _cluster: ready.set(),
-        )
-    )
-    waiter = asyncio.create_task(ready.wait())
-    try:
-        await asyncio.wait({launching, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.is_set():
-            launching.result()  # raises why the launch failed
-            raise OperationFailed(
-                "the relaunch ended before it was ready", "read the ranks' logs (`spark-tui logs`)"
-            )
-        cluster = session.cluster
-        if cluster is None:
-            raise OperationFailed(
-                "the relaunched cluster is gone", "read the ranks' logs (`spark-tui logs`)"
-            )
+    options = LaunchOptions(follow=False, replace=True)
+    async with launched_until_ready(
+        session, emit, ask, recipe, overrides, options, "the relaunch"
+    ) as (cluster, _launching):
         return cluster
-    finally:
-        waiter.cancel()
-        if not launching.done():
-            launching.cancel()
-            with contextlib.suppress(asyncio.CancelledError, SparkError):
-                await launching
 
 
 async def leave(

@@ -10,7 +10,6 @@ benchmark settings is never compared figure by figure (see `ops.compare`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 from spark_tui.service.attach import adopt, running
 from spark_tui.service.bench import run_bench
-from spark_tui.service.launch import LaunchOptions, launch
+from spark_tui.service.launch import LaunchOptions, launched_until_ready
 from spark_tui.service.smoke import run_smoke
 from spark_tui.service.stop import stop_all
 
@@ -157,29 +156,15 @@ async def tune(
     emit(ev.Notice("info", f"stopping {cluster.cluster_id} to relaunch with {setting}={value}"))
     await stop_all(session, emit, cluster.cluster_id)
 
-    ready = asyncio.Event()
-    launching = asyncio.create_task(
-        launch(
-            session,
-            emit,
-            ask,
-            recipe,
-            new,
-            LaunchOptions(follow=follow),
-            on_ready=lambda _cluster: ready.set(),
-        )
-    )
-    waiter = asyncio.create_task(ready.wait())
-    try:
-        await asyncio.wait({launching, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.is_set():
-            launching.result()  # raises why the relaunch failed
-            raise OperationFailed(
-                f"the relaunch with {setting}={value} ended before it was ready",
-                "read the ranks' logs (`spark-tui logs`)",
-            )
-        relaunched = session.cluster
-        assert relaunched is not None
+    async with launched_until_ready(
+        session,
+        emit,
+        ask,
+        recipe,
+        new,
+        LaunchOptions(follow=follow),
+        f"the relaunch with {setting}={value}",
+    ) as (relaunched, launching):
         carrying = await check_every_rank(session, relaunched, setting, typed)
         emit(ev.Notice("info", f"every rank carries {setting}={value}: ranks {carrying}"))
         target = await find_target(session, None, None)
@@ -218,10 +203,6 @@ async def tune(
         )
         if follow:
             await launching  # the cluster's logs keep coming until the consumer stops
-    finally:
-        waiter.cancel()
-        if not launching.done() and not follow:
-            launching.cancel()
 
 
 async def check_every_rank(

@@ -33,6 +33,8 @@ LATER = (
     "spark_tui.service.nodes",
     "spark_tui.ui.widgets.logpane",
     "spark_tui.ui.widgets.sync",
+    "spark_tui.core.wiring",
+    "spark_tui.core.link",
 )
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.service import events as ev
 
 if TYPE_CHECKING:
@@ -27,6 +26,9 @@ def _gib(value: int | None) -> str:
 
 def sample_text(sample: ev.LinkSample, wide: bool) -> Text:
     """`spark-a enp1s0f1np1 ↓1.73 ↑1.70 GB/s 7% of 25 GB/s · 98/128 GiB free`."""
+    # Loaded on the first sample, not with the cockpit's first frame.
+    from spark_tui.core.link import GB, fmt_gbs, fmt_share
+
     text = Text()
     text.append(sample.node)
     for r in sample.interfaces:
@@ -49,6 +51,9 @@ def sample_text(sample: ev.LinkSample, wide: bool) -> Text:
 
 def figure_text(fig: LinkFigure, memory: MemoryFigure | None, wide: bool) -> Text:
     """`spark-a enp1s0f1np1 peak ↓1.73 ↑1.70 GB/s 7% · least free 98/128 GiB`."""
+    # Loaded on the first sample, not with the cockpit's first frame.
+    from spark_tui.core.link import GB, fmt_gbs, fmt_share
+
     text = Text()
     text.append(fig.node)
     if wide:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from spark_tui.core.wiring import wiring_of
 from spark_tui.service import events as ev
 
 if TYPE_CHECKING:
@@ -62,6 +61,9 @@ def _one_line(view: NodeView) -> Text:
 
 def wiring_line(views: list[NodeView]) -> str | None:
     """How the probed nodes are cabled, in one short line (None: fewer than two probed)."""
+    # Loaded once nodes are probed, not with the cockpit's first frame.
+    from spark_tui.core.wiring import wiring_of
+
     probed = [v.facts for v in views if v.facts is not None]
     if len(probed) < 2:
         return None

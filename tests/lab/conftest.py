@@ -12,7 +12,7 @@ from labkit import (
     footprint,
     lab_guard,
     leftovers,
-    release,
+    running_lab,
     sweep_stale_test_labs,
     unique_config,
 )
@@ -27,19 +27,8 @@ def lab() -> Iterator[Lab]:
     lab_guard()  # (the modules' own guard normally stops before this)
     sweep_stale_test_labs()
     cfg = unique_config(2, memory_gb=128, pace=0.05, token_scale=0.02)
-    claim(cfg)
-    the_lab = Lab(cfg)
-    try:
-        the_lab.up()
-        claim(cfg)  # (up emptied the state dir, and the mark in it with it)
-        fp = footprint(the_lab)
+    with running_lab(cfg) as the_lab:
         yield the_lab
-    finally:
-        left = the_lab.down(quiet=True)
-        if not left:
-            release(cfg)
-    assert not left, f"lab down left: {left}"
-    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ containers)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,25 @@ def leftovers(fp: Footprint) -> list[str]:
     if fp.state_dir.exists():
         left.append(f"state dir {fp.state_dir}")
     return left
+
+
+@contextlib.contextmanager
+def running_lab(cfg: LabConfig) -> Iterator[Lab]:
+    """The lab of `cfg`, up (claimed for this test run) while the block runs; down after it,
+    checked clean: nothing it left (processes, namespaces, links, mounts, files)."""
+    claim(cfg)
+    the_lab = Lab(cfg)
+    try:
+        the_lab.up()
+        claim(cfg)  # (up emptied the state dir, and the mark in it with it)
+        fp = footprint(the_lab)
+        yield the_lab
+    finally:
+        left = the_lab.down(quiet=True)
+        if not left:
+            release(cfg)
+    assert not left, f"lab down left: {left}"
+    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
 def ssh_banner(address: str, timeout: float = 1.0) -> bytes:

@@ -12,11 +12,8 @@ from collections.abc import Iterator
 import pytest
 from labkit import (
     all_containers,
-    claim,
-    footprint,
     lab_guard,
-    leftovers,
-    release,
+    running_lab,
     sweep_stale_test_labs,
     unique_config,
 )
@@ -43,19 +40,8 @@ def lab4() -> Iterator[Lab]:
     """Four stand-in lab nodes for this module; down (and checked clean) at its end."""
     sweep_stale_test_labs()
     cfg = unique_config(4, memory_gb=128, pace=0.05, token_scale=0.02)
-    claim(cfg)
-    the_lab = Lab(cfg)
-    try:
-        the_lab.up()
-        claim(cfg)  # (up emptied the state dir, and the mark in it with it)
-        fp = footprint(the_lab)
+    with running_lab(cfg) as the_lab:
         yield the_lab
-    finally:
-        left = the_lab.down(quiet=True)
-        if not left:
-            release(cfg)
-    assert not left, f"lab down left: {left}"
-    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))

@@ -12,11 +12,8 @@ import docker
 import pytest
 from labkit import (
     all_containers,
-    claim,
-    footprint,
     lab_guard,
-    leftovers,
-    release,
+    running_lab,
     sweep_stale_test_labs,
     unique_config,
 )
@@ -38,19 +35,8 @@ def ring_lab() -> Iterator[Lab]:
     """Three stand-in lab nodes on a ring for this module; down (and checked clean) at its end."""
     sweep_stale_test_labs()
     cfg = unique_config(3, memory_gb=128, pace=0.05, token_scale=0.02, ring=True)
-    claim(cfg)
-    the_lab = Lab(cfg)
-    try:
-        the_lab.up()
-        claim(cfg)
-        fp = footprint(the_lab)
+    with running_lab(cfg) as the_lab:
         yield the_lab
-    finally:
-        left = the_lab.down(quiet=True)
-        if not left:
-            release(cfg)
-    assert not left, f"lab down left: {left}"
-    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
 async def test_ring_is_probed_and_a_pipeline_over_it_launches(ring_lab: Lab) -> None:

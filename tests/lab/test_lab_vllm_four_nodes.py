@@ -23,12 +23,9 @@ import httpx
 import pytest
 from labkit import (
     all_containers,
-    claim,
     cli,
-    footprint,
     lab_guard,
-    leftovers,
-    release,
+    running_lab,
     sweep_stale_test_labs,
     unique_config,
 )
@@ -47,18 +44,8 @@ def lab4() -> Iterator[Lab]:
     """Four real-vLLM lab nodes for this module; down (and checked clean) at its end."""
     sweep_stale_test_labs()
     cfg = unique_config(4, memory_gb=128, engine="vllm")
-    claim(cfg)
-    the_lab = Lab(cfg)
-    try:
-        the_lab.up()
-        fp = footprint(the_lab)
+    with running_lab(cfg) as the_lab:
         yield the_lab
-    finally:
-        left = the_lab.down(quiet=True)
-        if not left:
-            release(cfg)
-    assert not left, f"lab down left: {left}"
-    assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import json
 import os
 import random
 import socket
@@ -49,12 +51,32 @@ def lab_guard() -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
+_HANDED_OUT: set[str] = set()
+
+
+def routed_networks() -> list[ipaddress.IPv4Network]:
+    """The networks the host routes now (every running lab's bridge and ring cables among them)."""
+    out = subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True, text=True).stdout
+    nets = []
+    for route in json.loads(out or "[]"):
+        dst = route.get("dst", "")
+        if dst and dst != "default":
+            with contextlib.suppress(ValueError):
+                nets.append(ipaddress.IPv4Network(dst, strict=False))
+    return nets
+
+
 def unique_config(nodes: int, **kwargs: object) -> LabConfig:
     """A lab with its own prefix, subnet and state dir, so test runs never share names."""
     rng = random.SystemRandom()
     tag = "".join(rng.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(5))
     prefix = f"lt{tag}"
-    subnet = f"10.77.{rng.randint(100, 250)}.0/24"
+    taken = [ipaddress.IPv4Network(n) for n in _HANDED_OUT] + routed_networks()
+    candidates = (ipaddress.IPv4Network(f"10.77.{n}.0/24") for n in range(100, 251))
+    subnet = str(rng.choice([c for c in candidates if not any(c.overlaps(t) for t in taken)]))
+    # Session labs stay up while module labs come and go: a subnet drawn blindly collided
+    # with one of them now and then, and the new lab refused to start.
+    _HANDED_OUT.add(subnet)
     state_dir = TEST_STATE_ROOT / f"spark-tui-labtest-{prefix}"
     return LabConfig(nodes=nodes, prefix=prefix, subnet=subnet, state_dir=state_dir, **kwargs)  # type: ignore[arg-type]
 

@@ -12,9 +12,10 @@ import json
 import sys
 from typing import Any
 
-from spark_tui.core.errors import RecipeError, SparkError
+from spark_tui.core.errors import RecipeError
 from spark_tui.core.recipe import Recipe, require_vllm
 from spark_tui.core.recipe_loader import list_recipes, shadowed
+from spark_tui.service.recipe_nodes import nodes_label, nodes_needed
 
 
 def missing_facts(recipe: Recipe) -> list[str]:
@@ -23,34 +24,6 @@ def missing_facts(recipe: Recipe) -> list[str]:
     from spark_tui.core.model_facts import facts_from_metadata, missing_for_fit
 
     return missing_for_fit(facts_from_metadata(recipe.model, recipe.metadata))
-
-
-def nodes_needed(recipe: Recipe) -> int | None:
-    """The nodes `plan` runs the recipe on with its own settings (TP x PP x DP of its
-    serve command, one rank per Spark); None when its command cannot be rendered (another
-    runtime, a broken template: `plan` says why)."""
-    from spark_tui.core.overrides import apply_overrides
-    from spark_tui.core.plan import nodes_needed as planned
-
-    try:
-        return planned(recipe, apply_overrides(recipe, {}))
-    except SparkError:
-        return None
-
-
-def _nodes(recipe: Recipe, needed: int | None) -> str:
-    low, high = recipe.min_nodes, recipe.max_nodes
-    if needed is None:
-        if high is None:
-            return f"{low}+"
-        return str(low) if high == low else f"{low}-{high}"
-    # A layout outside the recipe's own bounds is planned, then refused by the fit check
-    # (a solo recipe that writes `-tp 2`): say both.
-    if needed < low:
-        return f"{needed} (min {low})"
-    if high is not None and needed > high:
-        return f"{needed} (max {high})"
-    return str(needed)
 
 
 def recipe_row(recipe: Recipe, is_shadowed: bool = False) -> dict[str, Any]:
@@ -132,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for recipe in recipes:
         row = recipe_row(recipe, (recipe.listed_name, recipe.origin) in hidden)
-        row["_nodes"] = _nodes(recipe, row["nodes"])
+        row["_nodes"] = nodes_label(recipe, row["nodes"])
         rows.append(row)
     if getattr(args, "json", False):
         print(json.dumps([{k: v for k, v in r.items() if k != "_nodes"} for r in rows], indent=2))

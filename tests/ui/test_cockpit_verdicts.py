@@ -141,3 +141,21 @@ async def test_a_launch_while_ours_runs_asks_to_replace_it() -> None:
         calls = backend.nodes.calls
         last_launch = max(i for i, c in enumerate(calls) if c.startswith("launch"))
         assert calls.index("stop None") < last_launch, calls
+
+
+async def test_the_recipe_list_says_the_nodes_the_plan_takes_as_recipes_does() -> None:
+    # gpt-oss-120b-cluster allows 1 to 8 nodes; its own command plans 4 ranks.
+    from spark_tui.commands.recipes import recipe_row
+
+    name = "gpt-oss-120b-cluster"
+    cli_nodes = recipe_row(find_recipe(name))["nodes"]
+    assert cli_nodes == 4
+    backend = ReplaySession(ReplayNodes())
+    app = make_app(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, app.discovered.is_set, 10, "discovery")
+        await settle(pilot)
+        # (the figure after the x is the recipe's memory per node)
+        row = row_verdict(app, name)
+        assert re.search(rf"\s{cli_nodes}x", row), row
+        assert "1-8x" not in row

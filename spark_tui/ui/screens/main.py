@@ -393,12 +393,22 @@ class MainScreen(Screen[None]):
 
     # ---------------------------------------------------------------- recipes
     def refresh_recipes(self, keep: str | None = None) -> None:
+        from spark_tui.service.recipe_nodes import nodes_needed
         from spark_tui.ui.widgets.recipes import RecipeRow
 
         rows = []
         for recipe in self.recipes:
-            verdict = self.evaluate(recipe).verdict if self.nodes else None
-            rows.append(RecipeRow(recipe, verdict))
+            if not self.nodes:
+                rows.append(RecipeRow(recipe))
+                continue
+            # The count the plan takes with the settings chosen here, as `recipes` says it.
+            result = self.evaluate(recipe)
+            needed = (
+                len(result.plan.ranks)
+                if result.plan
+                else nodes_needed(recipe, result.settings or None)
+            )
+            rows.append(RecipeRow(recipe, result.verdict, needed))
         self.query_one(RecipePanel).set_rows(rows, keep=keep)
         self._show_selected()
 

@@ -11,6 +11,8 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from spark_tui.service.recipe_nodes import nodes_label
+
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
 
@@ -28,19 +30,15 @@ class RecipeRow:
 
     recipe: Recipe
     verdict: str | None = None
-
-
-def nodes_needed(recipe: Recipe) -> str:
-    if recipe.max_nodes == recipe.min_nodes or recipe.max_nodes is None:
-        return f"{recipe.min_nodes}x"
-    return f"{recipe.min_nodes}-{recipe.max_nodes}x"
+    # The nodes its plan takes with the settings chosen here (None until the nodes are known).
+    nodes: int | None = None
 
 
 def option_text(row: RecipeRow) -> Text:
     # The listed name: a registry's sub-folder variant of a name shows its path.
     text = Text(row.recipe.listed_name, no_wrap=True, overflow="ellipsis")
     mem = row.recipe.metadata.get("memory_gb_per_node")
-    text.append(f"  {nodes_needed(row.recipe)}{mem or ''}", style="dim")
+    text.append(f"  {nodes_label(row.recipe, row.nodes, 'x')}{mem or ''}", style="dim")
     if row.recipe.source == "user":
         text.append(" user", style="italic cyan")
     if row.verdict:
@@ -52,11 +50,11 @@ def option_text(row: RecipeRow) -> Text:
     return text
 
 
-def details_text(recipe: Recipe, settings: dict[str, object]) -> Text:
+def details_text(recipe: Recipe, settings: dict[str, object], nodes: int | None = None) -> Text:
     """Nodes needed and model, image, then the settings a user tunes."""
-    needed = nodes_needed(recipe).rstrip("x")
+    one = nodes == 1 or (nodes is None and recipe.min_nodes == recipe.max_nodes == 1)
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"{needed} node{'s' if needed != '1' else ''} ", style="cyan")
+    text.append(nodes_label(recipe, nodes, " node" if one else " nodes") + " ", style="cyan")
     text.append(recipe.model, style="bold")
     text.append(f"\n{recipe.container or '(no image)'}", style="dim")
     shown = ", ".join(f"{k}={v}" for k, v in list(settings.items())[:6])
@@ -128,4 +126,8 @@ class RecipePanel(Vertical):
 
     def show_details(self, recipe: Recipe | None, settings: dict[str, object]) -> None:
         body = self.query_one("#recipe-details", Static)
-        body.update(details_text(recipe, settings) if recipe else Text("no recipe", style="dim"))
+        if recipe is None:
+            body.update(Text("no recipe", style="dim"))
+            return
+        nodes = next((r.nodes for r in self.rows if r.recipe is recipe), None)
+        body.update(details_text(recipe, settings, nodes))

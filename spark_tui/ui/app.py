@@ -24,12 +24,11 @@ from textual.worker import Worker, WorkerState
 
 from spark_tui.core.errors import SparkError
 from spark_tui.ui.config import CockpitConfig
-from spark_tui.ui.palette import CockpitCommands
-from spark_tui.ui.screens.dialogs import Dialog, QuitDialog
 from spark_tui.ui.screens.main import MainScreen
 from spark_tui.ui.themes import DEFAULT_THEME, NO_COLOR_THEME, load_themes
 
 if TYPE_CHECKING:
+    from textual.command import Provider
     from textual.driver import Driver
 
     from spark_tui.core.facts import NodeFacts
@@ -49,6 +48,14 @@ GONE_STOP_TIMEOUT = 20.0
 GONE_EXIT_DEADLINE = 5.0
 
 
+def _cockpit_commands() -> type[Provider]:
+    """The palette's cockpit entries, loaded when the palette first opens (not for the
+    first frame)."""
+    from spark_tui.ui.palette import CockpitCommands
+
+    return CockpitCommands
+
+
 def _detach_from_terminal() -> None:
     """Point stdout and stderr at /dev/null: writes to a hung-up terminal fail or block,
     and there is nobody left to read them."""
@@ -66,7 +73,7 @@ class SparkApp(App[int]):
     """The spark-tui cockpit."""
 
     TITLE = "spark-tui"
-    COMMANDS = App.COMMANDS | {CockpitCommands}
+    COMMANDS = App.COMMANDS | {_cockpit_commands}
     CSS = """
     Screen { layout: vertical; overflow: hidden; }
     #title { height: 1; padding: 0 1; background: $panel; color: $text; }
@@ -424,6 +431,9 @@ class SparkApp(App[int]):
         self.action_quit_cockpit()
 
     def action_quit_cockpit(self) -> None:
+        # The dialogs are loaded when first asked for: the first frame shows none.
+        from spark_tui.ui.screens.dialogs import Dialog, QuitDialog
+
         cluster = self.cluster
         if cluster is None or not cluster.running:
             self._exit_clean()

@@ -1,8 +1,10 @@
 """What the demo cockpit loads before its first frame stays what the first frame needs: not
 the run history's pydantic models, the benchmark's HTTP client, SSH or the Docker SDK, the
-fit model, the launch plan, the event types, the log panes or the sync view (each probe in a
-fresh interpreter, so nothing another test imported can hide an import). Every spark-tui
-module the first frame imports is compiled at each start of a fresh checkout."""
+fit model, the launch plan, the event types, the log panes, the sync view, the main screen's
+flows (launch, stop, measure, tune, sweep, history, log views), the dialogs or the palette's
+entries (each probe in a fresh interpreter, so nothing another test imported can hide an
+import). Every spark-tui module the first frame imports is compiled at each start of a
+fresh checkout."""
 
 from __future__ import annotations
 
@@ -35,6 +37,17 @@ LATER = (
     "spark_tui.ui.widgets.sync",
     "spark_tui.core.wiring",
     "spark_tui.core.link",
+    "spark_tui.ui.flows.launch",
+    "spark_tui.ui.flows.stop",
+    "spark_tui.ui.flows.measure",
+    "spark_tui.ui.flows.tune",
+    "spark_tui.ui.flows.sweep",
+    "spark_tui.ui.flows.history",
+    "spark_tui.ui.flows.logview",
+    "spark_tui.ui.screens.dialogs",
+    "spark_tui.ui.palette",
+    "spark_tui.ui.widgets.filterbox",
+    "spark_tui.ui.widgets.raystate",
 )
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as

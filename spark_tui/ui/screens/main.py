@@ -1,16 +1,17 @@
-"""The cockpit's main screen: nodes, recipes, fit, one log pane per rank, the watch after
-ready, smoke and tuning.
+"""The cockpit's main screen: nodes, recipes, fit, one log pane per rank, the results bar.
 
 It runs the session's actions and routes their events, as messages (ui.messages), to the
-widgets that render them; its own handlers keep the status line and the flow (what runs
-next, what to ask). The App around it holds the themes, the keys and the quit flow."""
+widgets that render them; its own handlers keep the status line. What each key starts
+(launch and follow, stop, smoke and bench, tuning, sweeps, the history, the log views)
+lives in spark_tui.ui.flows. The App around it holds the themes, the keys and the quit
+flow."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
@@ -21,65 +22,33 @@ from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
-from textual.worker import Worker
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.timeouts import WATCH_INTERVAL_S
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
-from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, OutageDialog
-from spark_tui.ui.widgets.filterbox import FilterBox
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.link import LinkPanel
 from spark_tui.ui.widgets.nodes import NodePanel
 from spark_tui.ui.widgets.rankpanes import RankPanes
-from spark_tui.ui.widgets.raystate import RayStateChanged, RayStatePanel
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.widgets.results import ResultsBar
+from spark_tui.ui.workers import app_work
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
     from spark_tui.core.sweep_result import SweepResult
-    from spark_tui.service.bench import BenchConfig
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
     from spark_tui.ui.app import SparkApp
-    from spark_tui.ui.screens.edit import Change
     from spark_tui.ui.widgets.logpane import LogPane
+    from spark_tui.ui.widgets.raystate import RayStatePanel
     from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 
 REFRESH_SECONDS = 15.0
-
-
-def _app_work(
-    *, group: str
-) -> Callable[[Callable[..., Coroutine[Any, Any, None]]], Callable[..., Worker[None]]]:
-    """Like `@work(exclusive=True, exit_on_error=False)`, but the worker belongs to the App:
-    the quit flow cancels the screen's launch and measurements by group, and a worker's
-    error is shown by the App's handler."""
-
-    def decorate(
-        method: Callable[..., Coroutine[Any, Any, None]],
-    ) -> Callable[..., Worker[None]]:
-        @functools.wraps(method)
-        def run(self: MainScreen, *args: Any, **kwargs: Any) -> Worker[None]:
-            # The method itself, not its coroutine: a worker the app never starts (it is
-            # closing, or a newer one of the group replaced it first) then leaves no
-            # coroutine behind that was never awaited.
-            return self.app.run_worker(
-                functools.partial(method, self, *args, **kwargs),
-                name=method.__name__,
-                group=group,
-                exclusive=True,
-                exit_on_error=False,
-            )
-
-        return run
-
-    return decorate
 
 
 class MainScreen(Screen[None]):
@@ -222,10 +191,10 @@ class MainScreen(Screen[None]):
                     event.reply(await self._ask(event))
                 case ev.SmokeChecked(result=result):
                     smoke.append(result.to_dict())
-                    self._send(msg.SmokeUpdate(list(smoke), None), self.bar)
+                    self.send(msg.SmokeUpdate(list(smoke), None), self.bar)
                 case ev.SmokeDone(results=results):
                     smoke = [r.to_dict() for r in results]
-                    self._send(msg.SmokeUpdate(smoke, event), self.bar)
+                    self.send(msg.SmokeUpdate(smoke, event), self.bar)
                     smoke = []
                 case ev.Recorded(error=error):
                     if error:
@@ -240,43 +209,47 @@ class MainScreen(Screen[None]):
             case ev.Probed():
                 # Free memory is read by the probe and by the watch: the nodes panel and
                 # the gauges show the latest reading, whichever took it.
-                self._send(msg.NodesProbed(event), nodes, gauges)
+                self.send(msg.NodesProbed(event), nodes, gauges)
             case ev.RankStateChanged(rank=rank):
-                self._send(msg.RankChanged(event), *self._panes_of([rank]), self.rank_panes)
+                self.send(msg.RankChanged(event), *self._panes_of([rank]), self.rank_panes)
             case ev.ClusterReady():
-                self._send(msg.ClusterUp(event))
+                self.send(msg.ClusterUp(event))
             case ev.Endpoint():
-                self._send(msg.EndpointKnown(event), bar)
+                self.send(msg.EndpointKnown(event), bar)
             case ev.Notice():
-                self._send(msg.ServiceNotice(event))
+                self.send(msg.ServiceNotice(event))
             case ev.NodeUnreachable(ranks=ranks):
                 # The link is down, the ranks are not failed for it: a state, retried.
-                self._send(msg.NodeOutage(event), nodes, *self._panes_of(ranks))
+                self.send(msg.NodeOutage(event), nodes, *self._panes_of(ranks))
             case ev.NodeReachable(ranks=ranks):
-                self._send(msg.NodeBack(event), nodes, *self._panes_of(ranks))
+                self.send(msg.NodeBack(event), nodes, *self._panes_of(ranks))
             case ev.BenchProgressed(progress=p):
                 progress = (
                     f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
                     f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
                 )
-                self._send(msg.BenchUpdate(progress=progress))
+                self.send(msg.BenchUpdate(progress=progress))
             case ev.BenchDone(result=result):
                 levels = [lv.to_dict() for lv in result.levels]
-                self._send(msg.BenchUpdate(levels=levels, done=event), bar, self.link_panel)
+                self.send(msg.BenchUpdate(levels=levels, done=event), bar, self.link_panel)
             case ev.LinkSample():
-                self._send(msg.LinkSampled(event), self.link_panel, screen=False)
+                self.send(msg.LinkSampled(event), self.link_panel, screen=False)
             case ev.Compared():
-                self._send(msg.TuneCompared(event), bar)
+                self.send(msg.TuneCompared(event), bar)
             case ev.SweepProgressed() | ev.SweepValueDone() | ev.SweepDone():
-                self._sweep_event(event)
+                from spark_tui.ui.flows.sweep import sweep_event
+
+                sweep_event(self, event)
             case ev.Stopped():
                 panes = [self.rank_panes, *self.panes.values()]
-                self._send(
+                self.send(
                     msg.ClusterStopped(event), bar, gauges, self.link_panel, *panes, screen=False
                 )
             case ev.WatchAlert(rank=rank):
-                alert = msg.RankAlert(event, self._alert_remedy())
-                self._send(alert, gauges, *self._panes_of([rank]))
+                from spark_tui.ui.flows.launch import alert_remedy
+
+                alert = msg.RankAlert(event, alert_remedy(self))
+                self.send(alert, gauges, *self._panes_of([rank]))
             case (
                 ev.WatchStarted()
                 | ev.ProbeResult()
@@ -285,13 +258,15 @@ class MainScreen(Screen[None]):
                 | ev.ContainerStates()
                 | ev.NodeNotAnswering()
             ):
-                self._send(msg.WatchSampled(event), gauges, nodes, screen=False)
+                self.send(msg.WatchSampled(event), gauges, nodes, screen=False)
             case ev.RayClusterState():
-                self._send(RayStateChanged(event), self._ray_panel(), screen=False)
+                from spark_tui.ui.widgets.raystate import RayStateChanged
+
+                self.send(RayStateChanged(event), self._ray_panel(), screen=False)
             case _:
                 pass  # the rest is consume's, or the sync view's (see CockpitSync.take)
 
-    def _send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
+    def send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
         """`message` to each widget (a copy each: a message is handled once) and, unless
         `screen` is False, to this screen's own handler."""
         import copy
@@ -306,6 +281,8 @@ class MainScreen(Screen[None]):
 
     async def _ask(self, question: ev.Question) -> bool:
         """A question of the service, as a dialog; the answer once the user gives it."""
+        from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
+
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
         def done(ok: bool | None) -> None:
@@ -319,7 +296,7 @@ class MainScreen(Screen[None]):
         self.app.push_screen(dialog, done)
         return await answer
 
-    @_app_work(group="discover")
+    @app_work(group="discover")
     async def discover(self) -> None:
         self.show_status("discovering nodes…")
         try:
@@ -332,14 +309,14 @@ class MainScreen(Screen[None]):
         reachable = len(self.session.reachable)
         self.show_status(
             f"{reachable} of {len(self.session.facts)} nodes reachable; pick a recipe and "
-            f"press {self._key_of('launch', 'l')}"
+            f"press {self.key_of('launch', 'l')}"
         )
         self.discovered.set()
         if self.periodic_refresh:
             self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
         await self._maybe_attach()
 
-    @_app_work(group="refresh")
+    @app_work(group="refresh")
     async def refresh_nodes(self) -> None:
         if self.busy:
             return  # probing during a launch or a benchmark would disturb the figures
@@ -355,7 +332,7 @@ class MainScreen(Screen[None]):
         if endpoint is None:
             self.notify(
                 "no cluster running, so no tunnel to copy: launch one first "
-                f"({self._key_of('launch', 'l')})",
+                f"({self.key_of('launch', 'l')})",
                 severity="warning",
             )
             return
@@ -371,7 +348,7 @@ class MainScreen(Screen[None]):
             self.build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
         self.prepare_verdicts(retry=True)
 
-    @_app_work(group="prepare")
+    @app_work(group="prepare")
     async def prepare_verdicts(self, retry: bool = False) -> None:
         """Fetch the Hub's facts of models no node has, the selected recipe first, off the
         UI's thread; redraw when they arrive."""
@@ -458,90 +435,17 @@ class MainScreen(Screen[None]):
         self.show_status(text)
         self.notify(f"{message}\n→ {remedy}" if remedy else message, severity="error", timeout=10)
 
-    def _keys_hint(self, *actions: tuple[str, str, str]) -> str:
+    def keys_hint(self, *actions: tuple[str, str, str]) -> str:
         """`t smoke · b bench`, with the keys as the config file maps them."""
-        return " · ".join(f"{self._key_of(bid, key)} {what}" for bid, key, what in actions)
+        return " · ".join(f"{self.key_of(bid, key)} {what}" for bid, key, what in actions)
 
-    # ----------------------------------------------------------------- launch
+    # ------------------------------------------------------------------ flows
+    # Each key's flow is a module of spark_tui.ui.flows, imported when the key is first
+    # pressed: the first frame then compiles none of them (see that package).
     def action_launch(self) -> None:
-        recipe = self.selected
-        if recipe is None:
-            self.notify("pick a recipe first", severity="warning")
-            return
-        # A running cluster of ours is the service's question (stop it and launch this
-        # one?), asked once the launch has its verdict.
-        if self.busy:
-            self.notify(f"busy: {self.busy}", severity="warning")
-            return
-        if not self.nodes:
-            self.notify(
-                "no reachable node yet: wait for discovery "
-                f"({self._key_of('refresh', 'r')} refreshes)",
-                severity="warning",
-            )
-            return
-        result = self.evaluate(recipe)
-        if result.problem or result.plan is None:
-            problem = result.problem
-            self.show_error(
-                problem.message if problem else "no launch plan",
-                problem.remedy if problem else "fix the recipe or the settings",
-            )
-            return
-        self._launch(recipe, self.sets_of(recipe))
+        from spark_tui.ui.flows.launch import launch
 
-    def _new_cluster_panes(self, ranks: list[tuple[int, str]]) -> None:
-        self._ray_clear()
-        self.build_panes(ranks)
-        self.bar.clear_results()
-        self.gauges.clear()
-        self.link_panel.clear()
-        self.last_compare = None
-        self.last_compared = None
-
-    @_app_work(group="follow")
-    async def _launch(self, recipe: Recipe, sets: dict[str, str]) -> None:
-        """Start the ranks and follow them for as long as they run (logs keep coming)."""
-        running = self.cluster if self.cluster is not None and self.cluster.running else None
-        evaluation = self.evaluate(recipe, sets)
-        if evaluation.plan is not None:
-            self._new_cluster_panes([(r.rank, r.node) for r in evaluation.plan.ranks])
-        self.busy = "launching"
-        self.show_status(f"launching {recipe.name}…")
-        await self._follow(self.session.launch(recipe, sets, keep_failed=self.keep_failed))
-        if running is not None and self.cluster is running:
-            # The user kept the running cluster (or the fit check refused the new one):
-            # follow it again.
-            await self._follow_running()
-
-    async def _follow_running(self) -> None:
-        try:
-            found = await self.session.running()
-        except SparkError:
-            return
-        if found is not None:
-            self.build_panes([(r.rank, r.node) for r in found.ranks])
-            await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
-
-    async def _follow(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
-        # What this follow is busy with: a follow replaced by the next action (a launch's
-        # by a sweep's) ends after that action has said what it is busy with.
-        busy = self.busy
-        try:
-            await self.consume(events)
-        except SparkError as exc:
-            cluster = self.cluster
-            # Its ranks kept for inspection: what to do next is the cockpit's keys.
-            kept = cluster is not None and cluster.failed and cluster.running
-            self.show_error(exc.message, self._alert_remedy() if kept else exc.remedy)
-            self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
-        finally:
-            if self.busy == busy:
-                self.busy = None
-            # Nothing follows the cluster any more (failed, or the user stopped watching).
-            self.workers.cancel_group(self.app, "watch")
-            for pane in self.panes.values():
-                pane.flush()
+        launch(self)
 
     def on_endpoint_known(self, message: msg.EndpointKnown) -> None:
         # A cluster launched or attached to is now the session's: the verdicts count its
@@ -550,86 +454,31 @@ class MainScreen(Screen[None]):
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
         # The rank's pane shows its state and failure, its tab the state; here the status.
-        event = message.event
-        if event.state == ev.RankState.FAILED:
-            # The launch's watch owns this failure (it stops the other ranks): the watch
-            # after ready, which would see them go, ends now.
-            self.workers.cancel_group(self.app, "watch")
-            # One toast per failure comes with the launch's error; the status says which rank.
-            text = Text(
-                f"rank {event.rank} on {event.node} {event.reason or 'failed'}", style="bold red"
-            )
-            text.append("  → the lines that explain it are at the top of its pane", style="")
-            self.show_status(text)
+        from spark_tui.ui.flows.launch import rank_changed
+
+        rank_changed(self, message)
 
     def on_cluster_up(self, message: msg.ClusterUp) -> None:
-        self.busy = None if self.busy == "launching" else self.busy
-        if self.busy in ("sweep", "ending the sweep"):
-            # A value relaunched: the sweep says where it is, and no watch's requests may
-            # disturb the value's benchmark.
-            return
-        text = Text(f"cluster {message.event.cluster_id} ready ", style="bold green")
-        hint = self._keys_hint(
-            ("smoke", "t", "smoke"),
-            ("bench", "b", "bench"),
-            ("edit", "e", "edit a setting"),
-            ("stop", "s", "stop"),
-        )
-        text.append(f"({hint})", style="dim")
-        self.show_status(text)
-        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
-        self._watch(message.event.cluster_id)
+        from spark_tui.ui.flows.launch import cluster_up
 
-    # ------------------------------------------------------------------ watch
-    @_app_work(group="watch")
-    async def _watch(self, cluster_id: str) -> None:
-        """The watch after ready: its samples fill the gauges panel until the cluster is
-        stopped, relaunched or fails (an alert names the rank and shows its lines)."""
-        try:
-            await self.consume(
-                self.session.watch(
-                    cluster_id, interval=self.watch_interval, keep_failed=self.keep_failed
-                )
-            )
-        except SparkError as exc:
-            ended = msg.WatchEnded(f"{exc.message} → {exc.remedy}")
-            self._send(ended, self.gauges, screen=False)
-
-    def _alert_remedy(self) -> str:
-        cluster = self.cluster
-        if cluster is not None and cluster.running:
-            return (
-                "the ranks are kept for inspection: read their logs, stop them "
-                f"({self._key_of('stop', 's')}), fix the cause, then launch again "
-                f"({self._key_of('launch', 'l')})"
-            )
-        return (
-            "every rank was stopped and removed, their last lines kept in the history "
-            f"({self._key_of('history', 'h')}); fix the cause the lines say, then launch "
-            f"again ({self._key_of('launch', 'l')})"
-        )
+        cluster_up(self, message)
 
     def action_keep_failed(self) -> None:
         """Toggle what happens to the ranks when one fails (kept, or stopped and removed)."""
-        self.keep_failed = not self.keep_failed
-        if self.keep_failed:
-            said = "when a rank fails, every rank is kept for inspection (you stop them)"
-        else:
-            said = "when a rank fails, every rank is stopped, its last lines kept in the history"
-        running = self.cluster is not None and self.cluster.running
-        later = " (from the next launch: the running one follows the setting it started with)"
-        self.notify(said + (later if running else ""), timeout=6)
+        from spark_tui.ui.flows.launch import toggle_keep_failed
+
+        toggle_keep_failed(self)
 
     def on_rank_alert(self, message: msg.RankAlert) -> None:
-        alert = message.alert
-        # The gauges panel shows why (the lines); here which rank and what to do.
-        text = Text(f"rank {alert.rank} on {alert.node} failed", style="bold red")
-        text.append(f"  → {message.remedy}", style="")
-        self.show_status(text)
+        from spark_tui.ui.flows.launch import rank_alert
+
+        rank_alert(self, message)
 
     # ---------------------------------------------------------------- outages
     def on_node_outage(self, message: msg.NodeOutage) -> None:
         """A long outage is the user's to decide: keep waiting, or stop watching."""
+        from spark_tui.ui.screens.dialogs import OutageDialog
+
         event = message.event
         asked = self.outage_asked.get(event.node)
         if not event.ask or (asked is not None and (asked < 0 or event.seconds < 2 * asked)):
@@ -650,6 +499,8 @@ class MainScreen(Screen[None]):
 
     def _ray_panel(self) -> RayStatePanel:
         """The Ray cluster's line above the logs, made when a Ray launch first reports."""
+        from spark_tui.ui.widgets.raystate import RayStatePanel
+
         found = self.query(RayStatePanel)
         if found:
             return found.first(RayStatePanel)
@@ -657,8 +508,10 @@ class MainScreen(Screen[None]):
         self.mount(panel, before=self.query_one("#logs"))
         return panel
 
-    def _ray_clear(self) -> None:
+    def ray_clear(self) -> None:
         """Hide the Ray cluster's line (a new launch, a stop) until the next report."""
+        from spark_tui.ui.widgets.raystate import RayStatePanel
+
         for panel in self.query(RayStatePanel):
             panel.clear()
 
@@ -679,57 +532,23 @@ class MainScreen(Screen[None]):
             return
         if found is None or self.cluster is not None:
             return
+        from spark_tui.ui.flows.launch import attach
+
         self.build_panes([(r.rank, r.node) for r in found.ranks])
         self.show_status(f"attached to running cluster {found.cluster_id} ({found.recipe})")
-        self._attach_to(found)
-
-    @_app_work(group="follow")
-    async def _attach_to(self, found: Any) -> None:
-        await self._follow(self.session.attach(found, keep_failed=self.keep_failed))
+        attach(self, found)
 
     # ------------------------------------------------------------------- stop
     def action_stop(self) -> None:
-        cluster = self.cluster
-        if cluster is None or not cluster.running:
-            self.notify("nothing to stop: no cluster of ours is running", severity="information")
-            return
-        body = Text(f"Stop cluster {cluster.cluster_id} ({cluster.recipe})?\n")
-        body.append("Every rank's container on every node is stopped and removed.")
+        from spark_tui.ui.flows.stop import ask_stop
 
-        def answer(yes: bool | None) -> None:
-            if yes:
-                self._stop()
-
-        self.app.push_screen(Dialog("Stop the cluster", body, yes="Stop"), answer)
-
-    @_app_work(group="stop")
-    async def _stop(self) -> None:
-        await self.stop_now()
+        ask_stop(self)
 
     async def stop_now(self) -> bool:
-        cluster = self.cluster
-        if cluster is None:
-            return True
-        # The stop below removes the ranks: the launch it interrupts must not as well.
-        self.session.keep_on_cancel = True
-        for group in ("watch", "follow", "measure"):
-            self.workers.cancel_group(self.app, group)
-        self.show_status(f"stopping {cluster.cluster_id}…")
-        try:
-            await self.consume(self.session.stop(cluster.cluster_id))
-        except SparkError as exc:
-            self.show_error(exc.message, exc.remedy)
-            return False
-        finally:
-            self.session.keep_on_cancel = False
-        self._ray_clear()
-        self.show_status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
-        # The last probe still sees the stopped cluster's memory in use (and no cluster
-        # left to credit it to): the verdicts follow the nodes as they are now.
-        with contextlib.suppress(SparkError):
-            await self.consume(self.session.probe())
-        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
-        return True
+        """Stop the cluster now; False if the stop failed (the error is shown)."""
+        from spark_tui.ui.flows.stop import stop_now
+
+        return await stop_now(self)
 
     # ------------------------------------------------------------------- sync
     def action_sync(self) -> None:
@@ -739,352 +558,77 @@ class MainScreen(Screen[None]):
         self.syncer.updated(message.event)
 
     # ---------------------------------------------------------- smoke & bench
-    def _ready_cluster(self) -> Cluster | None:
-        cluster = self.cluster
-        if cluster and cluster.ready and cluster.base_url:
-            if self.busy:
-                self.notify(f"busy: {self.busy}", severity="warning")
-                return None
-            return cluster
-        self.notify(
-            f"no ready cluster: launch one first ({self._key_of('launch', 'l')})",
-            severity="warning",
-        )
-        return None
-
     def action_smoke(self) -> None:
-        if self._ready_cluster():
-            self._smoke()
+        from spark_tui.ui.flows.measure import smoke
 
-    @_app_work(group="measure")
-    async def _smoke(self) -> None:
-        self.show_status("running the smoke checks: health, models, chat, tool call, streaming…")
-        await self.consume(self.session.smoke())
+        smoke(self)
 
     def on_smoke_update(self, message: msg.SmokeUpdate) -> None:
-        if message.done is None:
-            return
-        self.last_smoke = message.results
-        failed = [r["name"] for r in message.results if not r.get("ok")]
-        if failed:
-            self.show_status(Text(f"smoke checks failed: {', '.join(failed)}", style="bold red"))
-        else:
-            n = len(message.results)
-            self.show_status(Text(f"smoke checks passed ({n}/{n})", style="bold green"))
+        from spark_tui.ui.flows.measure import smoke_updated
+
+        smoke_updated(self, message)
 
     def action_bench(self) -> None:
         """The bench dialog with this session's settings; Enter runs the benchmark."""
-        if not self._ready_cluster():
-            return
-        from spark_tui.service.bench import BenchSettings
-        from spark_tui.ui.screens.bench import BenchDialog
+        from spark_tui.ui.flows.measure import bench
 
-        def chosen(config: BenchConfig | None) -> None:
-            if config is not None:
-                self.session.bench_config = config
-                self._bench()
-
-        self.app.push_screen(BenchDialog(BenchSettings.of(self.session.bench_config)), chosen)
-
-    @_app_work(group="measure")
-    async def _bench(self) -> None:
-        config = self.session.bench_config
-        self.busy = "benchmark"
-        # Like the node refresh, the watch waits: its requests would disturb the figures,
-        # and a saturated engine's slow answer is no hang.
-        self.workers.cancel_group(self.app, "watch")
-        self._send(msg.WatchEnded("paused while the benchmark runs"), self.gauges, screen=False)
-        self.show_status(f"benchmark: concurrency {', '.join(map(str, config.concurrency))}…")
-        try:
-            await self.consume(self.session.bench())
-        finally:
-            self.busy = None
-            cluster = self.cluster
-            if cluster is not None and cluster.ready and cluster.running:
-                self._watch(cluster.cluster_id)
+        bench(self)
 
     def on_bench_update(self, message: msg.BenchUpdate) -> None:
-        if message.progress:
-            self.show_status(message.progress)
-        if message.done is None:
-            return
-        self.last_bench = message.done
-        self.last_compared = None
-        n = len(message.levels or [])
-        again, full = self._key_of("bench", "b"), self._key_of("results", "v")
-        self.show_status(
-            Text(
-                f"benchmark done: {n} levels below ({full} every figure, {again} again)",
-                style="bold",
-            )
-        )
+        from spark_tui.ui.flows.measure import bench_updated
 
-    # -------------------------------------------------------------- tuning
+        bench_updated(self, message)
+
+    # ------------------------------------------------------------ tuning & sweeps
     def action_edit(self) -> None:
-        from spark_tui.ui.views import editable_settings, preview_change
+        from spark_tui.ui.flows.tune import edit
 
-        cluster = self.cluster
-        recipe = self.selected
-        if cluster is not None and cluster.running:
-            # The running cluster's recipe is the one being tuned.
-            recipe = next((r for r in self.recipes if r.name == cluster.recipe), recipe)
-        if recipe is None:
-            self.notify("pick a recipe first", severity="warning")
-            return
-        if self.busy:
-            self.notify(f"busy: {self.busy}", severity="warning")
-            return
-        sets = self.sets_of(recipe)
-        keys, current = editable_settings(recipe, sets)
-
-        def preview(key: str, value: str) -> tuple[str | None, Text]:
-            return preview_change(recipe, sets, key, value, self.evaluate)
-
-        def chosen(change: Change | None) -> None:
-            if change is None:
-                return
-            if change.sweep:
-                self._start_sweep(recipe, change)
-            else:
-                self._change(recipe, (change.key, change.value))
-
-        from spark_tui.ui.screens.edit import EditSettingDialog
-
-        self.app.push_screen(EditSettingDialog(keys, current, preview, recipe=recipe.name), chosen)
-
-    def _change(self, recipe: Recipe, change: tuple[str, str]) -> None:
-        key, value = change
-        cluster = self.cluster
-        if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
-            # Nothing to compare against yet: remember the setting for the next launch.
-            self.sets[recipe.name] = {**self.sets.get(recipe.name, {}), key: value}
-            self.refresh_recipes(keep=recipe.listed_name)
-            self.prepare_verdicts()
-            self.show_status(
-                f"{key}={value} set for {recipe.name}; press {self._key_of('launch', 'l')} "
-                "to launch"
-            )
-            return
-        self.sets[recipe.name] = {**self.sets_of(recipe), key: value}
-        self._tune(recipe, key, value)
-
-    @_app_work(group="follow")
-    async def _tune(self, recipe: Recipe, key: str, value: str) -> None:
-        """One change: the service stops, relaunches, checks, measures and compares; the
-        relaunched cluster is then followed like a launch."""
-        cluster = self.cluster
-        self.workers.cancel_group(self.app, "watch")  # the relaunched cluster gets its own
-        if cluster is not None:
-            self._new_cluster_panes(list(cluster.ranks))
-        self.busy = "tuning"
-        self.show_status(f"relaunching every rank with {key}={value}, then measuring…")
-        await self._follow(self.session.tune(recipe, key, value))
+        edit(self)
 
     def on_tune_compared(self, message: msg.TuneCompared) -> None:
-        from spark_tui.ui.views import comparison_text
+        from spark_tui.ui.flows.tune import compared
 
-        self.busy = None
-        self.last_compare = comparison_text(message.compared)
-        self.last_compared = message.compared
-        change = message.compared.comparison.changed_text()
-        full = self._key_of("results", "v")
-        self.show_status(
-            Text(
-                f"relaunched ({change}): compared with the baseline below ({full} every figure)",
-                style="bold",
-            )
-        )
+        compared(self, message)
 
     def action_results(self) -> None:
         """The last benchmark and comparison in full (a view that scrolls)."""
-        from spark_tui.ui.screens.info import ResultsScreen
-        from spark_tui.ui.views import bench_view
+        from spark_tui.ui.flows.tune import show_results
 
-        self.app.push_screen(ResultsScreen(bench_view(self.last_bench, self.last_compared)))
-
-    # -------------------------------------------------------------- sweeps
-    def _start_sweep(self, recipe: Recipe, change: Change) -> None:
-        cluster = self.cluster
-        if not (cluster is not None and cluster.ready and cluster.recipe == recipe.name):
-            self.notify(
-                f"a sweep measures a running {recipe.name}: launch it first "
-                f"({self._key_of('launch', 'l')})",
-                severity="warning",
-            )
-            return
-        from spark_tui.core.errors import InputError
-        from spark_tui.core.sweep import Objective, Target
-
-        try:
-            targets = [Target.parse(t) for t in change.targets]
-            objective = Objective.parse(change.objective) if change.objective else None
-        except InputError as exc:
-            self.show_error(exc.message, exc.remedy)
-            return
-        self._sweep(recipe, change.key, change.values, targets, objective)
-
-    @_app_work(group="follow")
-    async def _sweep(
-        self,
-        recipe: Recipe,
-        key: str,
-        values: list[str],
-        targets: list[Any],
-        objective: Any,
-    ) -> None:
-        """Each value in turn (the service's sweep); the result opens when it is done. Esc
-        while it runs asks what to leave running."""
-        cluster = self.cluster
-        self.workers.cancel_group(self.app, "watch")
-        if cluster is not None:
-            self._new_cluster_panes(list(cluster.ranks))
-        self.busy = "sweep"
-        self.sweep_recipe = recipe
-        self.last_sweep = None
-        self.show_status(f"sweep of {key}: {', '.join(values)} (Esc ends it)…")
-
-        def keep(result: SweepResult) -> None:
-            self.last_sweep = result
-
-        try:
-            await self._follow(
-                self.session.sweep(recipe, key, values, targets, objective, on_result=keep)
-            )
-            if self.last_sweep is not None and self.last_sweep.done:
-                text = Text(f"sweep done: {self.last_sweep.best_text()} ", style="bold")
-                text.append(f"({self._key_of('sweep', 'w')} shows its table)", style="dim")
-                self.show_status(text)
-        finally:
-            self.busy = None
-            running = self.cluster
-            if running is not None and running.ready and running.running:
-                self._watch(running.cluster_id)
-
-    def _sweep_event(self, event: ev.SweepEvent) -> None:
-        from spark_tui.ui.screens.sweep import SweepScreen
-
-        match event:
-            case ev.SweepProgressed(done=done, total=total, value=value, phase=phase):
-                eta = "" if event.eta_s is None else f" · about {event.eta_s / 60:.0f} min left"
-                if event.eta_s is not None and event.eta_s < 120:
-                    eta = f" · about {event.eta_s:.0f} s left"
-                what = "" if value is None else f" · {value}: {phase}"
-                if value is None:
-                    what = f" · {phase}"
-                self.show_status(f"sweep {done}/{total} done{what}{eta} (Esc ends it)")
-            case ev.SweepValueDone(result=result):
-                self.last_sweep = result
-                if isinstance(self.app.screen, SweepScreen):
-                    self.app.screen.show(result)
-            case ev.SweepDone(result=result):
-                self.last_sweep = result
-                self.show_status(Text(f"sweep done: {result.best_text()}", style="bold"))
-                if isinstance(self.app.screen, SweepScreen):
-                    self.app.screen.show(result)
-                else:
-                    self.app.push_screen(SweepScreen(result))
+        show_results(self)
 
     def end_sweep(self) -> None:
         """Esc while a sweep runs: what to leave running, or go on."""
-        from spark_tui.ui.screens.sweep import LeaveSweepDialog
+        from spark_tui.ui.flows.sweep import end_sweep
 
-        result, recipe = self.last_sweep, self.sweep_recipe
-        if result is None or recipe is None:
-            self.notify("the sweep is measuring its baseline; Esc again once a value is done")
-            return
-
-        def chosen(choice: str | None) -> None:
-            if choice and choice != "continue":
-                self.workers.cancel_group(self.app, "follow")
-                self._leave_sweep(recipe, result, choice)
-
-        self.app.push_screen(LeaveSweepDialog(result), chosen)
-
-    @_app_work(group="follow")
-    async def _leave_sweep(self, recipe: Recipe, result: SweepResult, choice: str) -> None:
-        from spark_tui.ui.screens.sweep import SweepScreen
-
-        self.busy = "ending the sweep"
-        self.show_status(f"sweep ended: leaving {choice} running…")
-        result.interrupted = True
-        await self._follow(self.session.leave_after_sweep(recipe, result, choice))
-        self.show_status(Text(f"sweep ended ({choice} left running)", style="bold"))
-        self.app.push_screen(SweepScreen(result))
-        running = self.cluster
-        if running is not None and running.ready and running.running:
-            self._watch(running.cluster_id)
+        end_sweep(self)
 
     def action_sweep_result(self) -> None:
         """The last sweep's table and chart (also while it runs)."""
-        from spark_tui.ui.screens.sweep import SweepScreen
+        from spark_tui.ui.flows.sweep import show_sweep_result
 
-        if self.last_sweep is None:
-            self.notify("no sweep yet: e, then values with commas (4,8,16)", severity="warning")
-            return
-        self.app.push_screen(SweepScreen(self.last_sweep))
+        show_sweep_result(self)
 
+    # ---------------------------------------------------------------- history
     def action_reset_baseline(self) -> None:
         """Forget the picked baseline of the running recipe: the next change measures anew."""
-        cluster = self.cluster
-        recipe = cluster.recipe if cluster else (self.selected.name if self.selected else None)
-        if recipe is None:
-            self.notify("pick a recipe first", severity="warning")
-            return
-        from spark_tui.service.history import RunHistory
+        from spark_tui.ui.flows.history import reset_baseline
 
-        gone = RunHistory(self.session.history).reset_baseline(recipe)
-        self.notify(
-            f"{recipe}: baseline reset ({', '.join(gone) or 'none was picked'}); the next "
-            "change measures a new one first"
-        )
+        reset_baseline(self)
 
     def action_history(self) -> None:
-        from spark_tui.service.history import RunHistory
-        from spark_tui.ui.views import describe_run, history_rows
+        from spark_tui.ui.flows.history import show_history
 
-        history = RunHistory(self.session.history)
-        try:
-            runs = history_rows(history)
-        except SparkError as exc:
-            self.show_error(exc.message, exc.remedy)
-            return
-        from spark_tui.ui.screens.info import HistoryScreen
-
-        self.app.push_screen(
-            HistoryScreen(runs, lambda rid: describe_run(history, rid), history.pin_message)
-        )
+        show_history(self)
 
     # ------------------------------------------------------- filter & views
     def action_filter(self) -> None:
-        focused = self.app.focused
-        recipes = self.query_one(RecipePanel)
-        box = self._filter_box()
-        if focused is not None and recipes in focused.ancestors_with_self:
-            box.show_for(
-                "recipes",
-                recipes.filter_text,
-                recipes.set_filter,
-                lambda: self.query_one("#recipe-list"),
-            )
-            return
-        first = next(iter(self.panes.values()), None)
-        box.show_for(
-            "logs",
-            first.filter_text if first else "",
-            self.rank_panes.set_filter,
-            lambda: first.query_one("RankLog") if first and first.is_attached else None,
-        )
+        from spark_tui.ui.flows.logview import open_filter
 
-    def _filter_box(self) -> FilterBox:
-        """The filter line, made on first use (the first frame does without it)."""
-        found = self.query(FilterBox)
-        if found:
-            return found.first()
-        box = FilterBox(id="filter")
-        self.mount(box, before=self.query_one(Footer))
-        return box
+        open_filter(self)
 
     def action_back(self) -> None:
+        from spark_tui.ui.widgets.filterbox import FilterBox
+
         found = self.query(FilterBox)
         if self.busy == "sweep" and not (found and found.first().is_open):
             self.end_sweep()
@@ -1095,23 +639,20 @@ class MainScreen(Screen[None]):
             self.app.screen.minimize()
 
     def action_fullscreen(self) -> None:
-        if self.app.screen.maximized is not None:
-            self.app.screen.minimize()
-            return
-        pane = self.rank_panes.current(self.app.focused)
-        if pane is not None:
-            self.app.screen.maximize(pane, container=False)
-            pane.query_one("RankLog").focus()
+        from spark_tui.ui.flows.logview import toggle_fullscreen
+
+        toggle_fullscreen(self)
 
     def action_compact(self) -> None:
-        compact = self.rank_panes.toggle_compact()
-        self.notify("log lines: " + ("compact" if compact else "full (with prefixes)"))
+        from spark_tui.ui.flows.logview import toggle_compact
 
-    def _key_of(self, binding_id: str, fallback: str) -> str:
+        toggle_compact(self)
+
+    def key_of(self, binding_id: str, fallback: str) -> str:
         """The key that runs a binding now (the config file may have remapped it)."""
         return self.spark.key_of(binding_id, fallback)
 
     def action_help(self) -> None:
         from spark_tui.ui.screens.info import HelpScreen
 
-        self.app.push_screen(HelpScreen.for_bindings(self.app.BINDINGS, self._key_of))
+        self.app.push_screen(HelpScreen.for_bindings(self.app.BINDINGS, self.key_of))

@@ -44,3 +44,24 @@ async def test_narrow_panel_is_one_row() -> None:
         await benched(pilot)
         text = plain(app.query_one(LinkPanel).render_body()).strip()
         assert text == "link sim-spark-1 ↓1.84 ↑1.84 7.4% · sim-spark-2 ↓1.84 ↑1.84 7.4%"
+
+
+async def test_narrow_row_with_eight_nodes_shows_the_busiest_whole_and_counts_the_rest() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await benched(pilot)
+        panel = app.query_one(LinkPanel)
+        panel.bench = None
+        for k in range(1, 9):
+            # sim-spark-5 is the busiest: it comes first, whole.
+            rx = 5e9 if k == 5 else 1e8 * k
+            rate = InterfaceRate("enp1s0f1np1", rx, 1e8, 25e9, 1, 1)
+            panel.post_message(
+                msg.LinkSampled(ev.LinkSample(f"sim-spark-{k}", 128 * GIB, 90 * GIB, (rate,)))
+            )
+        await wait_until(pilot, lambda: len(panel.samples) == 8, 5, "eight samples")
+        text = plain(panel.render_body()).strip()
+        assert text.startswith("link sim-spark-5 ↓5.00 ↑0.10 20%"), text
+        shown = text.count("sim-spark-")
+        assert 1 < shown < 8 and text.endswith(f" +{8 - shown} more"), text
+        assert len(text) <= 78, text

@@ -70,6 +70,27 @@ def figure_text(fig: LinkFigure, memory: MemoryFigure | None, wide: bool) -> Tex
     return text
 
 
+def _busiest_first(sample: ev.LinkSample) -> float:
+    shares = [r.share for r in sample.interfaces if r.share is not None]
+    return -max(shares, default=0.0)
+
+
+def one_row(parts: list[Text], width: int) -> Text:
+    """`link a ↓… · b ↓… +2 more`: as many nodes as the row holds, the busiest first
+    (the caller's order), and how many did not fit, so 4 or 8 nodes stay readable at 80
+    columns instead of being cut mid-node."""
+    row = Text("link ", style="bold")
+    for i, part in enumerate(parts):
+        left = len(parts) - i - 1
+        more = f" +{left} more" if left else ""
+        sep = Text(" · ", style="dim") if i else Text()
+        if row.cell_len + sep.cell_len + part.cell_len + len(more) > width and i:
+            row.append(f" +{len(parts) - i} more", style="dim")
+            return row
+        row += sep + part
+    return row
+
+
 class LinkPanel(Static):
     """See module doc."""
 
@@ -98,7 +119,15 @@ class LinkPanel(Static):
             memory = {m.node: m for m in self.bench.result.memory}
             peaks = [figure_text(f, memory.get(f.node), wide) for f in self.bench.result.link]
         if not wide:
-            return Text("link ", style="bold") + Text(" · ", style="dim").join(live or peaks)
+            if live:
+                ranked = sorted(self.samples.values(), key=_busiest_first)
+                return one_row([sample_text(s, wide) for s in ranked], self._room())
+            if self.bench is not None:
+                figures = sorted(self.bench.result.link, key=lambda f: -(f.peak_share or 0.0))
+                memory = {m.node: m for m in self.bench.result.memory}
+                rows = [figure_text(f, memory.get(f.node), wide) for f in figures]
+                return one_row(rows, self._room())
+            return one_row([], self._room())
         rows = [Text("link", style="bold"), *(Text("  ") + r for r in live)]
         if peaks:
             if live:
@@ -107,6 +136,10 @@ class LinkPanel(Static):
                 rows[0].append(" (last benchmark)", style="dim")
             rows += [Text("  ") + r for r in peaks]
         return Text("\n").join(rows)
+
+    def _room(self) -> int:
+        # The panel's own width less its padding; the app's before the first layout.
+        return max(20, (self.size.width or self.app.size.width) - 2)
 
     def _redraw(self) -> None:
         shown = bool(self.samples) or bool(self.bench and self.bench.result.link)

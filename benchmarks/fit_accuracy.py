@@ -59,19 +59,19 @@ def main() -> int:
             f"  {k.label:28} {k.quantity:26} pred {k.predicted:12.2f}  logged {k.logged:12.2f}"
             f"  {k.error:+7.2%}"
         )
-    total = s.gb10_total_gib()
     print(
-        f"\navailable KV memory on GB10 (total {total} GiB as vLLM sees it): "
-        "util x total - predicted weights - runtime overhead (budget: within 5 %)"
+        "\navailable KV memory on GB10: util x total (the log's machine, as vLLM sees it) "
+        "- predicted weights - runtime overhead (budget: within 5 %)"
     )
     print(
-        f"  {'sample':38} {'util':>4} {'weights':>7} {'n-torch':>7} {'compile':>7} "
+        f"  {'sample':38} {'util':>4} {'total':>6} {'weights':>7} {'n-torch':>7} {'compile':>7} "
         f"{'activ':>6} {'sampler':>7} {'graphs':>6} {'pred':>6} {'logged':>6} {'error':>7}"
     )
     for r in s.available_kv_rows():
         o = r.overhead
         print(
-            f"  {r.label:38} {r.util:4.2f} {r.weights_gib:7.2f} {o.non_torch_bytes / GIB:7.2f} "
+            f"  {r.label:38} {r.util:4.2f} {r.total_gib:6.2f} {r.weights_gib:7.2f} "
+            f"{o.non_torch_bytes / GIB:7.2f} "
             f"{o.compile_bytes / GIB:7.2f} {o.activation_bytes / GIB:6.2f} "
             f"{o.sampler_bytes / GIB:7.2f} {o.cuda_graph_bytes / GIB:6.2f} "
             f"{r.predicted_gib:6.2f} {r.logged_gib:6.2f} {r.error:+7.1%}"

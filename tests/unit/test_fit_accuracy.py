@@ -24,7 +24,12 @@ from pathlib import Path
 import pytest
 
 from spark_tui.core.facts import GIB, ModelFacts
-from spark_tui.core.fit import RuntimeOverhead, runtime_overhead, weights_per_rank_bytes
+from spark_tui.core.fit import (
+    COMPILE_WORKERS_BYTES,
+    RuntimeOverhead,
+    runtime_overhead,
+    weights_per_rank_bytes,
+)
 from spark_tui.core.kv_cache import layout_for
 from spark_tui.core.model_facts import facts_from_hf_config
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
@@ -82,10 +87,13 @@ HELD_OUT = {
         misses=(
             (
                 "available_kv",
-                "the run's own accounting (its DEBUG line) has 0.09 GiB of non-torch memory where "
-                "the model takes 5.25 (non-torch and compile workers); the same settings in the "
-                "gemma-3-27b-it fp8 KV FlashInfer log leave 2.54 GiB and land within 5 %. It passed "
-                "before FlashInfer's graphs were counted only because that gap cancelled them",
+                "its own accounting (the DEBUG line): 0.09 GiB of non-torch memory, where the "
+                "gemma-3-27b-it fp8 KV FlashInfer log, the same settings on the same machine "
+                "three hours earlier (another source build), has 2.54 GiB (and a CUDA graph estimate of 4.22 GiB "
+                "against 3.73). On GB10 vLLM measures non-torch memory as total - psutil's "
+                "available memory - torch's reserved memory (vllm/utils/mem_utils.py "
+                "MemorySnapshot), so what else the host takes or frees during the profile "
+                "counts: nothing among the run's inputs tells the two runs apart",
             ),
         ),
     ),
@@ -118,10 +126,14 @@ HELD_OUT = {
         misses=(
             (
                 "available_kv",
-                "the log's own accounting: 1.97 GiB of peak activation at 8,192 batched tokens "
-                "(the per-token constant gives 1.50), 0.94 GiB non-torch (0.50 assumed) and "
-                "0.46 GiB more weights than the load factor gives; activation follows the "
-                "model's shape, and no config of this model is at hand",
+                "its own accounting: weights 64.36 GiB (0.46 over the load factor), "
+                "non-torch 0.94 GiB (0.50 assumed), peak activation 1.97 GiB at 8,192 "
+                "batched tokens (1.53 with the sampler). Non-torch on GB10 is host-wide "
+                "(total - psutil's available - torch's reserved) and the fitted TP2 log's "
+                "two ranks of one run report -0.56 and +0.64 GiB, so the 0.44 is not an "
+                "input; the weights (2.2 % over checkpoint / TP, as in the fitted TP2 log "
+                "of this model family) and the activation follow this model's shape, and "
+                "no config of it is at hand",
             ),
         ),
     ),
@@ -130,10 +142,13 @@ HELD_OUT = {
         misses=(
             (
                 "weights",
-                "an NVFP4 (compressed-tensors) fine-tune run through vLLM's CUTLASS NVFP4 MoE and "
-                "linear kernels: vLLM holds 1.07 GiB more than its 15.30 + 0.80 GiB of "
-                "checkpoints, though the drafter shares the target's embedding and lm_head (the "
-                "log says so); how those kernels lay the weights out was not verified",
+                "vLLM holds 1.07 GiB more than the 15.30 + 0.80 GiB of checkpoints of this "
+                "NVFP4 (compressed-tensors) fine-tune, though the drafter shares the target's "
+                "embedding and lm_head (the log says so). Not a vision tower missing from "
+                "the checkpoint: gemma-4-26B-A4B's linear layers at NVFP4 (4.5 bits) with "
+                "the embedding and vision tower in bf16 come to 15.27 GiB, the checkpoint's "
+                "size. What the CUTLASS NVFP4 MoE and linear kernels keep after loading "
+                "was not verified",
             ),
         ),
     ),
@@ -385,6 +400,7 @@ class AvailableKvRow:
 
     label: str
     util: float
+    total_gib: float
     weights_gib: float
     overhead: RuntimeOverhead
     predicted_gib: float
@@ -395,16 +411,67 @@ class AvailableKvRow:
         return self.predicted_gib / self.logged_gib - 1
 
 
-def gb10_total_gib() -> float:
-    """A GB10's memory as vLLM sees it: the TP2 log's "Free memory on device (x/T GiB)"."""
-    m = _FREE_ON_DEVICE.search(_text(HEAD_LOG))
-    assert m
-    return float(m.group(1))
+_SOURCE_REPO = re.compile(r"^# source: https://github\.com/([^/\s]+/[^/\s]+)/")
+_FREE_B_TOTAL = re.compile(r"^Mem:\s+(\d+)\s", re.MULTILINE)
+_GRAPH_EQUIVALENT = re.compile(
+    r"Estimated CUDA graph memory: ([\d.]+) GiB.*?--gpu-memory-utilization=([\d.]+) is "
+    r"equivalent to --gpu-memory-utilization=([\d.]+)",
+    re.DOTALL,
+)
+
+
+def source_repo(text: str) -> str | None:
+    """The GitHub repository a fixture was copied from (its first line), if it says."""
+    m = _SOURCE_REPO.search(text.splitlines()[0]) if text else None
+    return m.group(1) if m else None
+
+
+def machine_totals_gib() -> dict[str, float]:
+    """Each source repository's GB10 memory, from the `free -b` it published.
+
+    On GB10 vLLM reads the total from cudaMemGetInfo, which on this unified-memory part is
+    the kernel's MemTotal: the machines differ (119.63 GiB on one, 121.69 on another), and
+    `check` budgets util x the node's own MemTotal, so each log is held to its machine's.
+    """
+    totals = {}
+    for path in sorted(FIXTURES.glob("free_b_*.txt")):
+        text = path.read_text(encoding="utf-8")
+        repo, m = source_repo(text), _FREE_B_TOTAL.search(text)
+        if repo and m:
+            totals[repo] = round(int(m.group(1)) / GIB, 2)
+    return totals
+
+
+def log_total_gib(text: str) -> float:
+    """The memory of the GB10 a log ran on, as vLLM saw it: the log's own "Free memory on
+    device (x/T GiB)", else the `free -b` total its source repository published."""
+    m = _FREE_ON_DEVICE.search(text)
+    if m:
+        return float(m.group(1))
+    repo = source_repo(text)
+    totals = machine_totals_gib()
+    assert repo in totals, f"no memory total for the machine of {repo}: add its `free -b`"
+    return totals[repo]
+
+
+def graph_equivalent_total_range(text: str) -> tuple[float, float] | None:
+    """The total memory vLLM's CUDA graph line implies, within the rounding of its figures.
+
+    vLLM prints the CUDA graph estimate (2 decimals of GiB) and the utilization it equals
+    without it (4 decimals): util - estimate / total, so the pair bounds the total.
+    """
+    m = _GRAPH_EQUIVALENT.search(text)
+    if not m:
+        return None
+    estimate, util, equivalent = (float(v) for v in m.groups())
+    gap = util - equivalent
+    if gap <= 0.00005:
+        return None
+    return (estimate - 0.005) / (gap + 0.00005), (estimate + 0.005) / (gap - 0.00005)
 
 
 def available_kv_rows() -> list[AvailableKvRow]:
     """Predicted vs logged available KV memory, one row per GB10 log (each rank its own)."""
-    total = gb10_total_gib()
     labels = {name: label for label, name in WEIGHT_LOGS.items()}
     labels.update({h.fixture: label for label, h in HELD_OUT.items()})
     configs = {h.fixture: h.config for h in HELD_OUT.values() if h.config is not None}
@@ -429,11 +496,14 @@ def available_kv_rows() -> list[AvailableKvRow]:
         overhead = runtime_overhead(args, facts, unified=True)
         weight = weights[labels[name]].predicted_gib
         util = args.gpu_memory_utilization
+        total = log_total_gib(text)
         predicted = util * total - weight - overhead.total_bytes / GIB
         logged = _AVAILABLE_KV.search(text)
         assert logged
         rows.append(
-            AvailableKvRow(labels[name], util, weight, overhead, predicted, float(logged.group(1)))
+            AvailableKvRow(
+                labels[name], util, total, weight, overhead, predicted, float(logged.group(1))
+            )
         )
     return rows
 
@@ -504,6 +574,39 @@ def test_samples_parse_as_expected() -> None:
     assert rows["Qwen3.6-35B + DFlash (GB10)"].checkpoint_gib == pytest.approx(21.75 + 0.88)
     assert rows["gpt-oss-120b (H100)"].logged_gib == pytest.approx(64.38)
     assert rows["gemma-4-E4B-it (sm120)"].logged_gib == pytest.approx(15.19)
+
+
+def test_each_log_is_held_to_its_machines_total() -> None:
+    # vLLM's CUDA graph line (the estimate and the utilization it equals without it)
+    # bounds the total of the machine the log ran on: the total each row uses lies within,
+    # and the machines differ, so no one total serves every log.
+    checked = 0
+    for r, name in zip(available_kv_rows(), gb10_kv_logs(), strict=True):
+        bounds = graph_equivalent_total_range(_text(name))
+        if bounds is None:
+            continue
+        low, high = bounds
+        assert low <= r.total_gib <= high, (r.label, r.total_gib, bounds)
+        checked += 1
+    assert checked >= 15
+    totals = {r.total_gib for r in available_kv_rows()}
+    assert totals == {119.63, 121.69}
+    # The `free -b` a source published agrees with what vLLM printed on that machine.
+    own = _FREE_ON_DEVICE.search(_text("vllm_startup_gb10_heldout_gemma3_27b_fp8kv_128k.log"))
+    assert own and machine_totals_gib()["jethac/dgx-spark-hijinks"] == float(own.group(1))
+
+
+def test_compile_workers_constant_is_read_from_the_fitted_logs_only() -> None:
+    # The least-squares fit of the relative error over the compiled fitted logs, each at its
+    # machine's total: the held-out logs play no part in it.
+    implied, weights = [], []
+    for r in available_kv_rows():
+        if r.label in WEIGHT_LOGS and r.overhead.compile_bytes:
+            implied.append(r.overhead.compile_bytes / GIB + r.predicted_gib - r.logged_gib)
+            weights.append(1 / r.logged_gib**2)
+    assert len(implied) == 4
+    fitted = sum(c * w for c, w in zip(implied, weights, strict=True)) / sum(weights)
+    assert COMPILE_WORKERS_BYTES / GIB == pytest.approx(fitted, abs=0.01)
 
 
 _ENGINE_VERSION = re.compile(r"Initializing a V1 LLM engine \(v([^)]+)\)")

@@ -33,6 +33,7 @@ from spark_tui.ops.events import Emit, Notice
 
 HELP_TIMEOUT = 300.0
 HELP_CALL = "vllm serve --help=all"
+HELP_CREATE = "create the vllm serve --help=all container"  # the Docker call that makes it
 GIVE_UP_WAIT_S = 10.0  # how long a given-up build that made no container yet is let end
 HELP_POLL_S = 0.25  # how often the help run's container is asked whether it has ended
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -116,11 +117,12 @@ async def run_help(
     image: str,
     name: str,
     labels: Mapping[str, str],
-    made: Callable[[], None] | None = None,
+    making: Callable[[], None] | None = None,
     may_run: Callable[[], bool] | None = None,
 ) -> str:
     """`vllm serve --help=all` in a throwaway container `name` of `image` (stdout only);
-    `made` is called once the container exists; `may_run` false then: it is not started.
+    `making` is called once the container is being made (from then on it is removed
+    however this ends); `may_run` false once it exists: it is not started.
 
     The container is removed however this ends: cancelled too (a Ctrl+C of the launch it
     runs beside), where the thread making it cannot be recalled: the removal waits for
@@ -194,13 +196,14 @@ async def run_help(
             return
         await docker.call(remove, f"rm {name}")
 
-    creating = asyncio.ensure_future(
-        docker.call(create, "create the vllm serve --help=all container")
-    )
+    creating = asyncio.ensure_future(docker.call(create, HELP_CREATE))
     try:
+        if making is not None:
+            # Before the container exists: making one of a large image took a second on
+            # a busy head, and a launch only needs to know that the run is under way and
+            # that its container goes with the launch's ranks (the removal below).
+            making()
         await asyncio.shield(creating)
-        if made is not None:
-            made()
         if may_run is not None and not may_run():
             raise SparkError(
                 f"the flag check of {image} was given up before it ran",
@@ -237,8 +240,8 @@ async def image_flag_table(
     image id it is cached under. A missing image is pulled when `pull` (its progress lines
     as notices to `emit`), else ImageNotPulled; SparkError when the image fails to answer.
     The help run's container belongs to cluster `owner` when given (see help_labels);
-    `helping` is called once it is made (the text was not cached); `may_run` false: no
-    container is made (SparkError: the build was given up meanwhile)."""
+    `helping` is called once it is being made (the text was not cached); `may_run` false:
+    no container is made or started (SparkError: the build was given up meanwhile)."""
     info = await docker.image(image)
     if (info is None or not info.id) and pull:
 

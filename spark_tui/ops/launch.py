@@ -28,6 +28,7 @@ the caller decides what to do with them (headless: `ops.cluster.stop(pool, clust
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections import deque
@@ -139,6 +140,10 @@ def _phase_index(phase: str | None) -> int:
     return order.index(phase) if phase in order else -1
 
 
+# How often the head's /health is asked while it starts (and at once when its log says the
+# API server is up).
+HEALTH_POLL_S = 0.25
+
 # Loading progress across phases: weights take most of the time, CUDA graphs the rest.
 _PROGRESS_SPAN = {"weights": (0.0, 0.85), "cuda_graphs": (0.85, 1.0)}
 
@@ -156,7 +161,7 @@ class ClusterWatch:
         api_port: int = 8000,
         keep_failed: bool = False,
         ready_timeout: float = READY_TIMEOUT_S,
-        poll_interval: float = 0.25,
+        poll_interval: float | None = None,
         settle: float = 1.0,
         tail: int | str = "all",
         ask_after: float = 120.0,
@@ -168,11 +173,14 @@ class ClusterWatch:
         self.api_port = api_port
         self.keep_failed = keep_failed
         self.ready_timeout = ready_timeout
-        self.poll_interval = poll_interval
+        self.poll_interval = HEALTH_POLL_S if poll_interval is None else poll_interval
         self.settle = settle
         self.tail = tail
         self.base_url: str | None = None
         self.ready = asyncio.Event()
+        # Set when the head's log says its API server is up: /health is asked at once,
+        # not at the next poll (the launch's share of launch-to-ready counts that wait).
+        self._api_up = asyncio.Event()
         self.not_answering: str | None = None  # why a healthy head gave no first token
         self._ended: asyncio.Queue[tuple[WatchedRank, str]] = asyncio.Queue()
         self._stopping = False
@@ -204,6 +212,8 @@ class ClusterWatch:
             self._set(r, RankState.LOADING, progress=r.progress)
         if cls.kind == "phase" and _phase_index(cls.scope) > _phase_index(r.last_phase):
             r.last_phase = cls.scope
+        elif cls.kind == "ready" and cls.scope == "api" and r.serves_api:
+            self._api_up.set()
         elif cls.kind == "ready" and cls.scope == "worker" and not r.serves_api:
             r.progress = 1.0
             self._set(r, RankState.READY, progress=1.0)
@@ -332,7 +342,9 @@ class ClusterWatch:
                 if time.monotonic() > deadline:
                     await self._ended.put((head, "timeout"))
                     return
-                await asyncio.sleep(self.poll_interval)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._api_up.wait(), self.poll_interval)
+                self._api_up.clear()
         self.base_url = base
         for r in self.ranks:
             if r.state not in (RankState.READY, RankState.FAILED):

@@ -6,6 +6,8 @@ help run is held until the test lets it go, so the ranks are surely started besi
 - The table then names a flag the image's vLLM does not know: the ranks are stopped and
   removed, the launch is refused with the check's own words and remedy, and no container
   (the help run's included) is left.
+- The same when the help run's container is still being made as the ranks start (making
+  one of a large image took a second on a busy head: the launch does not wait for it).
 - An interrupt while the help run is held leaves no container either.
 - The help container carries the cluster's labels: `stop` of the cluster removes it,
   `status` does not take it for a rank.
@@ -23,7 +25,12 @@ import pytest
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.recipe_loader import find_recipe
-from spark_tui.ops.image_flags import FLAG_TABLE_ROLE, HELP_CALL, help_container_name
+from spark_tui.ops.image_flags import (
+    FLAG_TABLE_ROLE,
+    HELP_CALL,
+    HELP_CREATE,
+    help_container_name,
+)
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.service import events as ev
 from spark_tui.service.session import Session
@@ -41,9 +48,10 @@ class HeldHelp:
         self.entered = asyncio.Event()  # a run is held (its container made)
         self.runs = 0
         call = RemoteDocker.call
+        self.what = HELP_CALL
 
         async def called(docker: Any, fn: Any, what: str) -> Any:
-            if what == HELP_CALL:
+            if what == self.what:
                 self.runs += 1
                 self.entered.set()
                 await self.release.wait()
@@ -94,7 +102,8 @@ async def test_a_misspelt_flag_on_a_first_launch_stops_the_ranks_in_the_checks_w
                     if isinstance(event, ev.RankStateChanged):
                         if event.state is ev.RankState.STARTING:
                             # Started beside the held help run, in a container of its own
-                            # that is this cluster's.
+                            # that is this cluster's (made beside the ranks).
+                            await first_launch.entered.wait()
                             head = containers(sim)[sim.inventory[0].name]
                             assert (help_name(session), FLAG_TABLE_ROLE) in head, head
                             first_launch.release.set()
@@ -124,6 +133,51 @@ async def test_a_misspelt_flag_on_a_first_launch_stops_the_ranks_in_the_checks_w
     assert beside.value.remedy == before.value.remedy
     assert "did you mean --enable-prefix-caching?" in said + beside.value.remedy
     assert first_launch.runs == 1
+
+
+async def test_the_ranks_start_while_the_help_container_is_being_made(
+    first_launch: HeldHelp,
+) -> None:
+    first_launch.what = HELP_CREATE  # held before Docker makes it
+    recipe = misspelt()
+    starting: set[int] = set()
+    held_when_started = False
+    async with SimCluster(scenario()) as sim:
+        session = Session(sim.inventory)
+
+        async def let_go_later() -> None:
+            # Only the code this test guards against waits for the container before the
+            # ranks: let it go after a while, so that such code fails the test, not hangs.
+            await asyncio.sleep(60)
+            first_launch.release.set()
+
+        fallback = asyncio.ensure_future(let_go_later())
+        try:
+            with pytest.raises(OperationFailed) as refused:
+                async for event in session.launch(recipe, {}, insist=True, follow=False):
+                    if isinstance(event, ev.Question):
+                        event.reply(True)
+                    if (
+                        isinstance(event, ev.RankStateChanged)
+                        and event.state is ev.RankState.STARTING
+                    ):
+                        starting.add(event.rank)
+                        if len(starting) == 2:
+                            held_when_started = not first_launch.release.is_set()
+                            first_launch.release.set()
+            left = containers(sim)
+        finally:
+            fallback.cancel()
+            await session.close()
+    assert first_launch.runs == 1
+    assert held_when_started, "the ranks waited for the help run's container to be made"
+    # Then the table refused the flag: the ranks and the help container are gone.
+    assert left == {n.name: [] for n in sim.inventory}, left
+    assert refused.value.message.startswith(
+        f"launch of {recipe.name} refused (its ranks, started while the image's flags were "
+        "read, were stopped and removed): "
+    ), refused.value.message
+    assert "--enable-prefix-cachin is not a flag of the vLLM in" in refused.value.message
 
 
 def help_name(session: Session) -> str:

@@ -173,6 +173,12 @@ def _demo(sub: Any) -> None:
         "--recipe", metavar="NAME", dest="demo_recipe", help="the recipe selected at start"
     )
     p.add_argument("--theme", metavar="NAME", dest="demo_theme", help="colour theme")
+    p.add_argument(
+        "--ring",
+        action="store_true",
+        help="cable the simulated Sparks as a ring (3 or more; a subnet per cable), as "
+        "switchless 3- and 4-Spark setups are",
+    )
     web = p.add_argument_group("in a browser (--web)")
     web.add_argument(
         "--web",

@@ -19,10 +19,10 @@ def open_demo(
     recipe: str | None = None,
     theme: str | None = None,
     pace: float | None = None,
+    ring: bool = False,
 ) -> int:
     """Start simulated Sparks in this process and open the cockpit on them."""
-    if nodes < 1:
-        raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    check_layout(nodes, ring)
     from spark_tui.commands.terminal import require_terminal
 
     require_terminal("spark-tui demo")
@@ -36,8 +36,20 @@ def open_demo(
         theme=theme,
         pace=pace if pace is not None else _pace(),
         token_scale=_token_scale(),
+        ring=ring,
     )
     return run_cockpit(app)
+
+
+def check_layout(nodes: int, ring: bool) -> None:
+    """Refuse simulated Sparks that cannot be: no node, or a ring of fewer than three."""
+    if nodes < 1:
+        raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    if ring and nodes < 3:
+        raise InputError(
+            f"--ring with --nodes {nodes}: a ring needs 3 or more Sparks (two are a direct pair)",
+            "pass --nodes 3 or 4 with --ring, or leave --ring out",
+        )
 
 
 def serve_demo(
@@ -51,11 +63,11 @@ def serve_demo(
     token: str | None,
     max_visitors: int,
     expose: bool,
+    ring: bool = False,
 ) -> int:
     """Serve the demo cockpit to browsers (one app and its own simulated Sparks per tab),
     behind a token; only simulated Sparks, never the user's inventory, keys or history."""
-    if nodes < 1:
-        raise InputError(f"--nodes {nodes}: need at least one node", "pass --nodes 2")
+    check_layout(nodes, ring)
     if not 0 <= port <= 65535:
         raise InputError(f"--port {port} is not a TCP port", "pass --port 8000 (0: any free one)")
     if max_visitors < 1:
@@ -85,6 +97,7 @@ def serve_demo(
         theme=theme,
         pace=_pace(),
         token_scale=_token_scale(),
+        ring=ring,
     )
     return serve(
         host=host,
@@ -130,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
             token=args.token,
             max_visitors=DEFAULT_MAX_VISITORS if args.max_visitors is None else args.max_visitors,
             expose=args.expose_demo_to_network,
+            ring=args.ring,
         )
     web_flags = (args.host, args.port, args.token, args.max_visitors)
     if any(v is not None for v in web_flags) or args.expose_demo_to_network:
@@ -143,4 +157,5 @@ def run(args: argparse.Namespace) -> int:
         memory_gb=args.memory_gb,
         recipe=args.demo_recipe or args.recipe,
         theme=args.demo_theme or args.theme,
+        ring=args.ring,
     )

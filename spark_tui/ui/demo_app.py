@@ -28,9 +28,13 @@ def demo_app(
     pace: float,
     token_scale: float,
     driver_class: type[Driver] | None = None,
+    ring: bool = False,
 ) -> SparkApp:
-    """The cockpit on `nodes` simulated Sparks it starts itself (and closes with the app)."""
-    session = DemoSession(nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale)
+    """The cockpit on `nodes` simulated Sparks it starts itself (and closes with the app);
+    `ring`: cabled as a ring rather than a switch or a pair."""
+    session = DemoSession(
+        nodes=nodes, memory_gb=memory_gb, pace=pace, token_scale=token_scale, ring=ring
+    )
     return SparkApp(
         session,
         recipe=recipe or (MANY_NODES_RECIPE if nodes >= MANY_NODES else DEFAULT_RECIPE),

@@ -141,6 +141,7 @@ class DemoSession(Session):
         bench_config: BenchConfig | None = None,
         base_address: str | None = None,
         nodes_type: type[SimulatedNodes] = SimulatedNodes,
+        ring: bool = False,
     ) -> None:
         scenario: dict[str, Any] = dict(
             nodes=nodes,
@@ -151,6 +152,7 @@ class DemoSession(Session):
             worker_dies_when=worker_dies_when,
             page_cache_gb=page_cache_gb,
             ssh_port=0,
+            ring=ring,
         )
         if base_address:
             scenario["base_address"] = base_address

@@ -20,6 +20,7 @@ class DemoOptions:
     theme: str | None
     pace: float
     token_scale: float
+    ring: bool
 
     def command(self) -> str:
         """The shell command textual-serve runs per visitor (exec: the server is its parent,

@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             theme=options.theme,
             pace=options.pace,
             token_scale=options.token_scale,
+            ring=options.ring,
             driver_class=WebDriver,
         )
         return run_cockpit(app)

@@ -6,6 +6,7 @@ real vLLM's page). num_requests_running under load: test_engine_timing.py.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -86,3 +87,40 @@ def test_counters_and_histograms_rise_with_what_was_served(stand_in: str) -> Non
     assert (
         delta("vllm:iteration_tokens_total_sum") == delta("vllm:generation_tokens_total") + computed
     )
+
+
+def test_the_tool_parser_counter_counts_choices_and_deltas_as_vllm_does(stand_in: str) -> None:
+    """vllm:tool_call_parser_invocations_total: once per non-streaming choice the parser
+    reads, once per streamed delta; never for a request without tools."""
+    before = httpx.get(stand_in + "/metrics", timeout=30).text
+    weather = {"model": SERVED, "messages": [{"role": "user", "content": "Weather in Paris?"}]}
+    plain = {"model": SERVED, "messages": [{"role": "user", "content": "Say hi."}]}
+    tools = {"tools": [sc.WEATHER_TOOL], "max_tokens": 64}
+    stream = {"stream": True, "stream_options": {"include_usage": True}}
+    httpx.post(stand_in + "/v1/chat/completions", json={**plain, "max_tokens": 16}, timeout=60)
+    httpx.post(
+        stand_in + "/v1/chat/completions", json={**plain, "max_tokens": 16, **stream}, timeout=60
+    )
+    reply = httpx.post(stand_in + "/v1/chat/completions", json={**weather, **tools}, timeout=60)
+    called = bool(reply.json()["choices"][0]["message"].get("tool_calls"))
+    streamed = httpx.post(
+        stand_in + "/v1/chat/completions", json={**weather, **tools, **stream}, timeout=60
+    ).text
+    events = [json.loads(line[6:]) for line in streamed.splitlines() if line.startswith("data: {")]
+    deltas = [
+        d
+        for ev in events
+        for d in [(ev.get("choices") or [{}])[0].get("delta") or {}]
+        if "role" not in d and ("content" in d or "tool_calls" in d)
+    ]
+    after = httpx.get(stand_in + "/metrics", timeout=30).text
+
+    def delta(**labels: str) -> float:
+        name = "vllm:tool_call_parser_invocations_total"
+        return sc.metric_total(after, name, **labels) - sc.metric_total(before, name, **labels)
+
+    outcome = "tool_call" if called else "no_tool_call"
+    assert delta(mode="non_streaming") == 1
+    assert delta(mode="non_streaming", outcome=outcome) == 1
+    assert delta(mode="streaming") == len(deltas) > 1
+    assert delta(request_type="chat_completions") == 1 + len(deltas)

@@ -23,6 +23,7 @@ from typing import Any
 from spark_tui.sim.engine import VERSION, generate
 from spark_tui.sim.engine.catalogue import ModelSpec
 from spark_tui.sim.engine.logs import Channel
+from spark_tui.sim.engine.parser_metrics import ToolParserMetrics
 from spark_tui.sim.engine.replicas import MetricsText, RequestQueue
 from spark_tui.sim.engine.scheduler import Request
 
@@ -184,6 +185,11 @@ class ApiState:
         self.api_keys = list(args.api_key or [])
         self.access_log = not args.disable_uvicorn_access_log
         self.tools_enabled = bool(args.enable_auto_tool_choice and args.tool_call_parser)
+        self.tool_parser = (
+            ToolParserMetrics(served_names[0], args.tool_call_parser, self.tools_enabled)
+            if args.tool_call_parser
+            else None
+        )
         self.reasoning_parser = bool(args.reasoning_parser)
         self.default_template_kwargs: dict[str, Any] = dict(args.default_chat_template_kwargs or {})
         self.in_flight = 0
@@ -338,9 +344,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, {"server_load": st.in_flight})
             return
         if path == "/metrics":
-            self._send(
-                200, st.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8"
-            )
+            # The API server's own family comes after the engines', as on vLLM's page.
+            page = st.metrics.render() + (st.tool_parser.render() if st.tool_parser else "")
+            self._send(200, page.encode(), "text/plain; version=0.0.4; charset=utf-8")
             return
         if not st.ready:
             self._error(ApiError(503, "The server is starting up.", "ServiceUnavailableError"))
@@ -543,14 +549,17 @@ class Handler(BaseHTTPRequestHandler):
         )
         stream = bool(body.get("stream"))
         options = body.get("stream_options") or {}
+        parser = (
+            st.tool_parser if st.tool_parser and st.tool_parser.parses(tools, tool_choice) else None
+        )
         with st.lock:
             st.in_flight += 1
         try:
             st.scheduler.submit(req)
             if stream:
-                self._chat_stream(req, model, reply, prompt_len, options)
+                self._chat_stream(req, model, reply, prompt_len, options, parser)
             else:
-                self._chat_plain(req, model, reply, prompt_len)
+                self._chat_plain(req, model, reply, prompt_len, parser)
         finally:
             with st.lock:
                 st.in_flight -= 1
@@ -594,7 +603,14 @@ class Handler(BaseHTTPRequestHandler):
             elif kind == "error":
                 raise ApiError(500, str(value), "InternalServerError")
 
-    def _chat_plain(self, req: Request, model: str, reply: generate.Reply, prompt_len: int) -> None:
+    def _chat_plain(
+        self,
+        req: Request,
+        model: str,
+        reply: generate.Reply,
+        prompt_len: int,
+        parser: ToolParserMetrics | None,
+    ) -> None:
         got, finish, stop_reason = self._collect(req)
         reasoning = "".join(p.text for p in got if p.channel == "reasoning") or None
         content = "".join(p.text for p in got if p.channel == "content")
@@ -620,6 +636,8 @@ class Handler(BaseHTTPRequestHandler):
             "function_call": None,
             "reasoning": reasoning,
         }
+        if parser is not None:  # once for the one choice
+            parser.record(streaming=False, tool_called=bool(calls))
         if calls:  # vLLM leaves the key out when there is no call
             message = {**message, "tool_calls": calls}
             message["reasoning"] = message.pop("reasoning")
@@ -680,6 +698,7 @@ class Handler(BaseHTTPRequestHandler):
         reply: generate.Reply,
         prompt_len: int,
         options: dict[str, Any],
+        parser: ToolParserMetrics | None,
     ) -> None:
         st = self.state
         assert st is not None
@@ -759,6 +778,9 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 for piece in group_pieces(value):
                     count += piece.count
+                    if parser is not None and piece.channel != "reasoning":
+                        # Once per delta past the reasoning (the reasoning parser has those).
+                        parser.record(streaming=True, tool_called=piece.channel != "content")
                     if piece.channel == "reasoning":
                         delta: dict[str, Any] = {"reasoning": piece.text}
                     elif piece.channel == "tool_header":

@@ -177,6 +177,23 @@ async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> No
         assert abs(ours - theirs) <= max(0.10, spread) * theirs, (figure, ours, theirs, spread)
 
 
+async def test_bench_samples_metrics_at_most_once_a_second_by_default(glm: SimService) -> None:
+    """Each /metrics sample costs the server a render of its page on the process that streams
+    the timed tokens: by default a level samples once at its start and then once a second."""
+    cfg = BenchConfig(
+        concurrency=(2,),
+        workload=Workload(prompt_tokens=64, output_tokens=160),
+        requests_per_level=4,
+    )
+    result = await run_bench(glm.base_url, GLM, cfg)
+    level = result.level(2)
+    assert level is not None and level.errors == 0
+    # (The simulated engine paces its tokens: the level lasts long enough for a faster
+    # sampling to show; a slower machine only makes it longer, with no more samples a second.)
+    assert level.duration_s > 1.0
+    assert 1 <= level.metrics_samples <= 1 + level.duration_s / 1.0
+
+
 async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> None:
     cfg = BenchConfig(
         concurrency=(4,),

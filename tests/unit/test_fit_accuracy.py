@@ -121,6 +121,37 @@ HELD_OUT = {
         "vllm_startup_gb10_heldout_qwen36_dflash_dev.log",
         no_tokens="the DFlash drafter's own KV layers are not known",
     ),
+    "gemma-4-26B-A4B-it NVFP4 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_nvfp4kv.log", "constructed_gemma4_26b_a4b_config.json"
+    ),
+    "gemma-4-26B-A4B-it FlashInfer (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_26b_flashinfer.log",
+        "constructed_gemma4_26b_a4b_config.json",
+    ),
+    "gemma-3-27b-it NVFP4 KV eager (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma3_27b_nvfp4kv_eager.log",
+        "constructed_gemma3_27b_it_config.json",
+        misses=(
+            (
+                "available_kv",
+                "its own accounting (the DEBUG line): 2.90 GiB of non-torch memory with "
+                "--enforce-eager, where the model counts 0.50 without compilation; weights "
+                "(51.54 GiB) and peak activation (1.72) are what the compiled runs of this "
+                "model on the same machine report, and their non-torch memory is 0.09 and "
+                "2.54 GiB. On GB10 vLLM counts host-wide memory as non-torch (total - psutil's "
+                "available - torch's reserved), so the 2.4 GiB is not an input of the run",
+            ),
+        ),
+    ),
+    "gemma-4-12B-it NVFP4 KV (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_12b_nvfp4kv.log"
+    ),
+    "gemma-4-12B-it other build (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_12b_blockb.log"
+    ),
+    "gemma-4-31B-it cold (GB10, held out)": HeldOut(
+        "vllm_startup_gb10_heldout_gemma4_31b_bf16_cold.log"
+    ),
     "Qwen3.8-Flash-Next TP2 sparkrun rank 0 (GB10, held out)": HeldOut(
         "vllm_startup_gb10_heldout_qwen38_tp2_sparkrun_rank0.log",
         misses=(

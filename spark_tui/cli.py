@@ -65,6 +65,16 @@ def _sets(p: argparse.ArgumentParser, shortcuts: bool = True) -> None:
         add_shortcuts(p)
 
 
+def _on(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--on",
+        metavar="NODE,NODE",
+        help="run on these of the nodes given, head first, by the names the inventory (and "
+        "`probe`) gives them (default: every node given; a layout of fewer ranks takes the "
+        "first ones)",
+    )
+
+
 def _json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -261,6 +271,7 @@ def _check(sub: Any) -> None:
     )
     p.add_argument("recipe")
     _targets(p, facts=True)
+    _on(p)
     _sets(p)
     _json(p)
 
@@ -269,6 +280,7 @@ def _plan(sub: Any) -> None:
     p = sub.add_parser("plan", help="print the launch plan")
     p.add_argument("recipe")
     _targets(p, facts=True)
+    _on(p)
     _sets(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
@@ -313,6 +325,7 @@ def _launch(sub: Any) -> None:
     p = sub.add_parser("launch", help="start one container per rank")
     p.add_argument("recipe")
     _targets(p)
+    _on(p)
     _sets(p)
     p.add_argument("--wait", action="store_true", help="wait until the API is ready")
     p.add_argument("--keep-failed", action="store_true", help="keep the other ranks when one fails")
@@ -411,6 +424,7 @@ def _tune(sub: Any) -> None:
     )
     p.add_argument("recipe")
     _targets(p)
+    _on(p)
     _sets(p)
     p.add_argument(
         "--sweep",

@@ -145,11 +145,12 @@ def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
 
     recipe = find_recipe(args.recipe)
     t = targets(args)
-    nodes = node_facts(t, run=run_lazily)
+    nodes, unpicked = node_facts(t, run=run_lazily)
     facts_for: FactsFor = local_facts_for
     if complete:
         # The user's own command, for the remedies that say "run it again".
         words = ["check", str(args.recipe)] + [w for s in args.sets for w in ("--set", s)]
+        words += ["--on", t.on] if t.on is not None else []
         facts_for = partial(hub_facts_for, waiting=err, again=t.command(*words))
     return assess(
         recipe,
@@ -160,6 +161,7 @@ def assessed(args: argparse.Namespace, *, complete: bool = True) -> Evaluation:
         where=t.as_flags(live=True),
         flags=_flag_check(args) if complete else None,
         images=resolve_now,
+        unpicked=unpicked,
     )
 
 

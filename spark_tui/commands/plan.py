@@ -24,6 +24,8 @@ def summary(plan: LaunchPlan) -> str:
         f"cluster   {plan.cluster_id}   settings {plan.settings_hash}   runtime {plan.runtime}",
         f"layout    TP {plan.tensor_parallel} x PP {plan.pipeline_parallel} x "
         f"DP {plan.data_parallel} = {plural(len(plan.ranks), 'node')}",
+        f"nodes     {', '.join(r.node for r in plan.ranks)}"
+        + (f"   left out: {', '.join(plan.nodes_left_out)}" if plan.nodes_left_out else ""),
         f"endpoint  {plan.endpoint['base_url']}  (on {plan.endpoint['node']})",
         "rendezvous " + "  ".join(f"{k}={v}" for k, v in plan.rendezvous.items()),
     ]

@@ -31,17 +31,19 @@ def targets(args: argparse.Namespace) -> Targets:
         accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
         hosts_file=getattr(args, "hosts_file", None),
         sparkrun_cluster=getattr(args, "sparkrun_cluster", None),
+        on=getattr(args, "on", None),
     )
 
 
 def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -> Session:
-    """A session over the nodes the flags name (none for `--base-url` alone)."""
+    """A session over the nodes the flags name, only the ones `--on` picks (none for
+    `--base-url` alone)."""
     from spark_tui.service.session import Session
-    from spark_tui.service.targets import inventory_nodes
+    from spark_tui.service.targets import picked_inventory
 
     t = targets(args)
-    nodes = inventory_nodes(t) if (nodes_needed or t.given) else []
-    s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, **kw)
+    nodes, unpicked = picked_inventory(t) if (nodes_needed or t.given) else ([], None)
+    s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, unpicked=unpicked, **kw)
     if t.given:
         s.where = t.as_flags(live=True)
     return s
@@ -103,7 +105,8 @@ def show(event: ServiceEvent) -> None:
         case ev.Evaluated(evaluation=e):
             err(f"fit: {e.verdict}")
             for f in e.report.findings if e.report else []:
-                if f.severity in ("error", "warning"):
+                # Which nodes run it is said too: the layout may leave some out.
+                if f.severity in ("error", "warning") or f.code == "nodes_left_out":
                     err(f"  {f.severity}: {f.message}\n    remedy: {f.remedy}")
         case ev.Endpoint(head=head, api_url=api_url, tunnel=tunnel):
             err(f"API on {head}: {api_url}\n  from your machine: {tunnel}")

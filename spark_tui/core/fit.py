@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from spark_tui.core.model_facts import ignored_metadata, missing_for_fit
 from spark_tui.core.plan import undeclared_reference_error, undeclared_references
 from spark_tui.core.recipe import Recipe
 from spark_tui.core.render import placeholder_flags, uses_escapes
+from spark_tui.core.selection import ON_FLAG, choice_text
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.serve_rules import data_parallel_refusals, refusals
 from spark_tui.core.wording import plural
@@ -380,7 +381,11 @@ def _layout(tp: int, pp: int, dp: int) -> str:
 
 
 def _parallel_findings(
-    recipe: Recipe, args: ServeArgs, nodes: list[NodeFacts], facts: ModelFacts
+    recipe: Recipe,
+    args: ServeArgs,
+    nodes: list[NodeFacts],
+    facts: ModelFacts,
+    unpicked: Sequence[str] | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     tp, pp, dp = args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
@@ -388,6 +393,7 @@ def _parallel_findings(
     n = len(nodes)
     heads = facts.num_attention_heads
     most = recipe.max_nodes
+    source = "given" if unpicked is None else "picked"
     if world > n:
         fixes = []
         fit_tp = n // (pp * dp) if n % (pp * dp) == 0 else 0
@@ -397,29 +403,40 @@ def _parallel_findings(
             and n >= recipe.min_nodes
             and (heads is None or heads % fit_tp == 0)
         ):
-            fixes.append(f"--set tensor_parallel={fit_tp} to run on the {plural(n, 'node')} given")
-        fixes.append(f"give {plural(world, 'node')} (inventory, --hosts or facts file)")
+            fixes.append(
+                f"--set tensor_parallel={fit_tp} to run on the {plural(n, 'node')} {source}"
+            )
+        if unpicked:
+            names = ",".join([nd.name for nd in nodes] + list(unpicked))
+            fixes.append(f"pick {plural(world, 'node')} of {names} with {ON_FLAG} (head first)")
+        else:
+            fixes.append(f"give {plural(world, 'node')} (inventory, --hosts or facts file)")
         out.append(
             Finding(
                 "error",
                 "nodes_mismatch",
-                f"{_layout(tp, pp, dp)} (one per Spark), but only {plural(n, 'node')} given",
+                f"{_layout(tp, pp, dp)} (one per Spark), but only {plural(n, 'node')} {source}",
                 ", or ".join(fixes),
             )
         )
-    elif world < n:
+    elif world < n or unpicked:
         used, left = used_nodes(args, nodes)
-        if most is not None and most < n:
+        left_out = [nd.name for nd in left] + list(unpicked or ())
+        if world == n:
+            why = "the layout takes every node picked"
+        elif most is not None and most < n:
             why = f"the recipe runs on at most {plural(most, 'node')}"
         else:
             why = f"to use all {n}, change the layout (--set tensor_parallel=N)"
+        what, change = choice_text(
+            [nd.name for nd in used], left_out, picked=unpicked is not None, candidates=n
+        )
         out.append(
             Finding(
                 "info",
                 "nodes_left_out",
-                f"{_layout(tp, pp, dp)}: runs on {', '.join(nd.name for nd in used)} (the first "
-                f"{plural(world, 'node')} given); left out: {', '.join(nd.name for nd in left)}",
-                f"nothing to do ({why}); to run on other nodes, list them first",
+                f"{_layout(tp, pp, dp)}: {what}",
+                f"nothing to do ({why}); {change}",
             )
         )
     if n < recipe.min_nodes:
@@ -428,8 +445,10 @@ def _parallel_findings(
                 "error",
                 "too_few_nodes",
                 f"recipe {recipe.name} needs at least {plural(recipe.min_nodes, 'node')}, "
-                f"{n} given",
-                f"give {plural(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
+                f"{n} {source}",
+                f"pick {plural(recipe.min_nodes, 'node')} with {ON_FLAG} (head first)"
+                if unpicked
+                else f"give {plural(recipe.min_nodes, 'node')} (inventory, --hosts or facts file)",
             )
         )
     elif world < recipe.min_nodes:
@@ -925,15 +944,18 @@ def check_fit(
     facts: ModelFacts,
     *,
     hf_token_set: bool | None = None,
+    unpicked: Sequence[str] | None = None,
 ) -> FitReport:
     """Check a rendered serve command against the nodes (rank order) and the model facts.
 
     `hf_token_set` says whether HF_TOKEN will reach the containers (None: not known, as
     in an offline check); a gated model without it fails vLLM's download with a 401.
+    `unpicked`: the user picked `nodes` (see core.selection) and left these out; None:
+    `nodes` are every node given.
     """
     args = parse_serve_args(argv)
     check_fact_ranges(facts, f"model facts of {facts.model_id}", FactsError)
-    findings = _parallel_findings(recipe, args, nodes, facts)
+    findings = _parallel_findings(recipe, args, nodes, facts, unpicked)
     cpu_kv, cpu_kv_finding = cpu_kv_cache(env)
     if cpu_kv_finding is not None:
         findings.append(cpu_kv_finding)
@@ -1053,7 +1075,7 @@ def check_fit(
             "nodes_given": len(given),
         },
         nodes_used=[nd.name for nd in nodes],
-        nodes_left_out=[nd.name for nd in left_out],
+        nodes_left_out=[nd.name for nd in left_out] + list(unpicked or ()),
         missing=missing,
         max_model_len=max_len,
     )

@@ -33,6 +33,7 @@ from spark_tui.core.ports import (
 )
 from spark_tui.core.recipe import PrelaunchStep, Recipe
 from spark_tui.core.render import render_argv, render_env
+from spark_tui.core.selection import ON_FLAG, choice_text
 from spark_tui.core.serve_args import ServeArgs, parse_serve_args
 from spark_tui.core.wiring import (
     PAIR,
@@ -232,7 +233,8 @@ class LaunchPlan:
     data_parallel: int = 1
     serve_exec: list[str] | None = None
     notes: list[str] = field(default_factory=list)
-    # Nodes given but not used: the layout needs fewer ranks (the ranks use the first ones).
+    # Nodes given but not used: the layout needs fewer ranks (the ranks use the first ones),
+    # or the user picked others.
     nodes_left_out: list[str] = field(default_factory=list)
     # The sentinel image the recipe names, resolved to a dated tag and its digest (the
     # ranks' image is that tag); None when the recipe's image is used as written.
@@ -601,8 +603,12 @@ def build_plan(
     settings: Mapping[str, Any],
     nodes: list[NodeFacts],
     cluster_id: str | None = None,
+    *,
+    unpicked: Sequence[str] | None = None,
 ) -> LaunchPlan:
-    """One rank per node (the first is the head) for this recipe and these settings."""
+    """One rank per node (the first is the head) for this recipe and these settings.
+    `unpicked`: the user picked `nodes` (see core.selection) and left these out; None:
+    `nodes` are every node given. A layout of fewer ranks runs on the first of `nodes`."""
     if not nodes:
         raise InputError("no nodes to plan for", "pass --facts FILE, --inventory or --hosts")
     names = [n.name for n in nodes]
@@ -645,6 +651,7 @@ def build_plan(
             "use vllm-distributed (drop `distributed_executor_backend: ray` / "
             "`runtime: vllm-ray`), or --set data_parallel=1",
         )
+    source = "given" if unpicked is None else "picked"
     if required > len(nodes):
         most = recipe.max_nodes
         if most is not None and required > most:
@@ -654,6 +661,12 @@ def build_plan(
                 f"the recipe runs on at most {plural(most, 'node')}: change the layout with "
                 f"--set tensor_parallel={max(1, most // (pp * dp))}"
             )
+        elif unpicked:
+            remedy = (
+                f"pick {plural(required, 'node')} of {','.join([*names, *unpicked])} with "
+                f"{ON_FLAG} (head first), or change the layout with --set tensor_parallel=N "
+                "(pipeline_parallel, data_parallel)"
+            )
         else:
             remedy = (
                 f"give {plural(required, 'node')}, head first, or change the layout with "
@@ -661,18 +674,19 @@ def build_plan(
             )
         raise InputError(
             f"{recipe.name} needs TP {tp} x PP {pp} x DP {dp} = {plural(required, 'node')}; "
-            f"only {len(nodes)} given ({', '.join(names)})",
+            f"only {len(nodes)} {source} ({', '.join(names)})",
             remedy,
         )
-    left_out = [n.name for n in nodes[required:]]
+    candidates = len(nodes)
+    left_out = [n.name for n in nodes[required:]] + list(unpicked or ())
     if left_out:
         # As sparkrun: a layout of fewer ranks than nodes runs on the first ones.
         nodes = nodes[:required]
         names = names[:required]
-        notes.append(
-            f"runs on {', '.join(names)} (the first {plural(required, 'node')} given); "
-            f"left out: {', '.join(left_out)}"
+        what, change = choice_text(
+            names, left_out, picked=unpicked is not None, candidates=candidates
         )
+        notes.append(f"{what} → {change}")
     if cluster_id is None:
         cluster_id = default_cluster_id(recipe.name, names)
 

@@ -222,6 +222,7 @@ def evaluate(
     cluster_id: str | None = None,
     facts_for: FactsFor | None = None,
     image: ResolvedImage | None = None,
+    unpicked: Sequence[str] | None = None,
 ) -> Evaluation:
     """Apply the overrides, render the command, check the fit and build the plan.
 
@@ -232,6 +233,8 @@ def evaluate(
     `facts_for(recipe, nodes, argv)`: the model facts and a finding about them (e.g. the
     Hub's, for `check`); default: the recipe's metadata and the nodes' caches.
     `image`: the recipe's sentinel image resolved (the plan's ranks run that tag).
+    `unpicked`: the user picked `nodes` out of more and left these out (None: no pick;
+    see core.selection); the fit and the plan name them.
     """
     from spark_tui.core.fit import check_fit
     from spark_tui.core.model_facts import resolve_model_facts
@@ -262,10 +265,12 @@ def evaluate(
         else:
             facts = resolve_model_facts(recipe, seen)
         out.model_facts = facts
-        out.report = check_fit(recipe, out.argv, out.env, seen, facts, hf_token_set=token)
+        out.report = check_fit(
+            recipe, out.argv, out.env, seen, facts, hf_token_set=token, unpicked=unpicked
+        )
         if finding is not None:
             out.report.findings.append(finding)
-        out.plan = build_plan(recipe, out.settings, seen, cluster_id)
+        out.plan = build_plan(recipe, out.settings, seen, cluster_id, unpicked=unpicked)
         if image is not None:
             from spark_tui.core.images import pin_image
 
@@ -286,18 +291,27 @@ def assess(
     remedy: str | None = None,
     flags: Callable[[LaunchPlan], Sequence[Finding] | None] | None = None,
     images: Callable[[str], ResolvedImage | Finding | None] | None = None,
+    unpicked: Sequence[str] | None = None,
 ) -> Evaluation:
     """The verdict `check`, `plan`, the cockpit and `launch` all give: `evaluate` (with the
     recipe's sentinel image resolved by `images(image)`: the tag and digest, or the finding
     that says why not), then a finding per node that lacks the model, the draft model or
     the image, or holds another digest of it (their remedies name the sync for the nodes
     `where` names, or `remedy`), then the image's flag check of every rank's argv
-    (`flags(plan)`: its findings, None when not made yet)."""
+    (`flags(plan)`: its findings, None when not made yet). `unpicked`: see `evaluate`."""
     from spark_tui.service.gaps import gap_findings
 
     answer = images(recipe.container) if images is not None and recipe.container else None
     resolved = answer if isinstance(answer, ResolvedImage) else None
-    out = evaluate(recipe, overrides, nodes, held=held, facts_for=facts_for, image=resolved)
+    out = evaluate(
+        recipe,
+        overrides,
+        nodes,
+        held=held,
+        facts_for=facts_for,
+        image=resolved,
+        unpicked=unpicked,
+    )
     if isinstance(answer, Finding) and out.plan is not None:
         out.plan.notes.append(f"{answer.message} → {answer.remedy}")
     if out.report is None:

@@ -58,6 +58,7 @@ class Prepared:
         held: Mapping[str, int],
         where: str,
         remedy: str | None,
+        unpicked: Sequence[str] | None = None,
     ) -> Evaluation:
         """service.evaluate.assess with the answers fetched so far."""
         return assess(
@@ -70,6 +71,7 @@ class Prepared:
             remedy=remedy,
             flags=lambda plan: self.flags.get(flag_key(plan)),
             images=self.images.answer,
+            unpicked=unpicked,
         )
 
     async def fetch(

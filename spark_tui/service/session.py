@@ -67,6 +67,7 @@ class Session:
         bench_config: BenchConfig | None = None,
         label: str | None = None,
         reattach_hint: str | None = None,
+        unpicked: Sequence[str] | None = None,
     ) -> None:
         if nodes is None:
             from spark_tui.service.ssh_nodes import SshNodes
@@ -82,6 +83,12 @@ class Session:
         self.facts: list[NodeFacts] = []
         self.errors: dict[str, tuple[str, str | None]] = {}
         self.cluster: Cluster | None = None
+        # The nodes a launch runs on, by name, head first (None: every reachable node, in
+        # the inventory's order): the cockpit's nodes panel picks them.
+        self.on: list[str] | None = None
+        # The user's nodes this session was made without (`--on` picked the others; None:
+        # no pick): the fit and the plan name them as left out.
+        self.unpicked: list[str] | None = None if unpicked is None else list(unpicked)
         # Set when the user chose to leave the cluster running: an interrupted launch then
         # leaves its ranks too.
         self.keep_on_cancel = False
@@ -135,6 +142,21 @@ class Session:
     def reachable(self) -> list[NodeFacts]:
         return [n for n in self.facts if n.name not in self.errors]
 
+    def launch_nodes(self) -> tuple[list[NodeFacts], list[str] | None]:
+        """The reachable nodes a launch runs on, head first, and the names of the user's
+        nodes the pick leaves out (None: no pick; see core.selection). A picked node that
+        is not reachable is left out."""
+        from spark_tui.core.selection import pick_nodes
+
+        reachable = self.reachable
+        if self.on is None:
+            return reachable, self.unpicked
+        names = {n.name for n in reachable}
+        picked, _others = pick_nodes(reachable, [n for n in self.on if n in names])
+        used = {n.name for n in picked}
+        left = [n.name for n in self.inventory if n.name not in used]
+        return picked, [*(self.unpicked or ()), *left]
+
     def held_memory(self) -> dict[str, int]:
         """Memory our running clusters hold per node (a launch replacing them gets it back),
         each counted once (see service.evaluate.held_memory)."""
@@ -164,14 +186,17 @@ class Session:
 
     def evaluate(self, recipe: Recipe, overrides: Mapping[str, Any]) -> Evaluation:
         """The verdict on the reachable nodes (see service.evaluate.assess), from the facts
-        fetched so far: it never waits (`prepare` fetches what is missing)."""
+        fetched so far: it never waits (`prepare` fetches what is missing), on the nodes
+        picked (see `launch_nodes`)."""
+        nodes, unpicked = self.launch_nodes()
         return self.prepared.assess(
             recipe,
             overrides,
-            self.reachable,
+            nodes,
             held=self.held_memory(),
             where=self.where,
             remedy=self.sync_hint,
+            unpicked=unpicked,
         )
 
     async def prepare(
@@ -198,7 +223,7 @@ class Session:
         self.start_flag_table(recipe, overrides)
         return await self.prepared.fetch(
             lambda: self.evaluate(recipe, overrides),
-            self.reachable,
+            self.launch_nodes()[0],
             check_flags if flags else None,
             retry=retry,
             waiting=None if emit is None else lambda text: emit(ev.Notice("info", text)),
@@ -211,10 +236,12 @@ class Session:
         the user chooses), not after them. Its help run belongs to the cluster the launch
         of the recipe makes. With `overrides`, only when the evaluation has a plan to
         check (its head, its image, its cluster); without, the first node as the head and
-        the cluster of every node of the inventory (a launch on fewer nodes waits for it)."""
+        the cluster of every node picked (a launch on fewer nodes waits for it)."""
         from spark_tui.core.plan import default_cluster_id
 
         nodes = [n.name for n in self.inventory if n.name not in self.errors]
+        if self.on is not None:
+            nodes = [n for n in self.on if n in nodes]
         head = nodes[0] if nodes else None
         image = recipe.container
         cluster_id = default_cluster_id(recipe.name, nodes)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_tui.core.errors import FactsError, InputError
+from spark_tui.core.selection import parse_on, pick_nodes
 
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
@@ -27,10 +28,17 @@ class Targets:
     accept_new_host_keys: bool = False
     hosts_file: str | None = None
     sparkrun_cluster: str | None = None
+    # `--on a,b`: the nodes to run on, head first, by name (None: every node given).
+    on: str | None = None
 
     @property
     def given(self) -> bool:
         return bool(self.inventory or self.hosts or self.facts)
+
+    @property
+    def picked(self) -> list[str] | None:
+        """The names `--on` picks, head first (None: no pick)."""
+        return None if self.on is None else parse_on(self.on)
 
     def as_flags(self, *, live: bool = False) -> str:
         """The user's own node arguments, quoted for a POSIX shell, for the remedies that
@@ -63,7 +71,19 @@ class Targets:
 
 
 def inventory_nodes(targets: Targets) -> list[InventoryNode]:
-    """The nodes of `--inventory FILE` or `--hosts a,b`, head first."""
+    """The nodes of `--inventory FILE` or `--hosts a,b` that `--on` picks, head first."""
+    return picked_inventory(targets)[0]
+
+
+def picked_inventory(targets: Targets) -> tuple[list[InventoryNode], list[str] | None]:
+    """The nodes `--on` picks from `--inventory FILE` or `--hosts a,b`, head first, and
+    the ones it leaves out (None: no pick, every node)."""
+    given = given_inventory(targets)
+    return pick_nodes(given, targets.picked)
+
+
+def given_inventory(targets: Targets) -> list[InventoryNode]:
+    """Every node of `--inventory FILE` or `--hosts a,b`, head first (no pick)."""
     from spark_tui.core.inventory import hosts_to_inventory, parse_inventory
 
     if targets.inventory:
@@ -110,17 +130,19 @@ def load_facts_file(path: str) -> list[NodeFacts]:
 
 def node_facts(
     targets: Targets, run: Callable[[Callable[[], Any]], Any] | None = None
-) -> list[NodeFacts]:
-    """The named nodes' facts: read from a facts file offline, else probed live (`run`
-    runs the probe's coroutine; the commands pass the runner that handles signals)."""
+) -> tuple[list[NodeFacts], list[str] | None]:
+    """The facts of the nodes `--on` picks (every node named without it), head first, and
+    the names it leaves out (None: no pick): read from a facts file offline, else probed
+    live, only the picked ones (`run` runs the probe's coroutine; the commands pass the
+    runner that handles signals)."""
     if targets.facts:
-        return load_facts_file(targets.facts)
+        return pick_nodes(load_facts_file(targets.facts), targets.picked)
     if not targets.given:
         raise InputError(
             "no nodes given",
             "pass --facts FILE (offline), --inventory FILE or --hosts spark-a,spark-b",
         )
-    nodes = inventory_nodes(targets)
+    nodes, unpicked = picked_inventory(targets)
     # Imported only here: the offline path loads neither asyncio nor asyncssh.
     import asyncio
 
@@ -128,4 +150,4 @@ def node_facts(
 
     accept = targets.accept_new_host_keys
     runner = run or (lambda main: asyncio.run(main()))
-    return list(runner(lambda: probe_nodes(nodes, accept_new_host_keys=accept)))
+    return list(runner(lambda: probe_nodes(nodes, accept_new_host_keys=accept))), unpicked

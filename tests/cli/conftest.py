@@ -3,6 +3,7 @@ its own config and data folders, and a `spark-tui sim` cluster in the background
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -229,11 +230,11 @@ def _stop(sim: SimProcess) -> set[int]:
     return left
 
 
-@pytest.fixture(scope="module")
-def sim(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    """`spark-tui sim --nodes 2` in the background at test pace, on a loopback range of its
-    own and any free SSH port (other tests may run a sim at the default address)."""
-    root = tmp_path_factory.mktemp("sim")
+@contextlib.contextmanager
+def running_sim(cli: Cli, root: Path, nodes: int = 2) -> Iterator[SimProcess]:
+    """`spark-tui sim --nodes N` in the background at test pace, on a loopback range of its
+    own and any free SSH port (other tests may run a sim at the default address); stopped
+    on leaving, and checked to leave no process behind."""
     inventory = root / "inventory.yaml"
     log = root / "sim.log"
     base = f"127.{random.randint(100, 250)}.{random.randint(1, 250)}.11"
@@ -245,7 +246,7 @@ def sim(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProce
                 "spark_tui",
                 "sim",
                 "--nodes",
-                "2",
+                str(nodes),
                 "--inventory",
                 str(inventory),
                 "--pace",
@@ -268,7 +269,7 @@ def sim(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProce
         )
     sim = SimProcess(proc=proc, inventory=inventory, log=log)
     try:
-        _wait_for_inventory(sim, nodes=2, timeout=30)
+        _wait_for_inventory(sim, nodes=nodes, timeout=30)
         yield sim
     finally:
         left = _stop(sim)
@@ -280,3 +281,10 @@ def sim(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProce
                     pass
         assert sim.proc.returncode is not None
         assert not left, f"`spark-tui sim` left processes running after SIGTERM: {sorted(left)}"
+
+
+@pytest.fixture(scope="module")
+def sim(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    """Two simulated Sparks for the module (see `running_sim`)."""
+    with running_sim(cli, tmp_path_factory.mktemp("sim")) as sim:
+        yield sim

@@ -359,12 +359,16 @@ class BenchRun:
                     text = (await resp.aread()).decode("utf-8", "replace")
                     return RequestSample(False, error=f"HTTP {resp.status_code}: {text[:200]}")
                 async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
+                    # Read on to the end of the body after [DONE] (the chunked stream's last
+                    # bytes follow it): a reply left unread closes its connection, and the
+                    # next request would open another, through the SSH forward a new channel
+                    # and on the server a new connection, as no benchmark client does.
+                    if done or not line.startswith("data:"):
                         continue
                     payload = line[5:].strip()
                     if payload == "[DONE]":
                         done = True
-                        break
+                        continue
                     now = time.perf_counter()
                     try:
                         chunk = json.loads(payload)

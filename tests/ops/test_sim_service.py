@@ -194,6 +194,26 @@ async def test_bench_samples_metrics_at_most_once_a_second_by_default(glm: SimSe
     assert 1 <= level.metrics_samples <= 1 + level.duration_s / 1.0
 
 
+async def test_bench_keeps_one_connection_per_concurrent_request(glm: SimService) -> None:
+    """Each reply is read to its end, so its connection serves the next request (through the
+    SSH forward, one channel each), as vLLM's own benchmark client does."""
+    before = glm.log(0)
+    cfg = BenchConfig(
+        concurrency=(2,), workload=Workload(prompt_tokens=32, output_tokens=8), requests_per_level=8
+    )
+    result = await run_bench(glm.base_url, GLM, cfg)
+    level = result.level(2)
+    assert level is not None and level.errors == 0
+    served = [
+        line.split(" - ", 1)[0].rsplit(":", 1)[1]
+        for line in glm.log(0)[len(before) :].splitlines()
+        if '"POST /v1/chat/completions HTTP/1.1" 200' in line
+    ]
+    assert len(served) == 8 + result.warmup_requests
+    # (One more than the concurrency: the /metrics sampler may hold one as a level starts.)
+    assert len(set(served)) <= 2 + 1, sorted(set(served))
+
+
 async def test_bench_samples_metrics_and_cancels_cleanly(glm: SimService) -> None:
     cfg = BenchConfig(
         concurrency=(4,),

@@ -26,6 +26,7 @@ import pytest
 from spark_tui.core.facts import GIB, ModelFacts
 from spark_tui.core.fit import (
     COMPILE_WORKERS_BYTES,
+    Budget,
     RuntimeOverhead,
     runtime_overhead,
     weights_per_rank_bytes,
@@ -625,6 +626,21 @@ def test_each_log_is_held_to_its_machines_total() -> None:
     # The `free -b` a source published agrees with what vLLM printed on that machine.
     own = _FREE_ON_DEVICE.search(_text("vllm_startup_gb10_heldout_gemma3_27b_fp8kv_128k.log"))
     assert own and machine_totals_gib()["jethac/dgx-spark-hijinks"] == float(own.group(1))
+
+
+_DESIRED = re.compile(r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)")
+
+
+def test_checks_budget_from_memtotal_is_vllms_on_the_same_machine() -> None:
+    # `check` budgets util x the node's MemTotal (the probe reads /proc/meminfo); on GB10
+    # that is vLLM's own budget: the machine's published `free -b` total against the
+    # "Desired GPU memory utilization" its vLLM printed.
+    text = _text("vllm_startup_gb10_heldout_gemma3_27b_fp8kv_128k.log")
+    desired = _DESIRED.search(text)
+    free_b = _FREE_B_TOTAL.search(_text("free_b_gb10.txt"))
+    assert desired and free_b
+    budget = Budget(float(desired.group(1))).bytes_of(int(free_b.group(1)))
+    assert f"{budget / GIB:.2f}" == desired.group(2)
 
 
 def test_compile_workers_constant_is_read_from_the_fitted_logs_only() -> None:

@@ -75,6 +75,14 @@ def _on(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _cluster(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--cluster",
+        metavar="ID",
+        help=f"{what} this cluster of ours (`status` lists them; needed when several run)",
+    )
+
+
 def _json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -364,6 +372,7 @@ def _watch(sub: Any) -> None:
         "not be reached at the start",
     )
     _targets(p)
+    _cluster(p, "watch")
     p.add_argument(
         "--interval",
         type=float,
@@ -382,6 +391,7 @@ def _watch(sub: Any) -> None:
 def _logs(sub: Any) -> None:
     p = sub.add_parser("logs", help="print (or follow) the ranks' logs")
     _targets(p)
+    _cluster(p, "the logs of")
     p.add_argument("--rank", type=int, help="only this rank's log")
     p.add_argument("--follow", action="store_true", help="keep reading until Ctrl+C")
     p.add_argument("--tail", type=int, default=200, help="start this many lines back (0: all)")
@@ -390,12 +400,19 @@ def _logs(sub: Any) -> None:
 def _stop(sub: Any) -> None:
     p = sub.add_parser("stop", help="stop and remove every rank's container")
     _targets(p)
-    p.add_argument("--cluster", metavar="ID", help="only this cluster (default: every one of ours)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--cluster",
+        metavar="ID",
+        help="only this cluster of ours (default: the only one; `status` lists them)",
+    )
+    which.add_argument("--all", action="store_true", help="every cluster of ours on the nodes")
 
 
 def _smoke(sub: Any) -> None:
     p = sub.add_parser("smoke", help="health, models, chat, tool-call and streaming checks")
     _targets(p, base_url=True)
+    _cluster(p, "check")
     p.add_argument("--model", help="model id (default: the first of /v1/models)")
     p.add_argument(
         "--timeout",
@@ -410,6 +427,7 @@ def _smoke(sub: Any) -> None:
 def _bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="concurrency sweep: TTFT, ITL, tokens/s")
     _targets(p, base_url=True)
+    _cluster(p, "measure")
     p.add_argument("--model", help="model id (default: the first of /v1/models)")
     _bench_settings(p)
     _json(p)
@@ -425,6 +443,7 @@ def _tune(sub: Any) -> None:
     p.add_argument("recipe")
     _targets(p)
     _on(p)
+    _cluster(p, "tune")
     _sets(p)
     p.add_argument(
         "--sweep",

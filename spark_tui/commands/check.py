@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         print(render_report(result.report, recipe.name, recipe.model, sources))
         if result.credited:
             held = ", ".join(f"{k} {v / GIB:.1f} GiB" for k, v in result.credited.items())
-            print(f"(counted as available: memory our running cluster holds: {held})")
+            print(f"(counted as available: memory of our cluster this launch replaces: {held})")
     return exit_code(result.report)
 
 

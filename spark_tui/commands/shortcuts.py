@@ -21,8 +21,9 @@ SHORTCUT_COMMANDS = ("check", "plan", "launch", "tune")
 
 # sparkrun's words for things spark-tui spells otherwise.
 SPARKRUN_WORDS = {
-    "--cluster": "--sparkrun-cluster NAME (a host group saved with sparkrun; `stop --cluster "
-    "ID` is for spark-tui's own running clusters)",
+    "--cluster": "--sparkrun-cluster NAME (a host group saved with sparkrun; `--cluster ID` "
+    "of stop, smoke, bench, logs, watch and tune names one of spark-tui's own "
+    "running clusters)",
     "-H": "--hosts H1,H2",
     "--image": "the recipe's `container:` (copy the recipe into your recipes folder, edit it)",
     "--dry-run": "`spark-tui plan RECIPE` (prints what launch would run, touches nothing)",

@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  image   {image_line(head.image, head.labels)}")
         print(f"  API     {endpoint.api_url}  (on {endpoint.head})")
         print(f"  tunnel  {endpoint.tunnel}")
-        print(f"          then http://127.0.0.1:{endpoint.api_url.rsplit(':', 1)[-1]}")
+        local = endpoint.tunnel_port or endpoint.api_url.rsplit(":", 1)[-1].split("/")[0]
+        print(f"          then http://127.0.0.1:{local}/v1")
         if r.failed:
             print("\n".join(render_diagnosis(r)))
     return code

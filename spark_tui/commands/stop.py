@@ -1,5 +1,6 @@
-"""`spark-tui stop (--inventory FILE | --hosts ...) [--cluster ID]`: remove every rank's
-container of our clusters (or of one) on every node, then list again to confirm nothing
+"""`spark-tui stop (--inventory FILE | --hosts ...) [--cluster ID | --all]`: remove every
+rank's container of one cluster of ours (the only one, or the one named: with several side
+by side a bare stop names them and stops none) or of all of them on every node, then list again to confirm nothing
 is left (exit 1 if something is)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ async def _stop(args: argparse.Namespace) -> Any:
 
     s = session(args)
     try:
-        seen = await consume(s.stop(args.cluster), on_event=lambda _e: None)
+        seen = await consume(s.stop(args.cluster, every=args.all), on_event=lambda _e: None)
     finally:
         await s.close()
     return next(e for e in seen if isinstance(e, Stopped))

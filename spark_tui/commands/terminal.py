@@ -43,6 +43,7 @@ def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -
 
     t = targets(args)
     nodes, unpicked = picked_inventory(t) if (nodes_needed or t.given) else ([], None)
+    kw.setdefault("cluster_id", getattr(args, "cluster", None))
     s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, unpicked=unpicked, **kw)
     if t.given:
         s.where = t.as_flags(live=True)

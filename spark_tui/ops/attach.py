@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
+from spark_tui.core.errors import NoClusterError, OperationFailed
 from spark_tui.core.plan import API_PORT_LABEL, flag_value
 from spark_tui.core.ports import DEFAULT_API_PORT
 from spark_tui.core.timeouts import READY_TIMEOUT_S
@@ -18,6 +18,7 @@ from spark_tui.ops.cluster import (
     RankStatus,
     close_dockers,
     open_dockers,
+    several_clusters,
     status,
 )
 from spark_tui.ops.events import ClusterEvent, Emit, Notice, RankState, RankStateChanged
@@ -40,11 +41,7 @@ def pick_cluster(clusters: list[ClusterStatus], cluster_id: str | None = None) -
     if not running:
         raise NoClusterError()
     if len(running) > 1:
-        ids = ", ".join(c.cluster_id for c in running)
-        raise InputError(
-            f"several spark-tui clusters run on these nodes: {ids}",
-            "stop the ones you do not need with `spark-tui stop`",
-        )
+        raise several_clusters(running)
     return running[0]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spark_tui.core.errors import OperationFailed, SparkError
+from spark_tui.core.errors import InputError, OperationFailed, SparkError
 from spark_tui.core.images import ResolvedImage, running_image
 from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.ops.events import Emit, Notice, RankState, RankStateChanged, StopUpdate
@@ -92,6 +92,22 @@ class ClusterStatus:
         resolved = self.image_resolved
         data["image_resolved"] = resolved.to_dict() if resolved is not None else None
         return data
+
+
+def several_clusters(clusters: Sequence[ClusterStatus], *, other: str | None = None) -> InputError:
+    """The refusal when more than one of our clusters could be meant and none was named:
+    which ones (id, recipe, nodes), and `--cluster ID` for each (`other`: one more way
+    out, e.g. a stop's `--all`). A command never picks one of them on its own."""
+    listed = "; ".join(
+        f"{c.cluster_id} ({c.recipe or '?'} on {', '.join(dict.fromkeys(c.nodes))})"
+        for c in clusters
+    )
+    choices = " or ".join(f"--cluster {c.cluster_id}" for c in clusters)
+    remedy = f"name the one you mean: {choices} (`spark-tui status` lists them)"
+    return InputError(
+        f"{len(clusters)} spark-tui clusters are on these nodes: {listed}",
+        f"{remedy}; {other}" if other else remedy,
+    )
 
 
 async def open_dockers(pool: ConnectionPool) -> dict[str, RemoteDocker]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from spark_tui.core.errors import InputError, NoClusterError, OperationFailed, SparkError
+from spark_tui.core.errors import NoClusterError, OperationFailed, SparkError
 from spark_tui.core.timeouts import WATCH_INTERVAL_S, WATCH_REQUEST_TIMEOUT_S
 from spark_tui.ops.attach import api_port_of, rank_argv
 from spark_tui.ops.cluster import (
@@ -34,6 +34,7 @@ from spark_tui.ops.cluster import (
     RankStatus,
     close_dockers,
     open_dockers,
+    several_clusters,
     status,
 )
 from spark_tui.ops.diagnose import ClusterDiagnosis, RankFailure, diagnose, rank_evidence
@@ -80,11 +81,7 @@ def pick_watched(clusters: list[ClusterStatus], cluster_id: str | None) -> Clust
     running = [c for c in clusters if any(r.running for r in c.ranks)]
     candidates = running or clusters
     if len(candidates) > 1:
-        ids = ", ".join(c.cluster_id for c in candidates)
-        raise InputError(
-            f"several spark-tui clusters are on these nodes: {ids}",
-            "stop the ones you do not need with `spark-tui stop`",
-        )
+        raise several_clusters(candidates)
     return candidates[0]
 
 

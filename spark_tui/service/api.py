@@ -39,18 +39,25 @@ def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget
 
 
 async def find_target(session: Session, base_url: str | None, model: str | None) -> ApiTarget:
-    """The API to measure: the one given, our cluster's, or the running cluster's found on
-    the nodes through a forward (valid while the session is open)."""
+    """The API to measure: the one given, the chosen cluster's (`session.chosen`), our
+    cluster's, or the only running cluster's found on the nodes through a forward (valid
+    while the session is open)."""
     if base_url:
         return ApiTarget(base_url, model=model)
     cluster = session.cluster
-    if cluster is not None and cluster.ready and cluster.base_url:
+    chosen = session.chosen
+    if (
+        cluster is not None
+        and cluster.ready
+        and cluster.base_url
+        and chosen in (None, cluster.cluster_id)
+    ):
         t = target_from_argv(cluster.base_url, cluster.head_argv, via_cluster=True)
         t.launch = cluster.launch_run
         t.cluster_id = cluster.cluster_id
     else:
         await session.connect(strict=True)
-        found = await session.nodes.find_api()
+        found = await session.nodes.find_api(chosen)
         head = found.ranks[0] if found.ranks else {}
         t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
         t.launch = session.history.launch_of(found.cluster_id, found.recipe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_tui.core.errors import SparkError, UnreachableError
+from spark_tui.core.errors import OperationFailed, SparkError, UnreachableError
 from spark_tui.service import events as ev
 from spark_tui.service.cluster import Cluster
 
@@ -16,9 +16,23 @@ if TYPE_CHECKING:
 
 
 async def running(session: Session) -> ClusterStatus | None:
-    """The running cluster of ours on the nodes, if there is exactly one."""
+    """The running cluster of ours on the nodes: the chosen one (`session.chosen`), else
+    the only one (None: none runs). Several and none chosen is an error naming them."""
+    from spark_tui.ops.cluster import several_clusters
+
     live = [c for c in await session.nodes.status() if c.running]
-    return live[0] if len(live) == 1 else None
+    chosen = session.chosen
+    if chosen is not None:
+        named = [c for c in live if c.cluster_id == chosen]
+        if not named:
+            raise OperationFailed(
+                f"no running spark-tui cluster {chosen!r} on these nodes",
+                "list them with `spark-tui status`",
+            )
+        return named[0]
+    if len(live) > 1:
+        raise several_clusters(live)
+    return live[0] if live else None
 
 
 def adopt(session: Session, found: ClusterStatus, head_argv: list[str]) -> Cluster:

@@ -198,6 +198,43 @@ def held_memory(
     return out
 
 
+def clusters_beside(
+    plan: LaunchPlan,
+    nodes: Sequence[NodeFacts],
+    known: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """Plan notes on our other running clusters: one on the plan's nodes is replaced (a
+    launch stops it first, asked; its memory counted free), one on other nodes runs on
+    beside it (its memory stays held). `known`: cluster id -> its nodes, e.g. the one a
+    session launched after the last probe."""
+    from spark_tui.core.plan import LABEL_PREFIX
+
+    label = LABEL_PREFIX + "cluster"
+    on: dict[str, list[str]] = {}
+    for node in nodes:
+        for c in node.containers:
+            cid = c.labels.get(label)
+            if c.state == "running" and cid and node.name not in on.get(cid, []):
+                on.setdefault(cid, []).append(node.name)
+    for cid, names in (known or {}).items():
+        on.setdefault(cid, [])
+        on[cid] += [n for n in names if n not in on[cid]]
+    used = {r.node for r in plan.ranks}
+    notes = []
+    for cid, names in sorted(on.items()):
+        where = ", ".join(names)
+        if used & set(names):
+            notes.append(
+                f"replaces cluster {cid} of ours on {where}: a launch stops it first "
+                "(asked; --replace says yes), so its memory is counted free"
+            )
+        else:
+            notes.append(
+                f"cluster {cid} of ours runs on beside it on {where} (its memory stays held)"
+            )
+    return notes
+
+
 def credit_memory(nodes: Sequence[NodeFacts], held: Mapping[str, int]) -> list[NodeFacts]:
     """The nodes as a launch that replaces our running cluster will find them."""
     out = []
@@ -271,6 +308,10 @@ def evaluate(
         if finding is not None:
             out.report.findings.append(finding)
         out.plan = build_plan(recipe, out.settings, seen, cluster_id, unpicked=unpicked)
+        # Only the plan's nodes get memory back (the clusters of ours on them are
+        # replaced); a service on other nodes goes on holding its own.
+        used = {r.node for r in out.plan.ranks}
+        out.credited = {k: v for k, v in out.credited.items() if k in used}
         if image is not None:
             from spark_tui.core.images import pin_image
 
@@ -314,6 +355,8 @@ def assess(
     )
     if isinstance(answer, Finding) and out.plan is not None:
         out.plan.notes.append(f"{answer.message} → {answer.remedy}")
+    if out.plan is not None:
+        out.plan.notes.extend(clusters_beside(out.plan, nodes))
     if out.report is None:
         return out
     if isinstance(answer, Finding):

@@ -169,6 +169,9 @@ class Endpoint:
     api_url: str  # as seen on the head, e.g. http://127.0.0.1:8000/v1
     local_url: str | None  # our forward's local end, when we opened one
     tunnel: str  # ssh -N -L ... : works with the inventory's port, user and key
+    # The tunnel's port on the user's machine: the API's own, unless another cluster of
+    # ours beside this one has it (two tunnels cannot share a local port).
+    tunnel_port: int | None = None
 
 
 @dataclass(frozen=True)

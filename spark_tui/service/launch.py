@@ -100,9 +100,10 @@ async def launch(
     refuse_unresolved(evaluation.report.findings if evaluation.report else [])
     if evaluation.needs_insisting() and not options.insist:
         await insist(ask, recipe, evaluation)
-    if await replace_running(session, emit, ask, options.replace):
-        await discover(session, emit)  # the nodes as the launch finds them
     plan = evaluation.plan
+    nodes_used = [r.node for r in plan.ranks]
+    if await replace_running(session, emit, ask, options.replace, nodes_used):
+        await discover(session, emit)  # the nodes as the launch finds them
     report = evaluation.report
     if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
         report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
@@ -379,34 +380,57 @@ async def _beside_check(
 
 
 async def replace_running(
-    session: Session, emit: Emit[ev.LaunchEvent], ask: Ask, replace: bool | None
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    ask: Ask,
+    replace: bool | None,
+    nodes: Sequence[str],
 ) -> bool:
-    """A cluster of ours already on the nodes holds the memory a launch needs: stopped
-    (asked unless `replace`). True when one was."""
-    running = [c for c in await session.nodes.status() if c.ranks]
+    """A cluster of ours already on any of `nodes` (the launch's) holds the memory and the
+    ports the launch needs: stopped (asked unless `replace`). Clusters on other nodes are
+    left serving: two services run side by side on disjoint nodes. True when one was
+    stopped."""
+    wanted = set(nodes)
+    found = [c for c in await session.nodes.status() if c.ranks]
+    running = [c for c in found if wanted & set(c.nodes)]
     if not running:
         return False
-    names = ", ".join(f"{c.cluster_id} ({c.recipe})" for c in running)
+    names = ", ".join(
+        f"{c.cluster_id} ({c.recipe} on {', '.join(dict.fromkeys(c.nodes))})" for c in running
+    )
     if not replace:
         yes = replace is None and await ask(
             ev.Question(
                 ev.REPLACE_STALE,
                 "A cluster of ours is on these nodes",
-                f"spark-tui cluster {names} is on these nodes and holds their memory.\n"
-                "Stop it and launch this one?",
+                f"spark-tui cluster {names} is on nodes this launch needs and holds their "
+                "memory.\nStop it and launch this one?",
                 default=False,
                 yes_label="Stop it and launch",
                 data={"clusters": [c.cluster_id for c in running]},
             )
         )
         if not yes:
+            busy = {n for c in found for n in c.nodes}
+            free = [n.name for n in session.inventory if n.name not in busy]
+            ways = [
+                "stop it first (`spark-tui stop --cluster "
+                + " / --cluster ".join(c.cluster_id for c in running)
+                + "` with the same --inventory/--hosts)",
+                "pass --replace to stop it and launch this one",
+            ]
+            if free:
+                ways.append(
+                    f"or launch beside it on nodes no cluster of ours uses: --on {','.join(free)}"
+                )
             raise OperationFailed(
-                f"spark-tui cluster {names} is already on these nodes",
-                "stop it first (`spark-tui stop` with the same --inventory/--hosts), "
-                "or pass --replace to stop it and launch this one",
+                f"spark-tui cluster {names} is already on nodes this launch needs "
+                f"({', '.join(n for n in nodes if any(n in c.nodes for c in running))})",
+                ", ".join(ways),
             )
     emit(ev.Notice("info", f"replacing {names}: stopping every rank first"))
-    await stop_all(session, emit, None)
+    for c in running:
+        await stop_all(session, emit, c.cluster_id)
     return True
 
 

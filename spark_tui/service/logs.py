@@ -38,17 +38,17 @@ def is_own_request(line: ev.LogLine) -> bool:
 
 
 async def log_ranks(session: Session, rank: int | None) -> tuple[ClusterStatus, list[RankStatus]]:
-    """The cluster whose logs to read (the running one, else the only one: a stopped
-    cluster's logs are still there) and its ranks (only `rank` when given)."""
+    """The cluster whose logs to read (the chosen one, else the running one, else the only
+    one: a stopped cluster's logs are still there) and its ranks (only `rank` when given)."""
     from spark_tui.ops.attach import pick_cluster
 
     clusters = await session.nodes.status()
     if not clusters:
         raise NoClusterError(session.where)
     try:
-        cluster = pick_cluster(clusters)
+        cluster = pick_cluster(clusters, session.chosen)
     except SparkError:
-        if len(clusters) != 1:
+        if len(clusters) != 1 or session.chosen is not None:
             raise
         cluster = clusters[0]
     ranks = [r for r in cluster.ranks if rank is None or r.rank == rank]

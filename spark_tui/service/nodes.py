@@ -135,8 +135,9 @@ class Nodes(Protocol):
     async def stop(self, cluster_id: str | None, emit: Emit[ev.StopUpdate] | None) -> StopReport:
         """Remove every rank's container of `cluster_id` (else of all our clusters)."""
 
-    async def find_api(self) -> FoundCluster:
-        """The running cluster's API through a forward (valid while the nodes are open)."""
+    async def find_api(self, cluster_id: str | None = None) -> FoundCluster:
+        """The running cluster's API (`cluster_id`'s, else the only one's) through a
+        forward (valid while the nodes are open)."""
 
     async def smoke_checks(
         self, target: ApiTarget, timeout: float, emit: Emit[SmokeResult]

@@ -68,6 +68,7 @@ class Session:
         label: str | None = None,
         reattach_hint: str | None = None,
         unpicked: Sequence[str] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         if nodes is None:
             from spark_tui.service.ssh_nodes import SshNodes
@@ -89,6 +90,10 @@ class Session:
         # The user's nodes this session was made without (`--on` picked the others; None:
         # no pick): the fit and the plan name them as left out.
         self.unpicked: list[str] | None = None if unpicked is None else list(unpicked)
+        # The cluster of ours the actions act on when several run side by side (the CLI's
+        # `--cluster ID`, the cockpit's choice); None: the only one (several is an error
+        # naming them: an action never picks one on its own).
+        self.chosen: str | None = cluster_id
         # Set when the user chose to leave the cluster running: an interrupted launch then
         # leaves its ranks too.
         self.keep_on_cancel = False
@@ -255,16 +260,20 @@ class Session:
         if head is not None and image:
             self.nodes.start_flag_table(head, image, cluster_id)
 
-    def endpoint(self, cluster_id: str, head: str, api_port: int) -> ev.Endpoint:
-        """The API on `head` and the tunnel command for it from the inventory."""
+    def endpoint(
+        self, cluster_id: str, head: str, api_port: int, local_port: int | None = None
+    ) -> ev.Endpoint:
+        """The API on `head` and the tunnel command for it from the inventory, to
+        `local_port` on this machine (default: the API's own port)."""
         node = head_node(self.inventory, head)
         address = node.host if node else head
+        local = local_port or api_port
         tunnel = (
-            tunnel_command(node, api_port)
+            tunnel_command(node, api_port, local)
             if node
-            else f"ssh -N -L {api_port}:127.0.0.1:{api_port} {head}"
+            else f"ssh -N -L {local}:127.0.0.1:{api_port} {head}"
         )
-        local = (
+        forward = (
             self.cluster.base_url
             if self.cluster and self.cluster.cluster_id == cluster_id
             else None
@@ -273,8 +282,9 @@ class Session:
             cluster_id=cluster_id,
             head=head,
             api_url=f"http://{address}:{api_port}/v1",
-            local_url=local,
+            local_url=forward,
             tunnel=tunnel,
+            tunnel_port=local,
         )
 
     # -- connecting ------------------------------------------------------------------------
@@ -355,12 +365,15 @@ class Session:
 
         return self._pumped(lambda emit, ask: attach(self, emit, found, keep_failed=keep_failed))
 
-    def stop(self, cluster_id: str | None = None) -> AsyncIterator[ev.StopEvent]:
-        """Remove every rank's container (of `cluster_id`, else of all our clusters) and
-        check again that none is left: Stopped (see `service.stop`)."""
+    def stop(
+        self, cluster_id: str | None = None, *, every: bool = False
+    ) -> AsyncIterator[ev.StopEvent]:
+        """Remove every rank's container (of `cluster_id`, else of the chosen or only
+        cluster, else of all ours with `every`) and check again that none is left:
+        Stopped (see `service.stop`)."""
         from spark_tui.service.stop import stop
 
-        return self._pumped(lambda emit, ask: stop(self, emit, cluster_id))
+        return self._pumped(lambda emit, ask: stop(self, emit, cluster_id, every=every))
 
     async def status(self, cleanup: str | None = None) -> list[ClusterReport]:
         """Our clusters on the nodes, each with its endpoint, tunnel command and (when it

@@ -192,10 +192,10 @@ class SshNodes:
 
         return await stop(self.pool, cluster_id, emit=emit)
 
-    async def find_api(self) -> FoundCluster:
+    async def find_api(self, cluster_id: str | None = None) -> FoundCluster:
         from spark_tui.ops.attach import find_api
 
-        return await find_api(self.pool)
+        return await find_api(self.pool, cluster_id)
 
     async def smoke_checks(
         self, target: ApiTarget, timeout: float, emit: Emit[SmokeResult]

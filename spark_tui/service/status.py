@@ -5,6 +5,7 @@ and the command that removes what is left)."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,10 +45,20 @@ async def status(session: Session, cleanup: str | None = None) -> list[ClusterRe
     a failed cluster's diagnosis names."""
     await session.connect(strict=True)
     out = []
+    taken: set[int] = set()
     for c in await session.nodes.status():
         head = c.ranks[0] if c.ranks else None
         if head is None:
             continue
-        endpoint = session.endpoint(c.cluster_id, head.node, api_port(list(head.command)))
-        out.append(ClusterReport(c, endpoint, await session.nodes.diagnose(c, cleanup)))
+        port = api_port(list(head.command))
+        # Each cluster's tunnel its own local port, so both tunnels can be open at once
+        # (clusters on disjoint nodes may well serve on the same port of their heads).
+        local = port
+        while local in taken:
+            local += 1
+        taken.add(local)
+        endpoint = session.endpoint(c.cluster_id, head.node, port, local)
+        # With clusters side by side, a bare `stop` would ask which: the clean-up names it.
+        remove = f"{cleanup} --cluster {shlex.quote(c.cluster_id)}" if cleanup else None
+        out.append(ClusterReport(c, endpoint, await session.nodes.diagnose(c, remove)))
     return out

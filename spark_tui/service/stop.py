@@ -1,5 +1,5 @@
-"""The stop action: remove every rank's container (of one cluster, else of all ours) and
-check again that none is left (the command that does it by hand is
+"""The stop action: remove every rank's container (of one cluster, else of all ours when
+asked so) and check again that none is left (the command that does it by hand is
 `Targets.command("stop")`)."""
 
 from __future__ import annotations
@@ -32,8 +32,19 @@ async def stop_all(
     return stopped
 
 
-async def stop(session: Session, emit: Emit[ev.StopEvent], cluster_id: str | None) -> None:
+async def stop(
+    session: Session, emit: Emit[ev.StopEvent], cluster_id: str | None, *, every: bool = False
+) -> None:
     """The stop action: every node must answer (a stop must not silently leave one out);
-    each rank's last lines go into its launch's record."""
+    each rank's last lines go into its launch's record. Without `cluster_id` (nor a
+    chosen one): every cluster of ours when `every`, else the only one (several is an
+    error naming them: stopping one service must not take the other with it)."""
     await session.connect(strict=True)
+    cluster_id = cluster_id or session.chosen
+    if cluster_id is None and not every:
+        from spark_tui.ops.cluster import several_clusters
+
+        found = [c for c in await session.nodes.status() if c.ranks]
+        if len(found) > 1:
+            raise several_clusters(found, other="or stop every one with --all")
     await stop_all(session, emit, cluster_id, keep_logs=True)

@@ -379,7 +379,8 @@ async def leave(
     running = session.cluster
     if choice == LEAVE_NOTHING:
         emit(ev.SweepProgressed(len(result.rows), len(result.raws), None, "leave"))
-        await stop_all(session, emit, running.cluster_id if running else None)
+        if running is not None:  # only the sweep's own: a service beside it stays
+            await stop_all(session, emit, running.cluster_id)
         emit(ev.Notice("info", "nothing of the sweep is left running"))
         return
     best = result.best() if choice == LEAVE_BEST else None

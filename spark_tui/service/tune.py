@@ -65,15 +65,17 @@ def pick_baseline(
 
 
 async def adopt_running(session: Session) -> Cluster:
-    """The running cluster to tune: ours, or the one found on the nodes."""
+    """The running cluster to tune: the chosen one (`session.chosen`), ours, or the only
+    one found on the nodes."""
     cluster = session.cluster
-    if cluster is not None and cluster.ready and cluster.base_url:
+    ours = cluster is not None and session.chosen in (None, cluster.cluster_id)
+    if cluster is not None and ours and cluster.ready and cluster.base_url:
         return cluster
     await session.connect(strict=True)
     found = await running(session)
     if found is None:
         raise NoClusterError(session.where)
-    api = await session.nodes.find_api()
+    api = await session.nodes.find_api(found.cluster_id)
     head = found.ranks[0]
     argv = api.ranks[0].get("argv") if api.ranks else head.command
     cluster = adopt(session, found, [str(a) for a in argv or []])

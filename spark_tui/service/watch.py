@@ -29,12 +29,12 @@ async def watch(
     cleanup: str | None = None,
     keep_failed: bool = False,
 ) -> None:
-    """Watch the cluster named, else ours, else the only one on the nodes (see module doc);
+    """Watch the cluster named (or chosen), else ours, else the only one on the nodes (see module doc);
     the alert names `cleanup` when the ranks are kept. Raises OperationFailed when there is
     nothing to watch."""
     await session.connect(strict=True)
     ours = session.cluster if session.cluster is not None and session.cluster.running else None
-    wanted = cluster_id or (ours.cluster_id if ours else None)
+    wanted = cluster_id or session.chosen or (ours.cluster_id if ours else None)
     alert: ev.WatchAlert | None = None
 
     def sampled(event: ev.WatchSample) -> None:

@@ -566,7 +566,10 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
                     )
                 )
 
-    await asyncio.gather(*(one(n, d) for n, d in dockers.items()))
+    # Only the plan's nodes: a cluster of ours on other nodes is a service running beside
+    # this one, not something this launch may remove.
+    used = {r.node for r in plan.ranks}
+    await asyncio.gather(*(one(n, d) for n, d in dockers.items() if n in used))
     return found
 
 

@@ -421,7 +421,7 @@ async def replace_running(
             ]
             if free:
                 ways.append(
-                    f"or launch beside it on nodes no cluster of ours uses: {', '.join(free)}"
+                    f"or launch beside it on nodes no cluster of ours uses: --on {','.join(free)}"
                 )
             raise OperationFailed(
                 f"spark-tui cluster {names} is already on nodes this launch needs "

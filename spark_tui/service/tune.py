@@ -69,18 +69,21 @@ async def adopt_running(session: Session) -> Cluster:
     one found on the nodes."""
     cluster = session.cluster
     ours = cluster is not None and session.chosen in (None, cluster.cluster_id)
-    if cluster is not None and ours and cluster.ready and cluster.base_url:
-        return cluster
-    await session.connect(strict=True)
-    found = await running(session)
-    if found is None:
-        raise NoClusterError(session.where)
-    api = await session.nodes.find_api(found.cluster_id)
-    head = found.ranks[0]
-    argv = api.ranks[0].get("argv") if api.ranks else head.command
-    cluster = adopt(session, found, [str(a) for a in argv or []])
-    cluster.base_url = api.base_url
-    cluster.ready = True
+    if cluster is None or not ours or not cluster.ready or not cluster.base_url:
+        await session.connect(strict=True)
+        found = await running(session)
+        if found is None:
+            raise NoClusterError(session.where)
+        api = await session.nodes.find_api(found.cluster_id)
+        head = found.ranks[0]
+        argv = api.ranks[0].get("argv") if api.ranks else head.command
+        cluster = adopt(session, found, [str(a) for a in argv or []])
+        cluster.base_url = api.base_url
+        cluster.ready = True
+    if session.chosen is not None and session.on is None:
+        # One of several side by side: its relaunches run where it runs, not on the first
+        # nodes given (another service of ours may be there).
+        session.on = [node for _rank, node in sorted(cluster.ranks)]
     return cluster
 
 

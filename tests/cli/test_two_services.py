@@ -134,3 +134,37 @@ def test_two_services_on_two_plus_two_nodes(cli: Cli, four: SimProcess) -> None:
     _ok(cli.run("stop", "--inventory", str(every), "--all", timeout=60))
     assert _status(cli, every) == {}
     four.snapshot()
+
+
+def test_two_services_picked_with_on_and_one_tuned_where_it_runs(
+    cli: Cli, four: SimProcess
+) -> None:
+    every = str(four.inventory)
+    names = [n["name"] for n in yaml.safe_load(four.inventory.read_text())["nodes"]]
+    a = _launched(cli, four.inventory, "--on", ",".join(names[:2]))
+    b = _launched(cli, four.inventory, "--on", ",".join(names[2:]))
+    four.snapshot()
+    clusters = _status(cli, four.inventory)
+    assert set(clusters) == {a, b}
+    assert [r["node"] for r in clusters[b]["ranks"]] == names[2:]
+
+    # Without --on the layout takes the first two nodes, a's: refused, naming it.
+    res = cli.run("launch", RECIPE, "--inventory", every, "--set", "max_num_seqs=4")
+    assert res.returncode == 1 and f"cluster {a}" in res.stderr, _out(res)
+    assert b not in res.stderr.split("remedy")[0], _out(res)
+
+    # tune --cluster b relaunches b where it runs, never on a's nodes.
+    res = cli.run(
+        "tune", RECIPE, "--inventory", every, "--cluster", b, "--set", "max_num_seqs=2",
+        *QUICK_BENCH, "--requests-per-level", "1", "--json", timeout=240,
+    )  # fmt: skip
+    four.snapshot()
+    assert res.returncode == 0, _out(res)
+    clusters = _status(cli, four.inventory)
+    assert set(clusters) == {a, b}
+    assert [r["node"] for r in clusters[b]["ranks"]] == names[2:]
+    assert all("--max-num-seqs 2" in " ".join(r["command"]) for r in clusters[b]["ranks"])
+    assert not any("--max-num-seqs 2" in " ".join(r["command"]) for r in clusters[a]["ranks"])
+
+    _ok(cli.run("stop", "--inventory", every, "--all", timeout=60))
+    assert _status(cli, four.inventory) == {}

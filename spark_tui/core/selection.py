@@ -72,6 +72,12 @@ def pick(given: Sequence[str], on: Sequence[str] | None) -> list[str]:
     return on
 
 
+def toggle(picked: Sequence[str], name: str) -> list[str]:
+    """The pick with `name` added last (the head when it is the first) or, when it was
+    picked, taken out (the others keep their order)."""
+    return [n for n in picked if n != name] if name in picked else [*picked, name]
+
+
 def pick_nodes(nodes: Sequence[N], on: Sequence[str] | None) -> tuple[list[N], list[str] | None]:
     """The nodes `on` picks (see `pick`), in its order, and the names of the ones it leaves
     out, in the order given (None: no pick, every node)."""
@@ -96,5 +102,8 @@ def choice_text(
     what = f"runs on {', '.join(used)} ({how}); left out: {', '.join(left_out)}"
     # An example of another pick: the nodes left out first, then the ones used.
     other = ",".join([*left_out, *used][:n])
-    change = f"to run on other nodes, name them head first: {ON_FLAG} {other}"
+    change = (
+        f"to run on other nodes, name them head first: {ON_FLAG} {other} (in the cockpit: "
+        "space on each in the nodes panel)"
+    )
     return what, change

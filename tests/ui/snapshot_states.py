@@ -66,6 +66,16 @@ async def does_not_fit(pilot: Pilot[int]) -> None:
     await settle(pilot)
 
 
+async def picked_nodes(pilot: Pilot[int]) -> None:
+    """Two of four nodes picked in the nodes panel, the third one the head."""
+    from spark_tui.ui.widgets.nodes import NodePanel
+
+    await discovered(pilot)
+    pilot.app.screen.query_one(NodePanel).focus()
+    await pilot.press("down", "down", "space", "up", "space")
+    await settle(pilot)
+
+
 async def loading(pilot: Pilot[int]) -> None:
     app = pilot.app
     assert isinstance(app, SparkApp)
@@ -266,6 +276,7 @@ STATES: dict[str, tuple[dict[str, object], Callable[[Pilot[int]], Awaitable[None
         {"recipe": MANY, "sparks": 8, "scenario": "failed_launch", "failing_rank": 5},
         eight_ranks_failed,
     ),
+    "picked_nodes": ({"sparks": 4}, picked_nodes),
     "sweep_edit": ({}, sweep_edit),
     "sweep_result": ({}, sweep_result),
     "sweep_chart": ({}, sweep_chart),

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 import pytest
 
 from spark_tui.core.errors import InputError
+from spark_tui.core.inventory import InventoryNode
 from spark_tui.core.recipe_loader import find_recipe
-from spark_tui.core.selection import choice_text, parse_on, pick, pick_nodes
+from spark_tui.core.selection import choice_text, parse_on, pick, pick_nodes, toggle
 from spark_tui.service.evaluate import evaluate
+from spark_tui.service.session import Session
 from tests.unit.test_plan import cluster
 
 GIVEN = ["spark-a", "spark-b", "spark-c", "spark-d"]
@@ -122,3 +124,42 @@ def test_too_few_picked_says_to_pick_more_of_the_ones_given() -> None:
     # No plan on one node for a two-rank layout: the refusal says how to pick more.
     assert result.problem is not None
     assert "1 picked" in result.problem.message and "--on" in result.problem.remedy
+
+
+def test_toggle_adds_last_or_takes_out_keeping_the_order() -> None:
+    assert toggle([], "spark-c") == ["spark-c"]
+    assert toggle(["spark-c"], "spark-a") == ["spark-c", "spark-a"]
+    assert toggle(["spark-c", "spark-a", "spark-b"], "spark-c") == ["spark-a", "spark-b"]
+
+
+def _session(unpicked: list[str] | None = None) -> Session:
+    facts = cluster(3)
+    inventory = [InventoryNode(name=n.name, host=n.address) for n in facts]
+    session = Session(inventory, unpicked=unpicked)
+    session.facts = facts
+    return session
+
+
+def test_the_session_evaluates_on_the_nodes_picked_and_names_the_others() -> None:
+    session = _session()
+    session.errors = {"spark-1": ("unreachable", None)}
+    assert session.launch_nodes() == (session.reachable, None)  # no pick: every reachable
+    # A picked node that is not reachable is left out, like one not picked.
+    session.on = ["spark-2", "spark-1", "spark-0"]
+    picked, left = session.launch_nodes()
+    assert [n.name for n in picked] == ["spark-2", "spark-0"] and left == ["spark-1"]
+    result = session.evaluate(_glm(), {})
+    assert result.plan is not None
+    assert [r.node for r in result.plan.ranks] == ["spark-2", "spark-0"]
+    assert result.plan.nodes_left_out == ["spark-1"]
+
+
+def test_a_session_made_of_the_picked_nodes_names_the_ones_left_outside() -> None:
+    # The CLI's `--on spark-2,spark-0` makes a session of those two; the third is named.
+    facts = cluster(3)
+    session = _session(unpicked=["spark-9"])
+    session.facts = [facts[2], facts[0]]
+    result = session.evaluate(_glm(), {})
+    assert result.plan is not None and result.report is not None
+    assert [r.node for r in result.plan.ranks] == ["spark-2", "spark-0"]
+    assert result.report.nodes_left_out == ["spark-9"]

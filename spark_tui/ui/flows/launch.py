@@ -65,10 +65,12 @@ async def start(screen: MainScreen, recipe: Recipe, sets: dict[str, str]) -> Non
     """Start the ranks and follow them for as long as they run (logs keep coming)."""
     running = screen.cluster if screen.cluster is not None and screen.cluster.running else None
     evaluation = screen.evaluate(recipe, sets)
+    where = ""
     if evaluation.plan is not None:
         new_cluster_panes(screen, [(r.rank, r.node) for r in evaluation.plan.ranks])
+        where = " on " + ", ".join(r.node for r in evaluation.plan.ranks)
     screen.busy = "launching"
-    screen.show_status(f"launching {recipe.name}…")
+    screen.show_status(f"launching {recipe.name}{where}…")
     await follow(screen, screen.session.launch(recipe, sets, keep_failed=screen.keep_failed))
     if running is not None and screen.cluster is running:
         # The user kept the running cluster (or the fit check refused the new one):

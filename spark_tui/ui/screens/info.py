@@ -43,6 +43,11 @@ class HelpScreen(ModalScreen[None]):
         rows += [
             ("ctrl+p", "command palette: every action, and the themes"),
             ("tab / shift+tab", "next / previous panel"),
+            (
+                "space",
+                "in the nodes panel: pick the highlighted node for the launch, or take "
+                "it out (the first picked is the head; none picked: the first nodes it needs)",
+            ),
             ("↑ ↓ pgup pgdn", "move in a list, scroll a log (scrolling up stops following)"),
             ("end", "in a log: back to the tail (follows again)"),
         ]

@@ -345,8 +345,23 @@ class MainScreen(Screen[None]):
         idle = all(p.state == "idle" for p in self.panes.values())
         if not self.cluster and not self.busy and idle:
             # A stopped or failed cluster's panes stay, with its logs, until the next launch.
-            self.build_panes([(i, n.name) for i, n in enumerate(message.probed.nodes)])
+            names = self.session.on or [n.name for n in message.probed.nodes]
+            self.build_panes(list(enumerate(names)))
         self.prepare_verdicts(retry=True)
+
+    def on_node_panel_picked(self, message: NodePanel.Picked) -> None:
+        """The nodes picked in the panel are the ones the verdicts, the plan and the next
+        launch are about (the first picked is the head)."""
+        names = message.names
+        self.session.on = names or None
+        self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        idle = all(p.state == "idle" for p in self.panes.values())
+        if not self.cluster and not self.busy and idle:
+            self.build_panes(list(enumerate(names or [n.name for n in self.session.facts])))
+        if names:
+            self.show_status(f"next launch on {', '.join(names)} ({names[0]} the head)")
+        else:
+            self.show_status("no node picked: the next launch takes the first nodes it needs")
 
     @app_work(group="prepare")
     async def prepare_verdicts(self, retry: bool = False) -> None:

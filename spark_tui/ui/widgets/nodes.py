@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Static
 
 from spark_tui.service import events as ev
@@ -40,9 +43,10 @@ def _gib(value: int | None) -> str:
 FULL_NODES = 2
 
 
-def _one_line(view: NodeView) -> Text:
+def _one_line(view: NodeView, order: int | None, picking: bool) -> Text:
     """`● sim-spark-1 21/120G` (free/total): a node in one line (narrow, many nodes); a
-    node with no ConnectX link up says so after it."""
+    node with no ConnectX link up says so after it. While nodes are picked, a picked
+    node's mark is its place (1: the head) and the others are dimmed."""
     facts = view.facts
     if view.outage or view.state != "reachable" or facts is None:
         error = view.state == "error"
@@ -51,12 +55,26 @@ def _one_line(view: NodeView) -> Text:
         what = view.outage or (view.error or "unreachable" if error else "probing…")
         out.append(f" {what}", style="red" if error else "dim")
         return out
-    out = Text("● ", style="green")
-    out.append(view.name, style="bold")
+    if order is not None:
+        out = Text(f"{order + 1} ", style="bold green")
+    elif picking:
+        out = Text("· ", style="dim")
+    else:
+        out = Text("● ", style="green")
+    out.append(view.name, style="dim" if picking and order is None else "bold")
     out.append(f" {_gib(facts.memory_available_bytes)}/{_gib(facts.memory_total_bytes)}G")
     if not facts.connectx_up:
         out.append(" no link up", style="red")
     return out
+
+
+def _role(index: int, order: int | None, picking: bool) -> str:
+    """What the node is to the next launch: the head, its place in the pick, left out."""
+    if not picking:
+        return " head" if index == 0 else ""
+    if order is None:
+        return " left out"
+    return " head" if order == 0 else f" pick {order + 1}"
 
 
 def wiring_line(views: list[NodeView]) -> str | None:
@@ -70,20 +88,46 @@ def wiring_line(views: list[NodeView]) -> str | None:
     return wiring_of(probed).short
 
 
-def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
+def render_nodes(
+    views: list[NodeView],
+    wide: bool = True,
+    picked: Sequence[str] = (),
+    cursor: int | None = None,
+    starts: list[int] | None = None,
+) -> Text:
     """The panel's text: the cabling in one line, then up to four lines per node; with
     more than two nodes, two lines each (its first link only), or one when narrow (and
-    no cabling line, so four nodes still fit)."""
+    no cabling line, so four nodes still fit). `picked`: the nodes the next launch runs
+    on, head first (empty: every node, the first the head); `cursor`: the highlighted
+    node; `starts` gets each node's first line."""
     many = len(views) > FULL_NODES
-    if not wide and many:
-        return Text("\n").join(_one_line(v) for v in views)
+    picking = bool(picked)
+    order = {name: i for i, name in enumerate(picked)}
     out = Text()
+
+    def name_style(i: int) -> str:
+        dim = picking and views[i].name not in order
+        return ("dim " if dim else "bold ") + ("reverse" if i == cursor else "")
+
+    if not wide and many:
+        for i, view in enumerate(views):
+            if i:
+                out.append("\n")
+            if starts is not None:
+                starts.append(i)
+            line = _one_line(view, order.get(view.name), picking)
+            if i == cursor:
+                line.stylize("reverse", 2, 2 + len(view.name))
+            out.append_text(line)
+        return out
     wiring = wiring_line(views)
     if wiring:
         out.append(f"⇄ {wiring}\n", style="dim")
     for i, view in enumerate(views):
         if i:
             out.append("\n")
+        if starts is not None:
+            starts.append(out.plain.count("\n"))
         mark, style = (
             ("◌", "yellow")
             if view.outage
@@ -94,8 +138,8 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
             }.get(view.state, ("?", ""))
         )
         out.append(f"{mark} ", style=style)
-        out.append(view.name, style="bold")
-        out.append(" head" if i == 0 else "", style="dim")
+        out.append(view.name, style=name_style(i))
+        out.append(_role(i, order.get(view.name), picking), style="dim")
         facts = view.facts
         if view.outage:
             out.append(f"\n  {view.outage}", style="yellow")
@@ -135,23 +179,43 @@ def render_nodes(views: list[NodeView], wide: bool = True) -> Text:
 
 class NodePanel(Static, can_focus=True):
     """Shows every node: refreshed whenever a probe returns, and while a node's link is
-    down (a state, retried; never a failure)."""
+    down (a state, retried; never a failure). Focused, ↑↓ move over the nodes and space
+    picks the highlighted one for the next launch or takes it out (`Picked`)."""
 
     DEFAULT_CSS = """
     NodePanel { border: round $panel-lighten-2; padding: 0 1; height: 1fr; overflow-y: auto;
                 scrollbar-size-vertical: 1; }
     NodePanel:focus { border: round $primary; }
     """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "previous node", show=False),
+        Binding("down", "cursor(1)", "next node", show=False),
+        Binding("space", "pick", "pick the node for the launch", id="pick_node", show=False),
+    ]
+
+    class Picked(Message):
+        """The user changed the nodes the next launch runs on: `names`, head first (empty:
+        no pick, every node)."""
+
+        def __init__(self, names: list[str]) -> None:
+            super().__init__()
+            self.names = names
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.border_title = "Nodes"
         self.views: list[NodeView] = []
         self.message: str | None = None
+        # The nodes picked for the next launch, head first (empty: every node), and the
+        # highlighted one (drawn while the panel has the focus).
+        self.picked: list[str] = []
+        self.cursor = 0
+        self._starts: list[int] = []
 
     def show(self, views: list[NodeView]) -> None:
         self.views = views
         self.message = None
+        self.cursor = min(self.cursor, max(0, len(views) - 1))
         self._render_views()
 
     def show_message(self, message: str) -> None:
@@ -163,9 +227,53 @@ class NodePanel(Static, can_focus=True):
         if self.message is None:
             self._render_views()
 
-    def _render_views(self) -> None:
+    # These run before Textual's own handlers set `has_focus`: the new state is passed.
+    def on_focus(self) -> None:
+        if self.message is None:
+            self._render_views(focused=True)
+
+    def on_blur(self) -> None:
+        if self.message is None:
+            self._render_views(focused=False)
+
+    def _render_views(self, focused: bool | None = None) -> None:
+        focused = self.has_focus if focused is None else focused
         wide = self.size.width >= 44 or self.size.width == 0
-        self.update(render_nodes(self.views, wide=wide))
+        self._starts = []
+        cursor = self.cursor if focused and self.views else None
+        self.update(render_nodes(self.views, wide, self.picked, cursor, self._starts))
+        if self.picked:
+            self.border_subtitle = f"{len(self.picked)}/{len(self.views)} picked"
+        else:
+            self.border_subtitle = "space: pick" if focused and self.views else ""
+
+    def action_cursor(self, step: int) -> None:
+        if not self.views:
+            return
+        self.cursor = max(0, min(len(self.views) - 1, self.cursor + step))
+        self._render_views()
+        if self.cursor < len(self._starts):
+            # Keep the highlighted node in sight in a panel too short for every node.
+            line = self._starts[self.cursor]
+            if (
+                line < self.scroll_y
+                or line >= self.scroll_y + self.scrollable_content_region.height
+            ):
+                self.scroll_to(y=line, animate=False)
+
+    def action_pick(self) -> None:
+        if not self.views:
+            return
+        from spark_tui.core.selection import toggle
+
+        self.set_picked(toggle(self.picked, self.views[self.cursor].name))
+        self.post_message(self.Picked(list(self.picked)))
+
+    def set_picked(self, names: Sequence[str]) -> None:
+        """Show `names` as the pick (head first; empty: every node)."""
+        self.picked = list(names)
+        if self.message is None:
+            self._render_views()
 
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
         probed = message.probed

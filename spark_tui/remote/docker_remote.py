@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,20 @@ def parse_timestamp_ns(stamp: str) -> int:
     seconds = datetime.fromisoformat(whole + offset).timestamp()
     nanos = int((frac + "000000000")[:9]) if frac else 0
     return int(seconds) * 1_000_000_000 + nanos
+
+
+_SERVER_HEADER = re.compile(r"Docker/(\S+)")
+
+
+def ping_versions(headers: Mapping[str, str]) -> dict[str, str]:
+    """The engine's `Version` and `ApiVersion` (as /version names them) from the headers
+    of its /_ping answer (`Server: Docker/29.1.3 (linux)`, `Api-Version: 1.52`)."""
+    out = {}
+    if api := headers.get("Api-Version"):
+        out["ApiVersion"] = api
+    if m := _SERVER_HEADER.match(headers.get("Server") or ""):
+        out["Version"] = m.group(1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -241,10 +256,14 @@ class RemoteDocker:
         base = f"unix://{self.socket_path}"
         if self._api_version is None:
             # Ask once which API the engine speaks (the lab's dockerd 20.10 speaks 1.41,
-            # Docker 29 on a Spark refuses anything older than 1.44): /version is unversioned.
+            # Docker 29 on a Spark refuses anything older than 1.44). /_ping says it in its
+            # headers, with the engine's version, unversioned; /version would make the engine
+            # run runc and docker-init for their versions (processes on the node each time).
             first = docker.DockerClient(base_url=base, version="1.24", timeout=timeout or 60)
             try:
-                self.server_version = dict(first.api.version(api_version=False))
+                ping = first.api.get(f"{first.api.base_url}/_ping")
+                ping.raise_for_status()
+                self.server_version = ping_versions(ping.headers)
             finally:
                 first.close()
             self._api_version = str(self.server_version.get("ApiVersion") or "1.41")
@@ -254,7 +273,11 @@ class RemoteDocker:
         try:
             loop = asyncio.get_running_loop()
             self._client = await loop.run_in_executor(_CALLS, self._new_client, self.timeout)
-        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as exc:
+        except (
+            docker.errors.DockerException,
+            requests.exceptions.HTTPError,
+            *_TRANSPORT_ERRORS,
+        ) as exc:
             raise OperationFailed(
                 f"{self.node}: Docker does not answer through the forwarded socket: {_reason(exc)}",
                 "check that dockerd runs on the node and your user may use its socket "
@@ -318,7 +341,7 @@ class RemoteDocker:
 
     async def version(self) -> str:
         """The engine's version (as `docker version` prints it for the server)."""
-        if not self.server_version:
+        if not self.server_version.get("Version"):
             self.server_version = dict(await self.call(lambda c: c.version(), "version"))
         return str(self.server_version.get("Version") or "unknown")
 

@@ -346,16 +346,6 @@ _SHARD_NAME = re.compile(r'"([^"\\]+\.safetensors)"')
 _NUMBERED = re.compile(r"^(?P<stem>.*-)(?P<i>\d+)-of-(?P<n>\d+)\.safetensors$")
 
 
-def parse_file_sizes(text: str) -> dict[str, int]:
-    """`SIZE PATH` lines (the scan's `find -printf`) as {path: size}; other lines skipped."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        size, _, path = line.strip().partition(" ")
-        if size.isdigit() and path:
-            out[path] = int(size)
-    return out
-
-
 def index_shards(text: str) -> list[str]:
     """The weight files a (possibly truncated) safetensors index names, sorted.
 
@@ -374,6 +364,9 @@ def index_shards(text: str) -> list[str]:
 
 
 _SNAPSHOT = re.compile(r"/models--(?P<repo>[^/]+)/snapshots/(?P<rev>[^/\s]+)/?$")
+# A file of a snapshot: the snapshot's path (the first `models--X/snapshots/Y` in it) and the
+# file's path inside it.
+_SNAPSHOT_FILE = re.compile(r"^(?P<snap>.*?/models--[^/]+/snapshots/[^/]+)/(?P<rel>.+)$")
 
 
 def repo_id_from_cache_dir(name: str) -> str:
@@ -386,50 +379,46 @@ def repo_id_from_cache_dir(name: str) -> str:
 def parse_hf_cache_scan(text: str) -> list[CachedModel]:
     """Parse probe_commands.HF_CACHE_SCAN: one CachedModel per snapshot (model revision).
 
-    config.json becomes `config` (None when absent or not valid JSON); the safetensors
-    index's `metadata.total_size` becomes `weight_bytes` (read with a regex, because the
-    scan truncates large index files after their metadata).
+    `files` holds each complete file with its size, `size_bytes` their sum; config.json
+    becomes `config` (None when absent or not valid JSON); the safetensors index's
+    `metadata.total_size` becomes `weight_bytes` (read with a regex, because the scan
+    truncates large index files after their metadata).
     """
-    models: list[CachedModel] = []
-    current: CachedModel | None = None
-    section: str | None = None
-    body: list[str] = []
-
-    def flush() -> None:
-        if current is None or section is None:
-            return
-        content = "\n".join(body).strip()
-        if section == "size":
-            current.size_bytes = int(content) if content.isdigit() else None
-        elif section == "config.json" and content:
+    models: dict[str, CachedModel] = {}
+    heads: dict[str, list[str]] = {}
+    body: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("==> ") and line.endswith(" <=="):
+            body = heads.setdefault(line[4:-4], [])
+        elif body is not None:
+            body.append(line)
+        elif line.startswith("--- snapshot "):
+            path = line.removeprefix("--- snapshot ").strip()
+            if m := _SNAPSHOT.search(path):
+                repo_id = repo_id_from_cache_dir(m.group("repo"))
+                models[path] = CachedModel(repo_id=repo_id, revision=m.group("rev"), files={})
+        else:
+            size, _, path = line.partition(" ")
+            where = _SNAPSHOT_FILE.match(path)
+            model = models.get(where.group("snap")) if where else None
+            if model is not None and model.files is not None and where and size.isdigit():
+                model.files[where.group("rel")] = int(size)
+    for path, lines in heads.items():
+        where = _SNAPSHOT_FILE.match(path)
+        model = models.get(where.group("snap")) if where else None
+        content = "\n".join(lines).strip()
+        if model is None or where is None or not content:
+            continue
+        if where.group("rel") == "config.json":
             try:
                 data = json.loads(content)
             except json.JSONDecodeError:
                 data = None
-            current.config = data if isinstance(data, dict) else None
-        elif section == "model.safetensors.index.json" and content:
+            model.config = data if isinstance(data, dict) else None
+        elif where.group("rel") == "model.safetensors.index.json":
             m = _TOTAL_SIZE.search(content)
-            current.weight_bytes = int(m.group(1)) if m else None
-            current.shards = index_shards(content)
-        elif section == "files":
-            current.files = parse_file_sizes(content)
-
-    for line in text.splitlines():
-        if line.startswith("==> "):
-            flush()
-            section, body = None, []
-            m = _SNAPSHOT.search(line[4:].strip())
-            current = None
-            if m:
-                current = CachedModel(
-                    repo_id=repo_id_from_cache_dir(m.group("repo")), revision=m.group("rev")
-                )
-                models.append(current)
-            continue
-        if line.startswith("--- ") and current is not None:
-            flush()
-            section, body = line[4:].strip(), []
-            continue
-        body.append(line)
-    flush()
-    return models
+            model.weight_bytes = int(m.group(1)) if m else None
+            model.shards = index_shards(content)
+    for model in models.values():
+        model.size_bytes = sum((model.files or {}).values())
+    return list(models.values())

@@ -95,6 +95,9 @@ async def probe_node(
 ) -> NodeFacts:
     """Probe one connected node: every command at once, then Docker through the socket."""
     results = await _run_all(conn, timeout)
+    docker_host = results.get("docker_host")
+    if isinstance(docker_host, RunResult) and docker_host.ok:
+        conn.note_docker_host(docker_host.stdout)
     outputs: dict[str, str] = {}
     errors: list[str] = []
     for key, res in results.items():

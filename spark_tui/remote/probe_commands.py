@@ -22,24 +22,29 @@ IP_ADDR_JSON = "ip -j addr"
 # Neighbours (ARP/NDP) of every interface (a simulated node answers it as a GB10 does).
 IP_NEIGH_JSON = "ip -j neigh"
 # Link speeds of every netdev, one "name speed" line each ("-1" or empty when unknown).
+# `read`, not `$(cat ...)`: shell builtins only, no process per interface.
 NET_SPEEDS = (
-    "sh -c 'for d in /sys/class/net/*; do "
-    'printf "%s %s\\n" "${d##*/}" "$(cat "$d/speed" 2>/dev/null)"; done\''
+    'sh -c \'for d in /sys/class/net/*; do sp=; read -r sp <"$d/speed" 2>/dev/null; '
+    'printf "%s %s\\n" "${d##*/}" "$sp"; done\''
 )
 # Free bytes where the Hugging Face cache lives (its parent when it does not exist yet).
 DISK_FREE = (
     'sh -c \'d="${HF_HOME:-$HOME/.cache/huggingface}"; [ -d "$d" ] || d="$HOME"; df -B1 "$d"\''
 )
-# Every snapshot of every cached model: its path, its size on disk, each complete file with
-# its size (a link to a missing blob is not listed), its config.json and the metadata of its
-# safetensors index, between markers the parser splits on.
-HF_CACHE_SCAN = (
-    'sh -c \'hub="${HF_HOME:-$HOME/.cache/huggingface}/hub"; '
-    'for s in "$hub"/models--*/snapshots/*; do [ -d "$s" ] || continue; '
-    'echo "==> $s"; echo "--- size"; du -sLb "$s" 2>/dev/null | cut -f1; '
-    'echo "--- files"; find -L "$s" -type f -printf "%s %P\\n" 2>/dev/null; '
-    'for f in config.json model.safetensors.index.json; do echo "--- $f"; '
-    '[ -f "$s/$f" ] && head -c 65536 "$s/$f"; echo; done; done\''
+# Every snapshot of every cached model, in two processes however many models there are
+# (a busy node pays per process): a `--- snapshot PATH` line for each, then one `find` line
+# `SIZE PATH` per complete file of all of them (a link to a missing blob is not listed), then
+# one `head` of every snapshot's config.json and safetensors index (`==> PATH <==` before
+# each; a long index is cut after its metadata). The loop over the snapshots moves each one
+# out of "$@" and appends its files that exist, so "$@" ends up holding just those files.
+HF_CACHE_SCAN = "sh -c " + shlex.quote(
+    'hub="${HF_HOME:-$HOME/.cache/huggingface}/hub"; set --; '
+    'for s in "$hub"/models--*/snapshots/*; do [ -d "$s" ] && set -- "$@" "$s"; done; '
+    '[ $# -gt 0 ] || exit 0; printf -- "--- snapshot %s\\n" "$@"; '
+    'find -L "$@" -type f -printf "%s %p\\n" 2>/dev/null; '
+    "for s; do shift; for f in config.json model.safetensors.index.json; do "
+    '[ -f "$s/$f" ] && set -- "$@" "$s/$f"; done; done; '
+    '[ $# -eq 0 ] || head -v -c 65536 -- "$@"; exit 0'
 )
 
 # The node's DOCKER_HOST (empty when unset): where its Docker socket is, when not the default.
@@ -48,6 +53,7 @@ DOCKER_HOST_ENV = "sh -c 'echo \"$DOCKER_HOST\"'"
 # The commands a simulated node answers itself (the rest run in its simulated home).
 SIMULATED = (
     HOSTNAME,
+    HOME,
     ARCH,
     NVIDIA_SMI,
     NVIDIA_SMI_QUERY,
@@ -56,9 +62,10 @@ SIMULATED = (
     IP_ADDR_JSON,
     IP_NEIGH_JSON,
     NET_SPEEDS,
+    DOCKER_HOST_ENV,
 )
 
-# Every probe command by the key the probe parses its output under, in the order it prints them.
+# Every probe command by the key the probe parses its output under.
 SECTIONS: dict[str, str] = {
     "hostname": HOSTNAME,
     "home": HOME,
@@ -72,32 +79,45 @@ SECTIONS: dict[str, str] = {
     "net_speeds": NET_SPEEDS,
     "disk_free": DISK_FREE,
     "hf_cache": HF_CACHE_SCAN,
+    "docker_host": DOCKER_HOST_ENV,
 }
+# The sections that run beside the others: nvidia-smi takes a real GPU node the longest
+# (its driver's start, twice), the others are quick and run one after the other.
+_BESIDE = ("nvidia_smi", "nvidia_smi_query")
 
 # Starts each section of the combined probe's output; no probe command prints it.
 MARK = "@@spark-tui-probe-4e1f@@"
 _SECTION = re.compile(
-    rf"^{MARK} (\w+) (\d+)\n(.*?)\n{MARK} stderr\n(.*?)\n(?={MARK} |\Z)",
+    rf"^{MARK} (\w+)\n(.*?)\n{MARK} stderr (\d+)\n(.*?)\n(?={MARK} |\Z)",
     re.DOTALL | re.MULTILINE,
 )
 
 
+def _body(command: str) -> str:
+    """What the combined script runs for a command: the script of an `sh -c '...'` in the
+    combined script's own shell (one process fewer), any other command as it is."""
+    words = shlex.split(command)
+    return words[2] if words[:2] == ["sh", "-c"] and len(words) == 3 else command
+
+
+def _section(key: str) -> str:
+    # The command's output goes straight out (fd 3 is the script's stdout); its errors are
+    # kept in a variable and printed after it with its exit status. Each command runs in the
+    # subshell of that `$(...)`: its variables and `exit` stay in it.
+    return (
+        f"printf '%s %s\\n' {MARK} {key}\n"
+        f"e=$( {{ {_body(SECTIONS[key])}\n}} 2>&1 >&3 </dev/null ); s=$?\n"
+        f'printf \'\\n%s stderr %s\\n%s\\n\' {MARK} "$s" "$e"'
+    )
+
+
 def _combined_script() -> str:
-    # Every command runs at once in the background (as separate sessions did), into files
-    # of its own; shell builtins write each section's markers, and one `cat` prints all the
-    # sections in order (few processes: on a busy node each fork counts).
-    lines = ["d=$(mktemp -d) || exit 125", "trap 'rm -rf \"$d\"' EXIT"]
-    files = []
-    for key, cmd in SECTIONS.items():
-        f = f'"$d/{key}'
-        lines.append(
-            f'{{ {cmd} >{f}.out" 2>{f}.err" </dev/null; '
-            f"printf '%s %s %s\\n' {MARK} {key} $? >{f}.head\"; "
-            f"printf '\\n%s stderr\\n' {MARK} >{f}.mid\"; echo >{f}.end\"; }} &"
-        )
-        files += [f'{f}.{part}"' for part in ("head", "out", "mid", "err", "end")]
-    lines += ["wait", "cat " + " ".join(files)]
-    return "sh -c " + shlex.quote("\n".join(lines))
+    # No temporary files and a process only where a command needs one (a busy node pays
+    # for each): the sections of _BESIDE run in the left side of a pipe, the others one
+    # after the other on the right, which then copies the left side's output after its own.
+    beside = "\n".join(_section(k) for k in _BESIDE)
+    rest = "\n".join(_section(k) for k in SECTIONS if k not in _BESIDE)
+    return "sh -c " + shlex.quote(f"{{ exec 3>&1\n{beside}\n}} | {{ exec 3>&1\n{rest}\ncat\n}}")
 
 
 # Every probe command in one SSH session: a node's sshd sets up one session, not one per
@@ -106,13 +126,14 @@ COMBINED = _combined_script()
 
 
 def split_combined(output: str) -> dict[str, tuple[str, str, int]]:
-    """The (stdout, stderr, exit status) of each section of COMBINED's output, by key."""
-    return {m[1]: (m[3], m[4], int(m[2])) for m in _SECTION.finditer(output)}
+    """The (stdout, stderr, exit status) of each section of COMBINED's output, by key.
+    The shell drops the trailing newlines of a command's errors."""
+    return {m[1]: (m[2], m[4], int(m[3])) for m in _SECTION.finditer(output)}
 
 
 def render_combined(results: dict[str, tuple[str, str, int]]) -> str:
     """COMBINED's output for these (stdout, stderr, exit status) by key (as a node prints it)."""
     return "".join(
-        f"{MARK} {key} {rc}\n{out}\n{MARK} stderr\n{err}\n"
+        f"{MARK} {key}\n{out}\n{MARK} stderr {rc}\n{err.rstrip(chr(10))}\n"
         for key, (out, err, rc) in results.items()
     )

@@ -165,6 +165,7 @@ class NodeConnection:
         self.username: str | None = node.user
         self.reconnects = 0
         self._docker_socket: str | None = None
+        self._docker_host: str | None = None  # as a probe read it
         # Set while a dropped connection is being re-opened (see reconnect_patiently).
         self.outage: Outage | None = None
 
@@ -549,12 +550,19 @@ class NodeConnection:
         self._forwards.append(_Forward("port", port, dest_host, dest_port, "", listener))
         return port
 
+    def note_docker_host(self, value: str) -> None:
+        """The node's DOCKER_HOST as a probe read it (empty when unset): the socket is then
+        found without a session of its own."""
+        self._docker_host = value.strip()
+
     async def docker_socket_path(self) -> str:
         """The node's Docker socket: its DOCKER_HOST if that is a unix socket, else the default."""
         if self._docker_socket is not None:
             return self._docker_socket
-        res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)
-        value = res.stdout.strip() if res.ok else ""
+        value = self._docker_host
+        if value is None:
+            res = await self.run(probe_commands.DOCKER_HOST_ENV, timeout=15)
+            value = res.stdout.strip() if res.ok else ""
         candidates = [DEFAULT_DOCKER_SOCKET]
         if value.startswith("unix://") and value[len("unix://") :] != DEFAULT_DOCKER_SOCKET:
             candidates.insert(0, value[len("unix://") :])

@@ -15,6 +15,7 @@ import yaml
 
 from spark_tui.core.inventory import parse_inventory
 from spark_tui.remote import probe_commands as pc
+from spark_tui.remote.parsers import parse_hf_cache_scan
 from spark_tui.sim.engine import catalogue
 from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
 from spark_tui.sim.nodes.hf_cache import bundled_models
@@ -119,23 +120,17 @@ async def test_drop_caches_frees_the_simulated_page_cache(cluster: SimCluster) -
 async def test_hf_cache_scan_lists_the_catalogue_models(cluster: SimCluster) -> None:
     async with _connect(cluster, 0) as one:
         out = await _run(one, pc.HF_CACHE_SCAN)
-    blocks = out.split("==> ")[1:]
+    models = parse_hf_cache_scan(out)
     wanted = [model_id for model_id, _ in bundled_models()]
-    assert len(blocks) == len(wanted) >= 6
+    assert len(models) == len(wanted) >= 6
     seen = {}
-    for block in blocks:
-        path = block.splitlines()[0]
-        repo = re.search(r"models--([^/]+)--([^/]+)/snapshots/", path)
-        assert repo is not None
-        model_id = f"{repo[1]}/{repo[2]}"
-        parts = dict(re.findall(r"--- (\S+)\n(.*?)(?=\n--- |\Z)", block, re.S))
-        size = int(parts["size"].strip())
-        config = json.loads(parts["config.json"])
-        index = json.loads(parts["model.safetensors.index.json"])
-        assert config == catalogue.hf_config(model_id)
-        assert index["metadata"]["total_size"] == catalogue.lookup(model_id).weight_bytes
-        assert size >= index["metadata"]["total_size"]  # du -b counts the sparse shards
-        seen[model_id] = size
+    for model in models:
+        total = catalogue.lookup(model.repo_id).weight_bytes
+        assert model.config == catalogue.hf_config(model.repo_id)
+        assert model.weight_bytes == total
+        assert model.files is not None and "config.json" in model.files
+        assert model.size_bytes is not None and model.size_bytes >= total  # sparse shards
+        seen[model.repo_id] = model.size_bytes
     assert sorted(seen) == sorted(wanted)
     assert "nvidia/GLM-5.3-Flash-FP4-Local" in seen
 

@@ -113,10 +113,10 @@ def test_model_needs_include_the_draft_model() -> None:
 
 
 def test_scan_lists_files_and_fills_in_cut_shard_names() -> None:
+    snap = f"/h/.cache/huggingface/hub/models--org--model/snapshots/{REV}"
     scan = (
-        f"==> /h/.cache/huggingface/hub/models--org--model/snapshots/{REV}\n"
-        "--- size\n12\n--- files\n700 config.json\n5 model-00001-of-00003.safetensors\n"
-        "--- config.json\n{}\n--- model.safetensors.index.json\n"
+        f"--- snapshot {snap}\n700 {snap}/config.json\n5 {snap}/model-00001-of-00003.safetensors\n"
+        f"==> {snap}/config.json <==\n{{}}\n\n==> {snap}/model.safetensors.index.json <==\n"
         '{"metadata": {"total_size": 10}, "weight_map": {"x": "model-00001-of-00003.safetensors", "y": "mod'
     )
     (m,) = p.parse_hf_cache_scan(scan)

@@ -231,7 +231,13 @@ def test_hf_cache_scan() -> None:
     assert qwen.size_bytes == 61078392832
     assert qwen.weight_bytes == 61064245248
     assert qwen.config is not None and qwen.config["num_key_value_heads"] == 4
-    assert old.config is None and old.weight_bytes is None and old.size_bytes == 4096
+    assert old.config is None and old.weight_bytes is None
+    assert old.size_bytes == 0 and old.files == {}
+    # Every complete file with its size, also below the snapshot's top folder; only the
+    # top folder's config.json is the model's config.
+    assert oss.files is not None and oss.files["original/config.json"] == 376
+    assert qwen.files is not None and len(qwen.files) == 5
+    assert qwen.files["model-00016-of-00016.safetensors"] == 57068956036
     # The index was cut by `head -c`: its total_size is still read.
     assert oss.weight_bytes == 65248815744
     assert oss.config is not None and oss.config["sliding_window"] == 128

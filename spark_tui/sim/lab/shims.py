@@ -22,33 +22,35 @@ NAME="NVIDIA GB10"
 BUS=0000000F:01:00.0
 UUID=GPU-5ba1c9e2-7d0b-4f3e-9c61-2f0d8a4be310
 
-value() {  # $1 = field, $2 = 1 when units are printed
+# Each helper sets a variable rather than printing, so a query runs no subshell: the probe
+# asks every node at once, and on a lab of many nodes sharing a few cores each fork counts.
+value() {  # $1 = field, $2 = 1 when units are printed; sets v
   case "$1" in
-    index) echo 0 ;;
-    count) echo 1 ;;
-    name|gpu_name) echo "$NAME" ;;
-    driver_version) echo "$DRIVER" ;;
-    uuid|gpu_uuid) echo "$UUID" ;;
-    pci.bus_id|gpu_bus_id) echo "$BUS" ;;
-    persistence_mode) echo Enabled ;;
-    pstate) echo P0 ;;
-    compute_cap) echo 12.1 ;;
-    temperature.gpu) echo 40 ;;
-    memory.total|memory.used|memory.free|memory.reserved) echo "[N/A]" ;;
-    utilization.gpu|utilization.memory) if [ "$2" = 1 ]; then echo "0 %"; else echo 0; fi ;;
-    power.draw) if [ "$2" = 1 ]; then echo "11.00 W"; else echo 11.00; fi ;;
-    power.limit|enforced.power.limit) echo "[N/A]" ;;
+    index) v=0 ;;
+    count) v=1 ;;
+    name|gpu_name) v=$NAME ;;
+    driver_version) v=$DRIVER ;;
+    uuid|gpu_uuid) v=$UUID ;;
+    pci.bus_id|gpu_bus_id) v=$BUS ;;
+    persistence_mode) v=Enabled ;;
+    pstate) v=P0 ;;
+    compute_cap) v=12.1 ;;
+    temperature.gpu) v=40 ;;
+    memory.total|memory.used|memory.free|memory.reserved) v="[N/A]" ;;
+    utilization.gpu|utilization.memory) if [ "$2" = 1 ]; then v="0 %"; else v=0; fi ;;
+    power.draw) if [ "$2" = 1 ]; then v="11.00 W"; else v=11.00; fi ;;
+    power.limit|enforced.power.limit) v="[N/A]" ;;
     *) return 1 ;;
   esac
 }
 
-header() {  # $1 = field, $2 = 1 when units are printed
-  if [ "$2" != 1 ]; then echo "$1"; return; fi
+header() {  # $1 = field, $2 = 1 when units are printed; sets h
+  h=$1
+  [ "$2" = 1 ] || return 0
   case "$1" in
-    memory.*) echo "$1 [MiB]" ;;
-    utilization.*) echo "$1 [%]" ;;
-    power.*|enforced.power.limit) echo "$1 [W]" ;;
-    *) echo "$1" ;;
+    memory.*) h="$1 [MiB]" ;;
+    utilization.*) h="$1 [%]" ;;
+    power.*|enforced.power.limit) h="$1 [W]" ;;
   esac
 }
 
@@ -73,17 +75,16 @@ if [ -n "$query" ]; then
   units=1; head=1
   case ",$format," in *,nounits,*) units=0 ;; esac
   case ",$format," in *,noheader,*) head=0 ;; esac
-  set -f; old=$IFS; IFS=,
+  set -f; old=$IFS; IFS=", "
   hline=""; vline=""
   for f in $query; do
-    f=$(echo "$f" | tr -d ' ')
-    if ! v=$(value "$f" "$units"); then
+    if ! value "$f" "$units"; then
       echo "Field \"$f\" is not a valid field to query."
       echo
       echo "Run nvidia-smi --help-query-gpu for a list of valid fields."
       exit 2
     fi
-    h=$(header "$f" "$units")
+    header "$f" "$units"
     hline="${hline:+$hline, }$h"; vline="${vline:+$vline, }$v"
   done
   IFS=$old
@@ -126,7 +127,9 @@ for d in "${SPARK_LAB_SYS_CLASS_NET:-/sys/class/net}"/*; do
   n=${d##*/}
   case "$n" in en*np[0-9]) ;; *) continue ;; esac
   stem=${n#en}; stem=${stem%np*}
-  if [ "$(cat "$d/operstate" 2>/dev/null)" = up ]; then state=Up; else state=Down; fi
+  # `read`, not `$(cat ...)`: no process per port (the probe runs this on every node at once).
+  op=""; read -r op <"$d/operstate" 2>/dev/null
+  if [ "$op" = up ]; then state=Up; else state=Down; fi
   echo "roce$stem port 1 ==> $n ($state)"
 done
 """

@@ -219,6 +219,10 @@ class SimNode:
             return self.hostname + "\n", 0
         if cmd == pc.ARCH:
             return "aarch64\n", 0
+        if cmd == pc.HOME:
+            return f"{self.home}\n", 0
+        if cmd == pc.DOCKER_HOST_ENV:
+            return self.shell_env()["DOCKER_HOST"] + "\n", 0
         if cmd == pc.NVIDIA_SMI:
             return gb10.nvidia_smi(datetime.now(), self.gpu_processes()), 0
         if cmd == pc.NVIDIA_SMI_QUERY:

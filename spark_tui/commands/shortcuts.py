@@ -18,6 +18,8 @@ SHORTCUTS: tuple[tuple[tuple[str, ...], str, str], ...] = (
 )
 # The commands that take them (they change a recipe's settings).
 SHORTCUT_COMMANDS = ("check", "plan", "launch", "tune")
+# The commands that take `--on NODE,NODE` (they pick the nodes a launch runs on).
+ON_COMMANDS = ("check", "plan", "launch", "tune")
 
 # sparkrun's words for things spark-tui spells otherwise.
 SPARKRUN_WORDS = {
@@ -108,6 +110,11 @@ def flag_hint(token: str, command: str | None, options: Sequence[str]) -> str:
         return f"{command or 'spark-tui'} takes no argument {token!r} here; see --help"
     if name in SPARKRUN_WORDS:
         return SPARKRUN_WORDS[name]
+    if name == "--on":
+        return (
+            f"--on (the nodes a launch runs on) is taken by {', '.join(ON_COMMANDS)}; a "
+            "cluster already running is named with --cluster ID (`spark-tui status` lists them)"
+        )
     if name in ("-o", "--option") or any(name in names for names, _, _ in SHORTCUTS):
         return f"{name} (a --set) is taken by {', '.join(SHORTCUT_COMMANDS)}, not here"
     # Loaded here only: every command (the cockpit's first frame too) imports this module.

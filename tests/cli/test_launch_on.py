@@ -105,3 +105,13 @@ def test_launch_on_two_of_three_runs_there_head_first_and_leaves_the_third_alone
     finally:
         stopped = cli.run("stop", "--inventory", inventory, timeout=60)
         assert stopped.returncode == 0, _said(stopped)
+
+
+def test_on_given_to_a_command_about_a_running_cluster_names_the_commands_that_take_it(
+    cli: Cli,
+) -> None:
+    res = cli.run("smoke", "--hosts", "spark-a,spark-b", "--on", "spark-a")
+    assert res.returncode == 2, _said(res)
+    message, remedy = res.stderr.strip().splitlines()[-2:]
+    assert message == "spark-tui: `smoke` does not take --on", res.stderr
+    assert "taken by check, plan, launch, tune" in remedy and "--cluster ID" in remedy, remedy

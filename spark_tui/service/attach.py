@@ -68,6 +68,7 @@ async def attach(
             cluster.ready = True
         emit(event)
 
+    session.nodes_changed()  # a failure removes the other ranks
     try:
         await session.nodes.attach(found.cluster_id, keep_failed=keep_failed, emit=followed)
     except SparkError as exc:

@@ -42,8 +42,10 @@ async def discover(
     """Connect (again) and probe every node; the session keeps the facts: Probed.
     `strict`: an unreachable node is an error (a launch or a sync must not skip one)."""
     await session.connect(strict=strict)
+    mark = session.probe_mark()
     facts = list(await session.nodes.probe())
     session.facts = facts
     session.errors = unreachable(facts)
+    session.probed(mark)
     emit(ev.Probed(list(facts), dict(session.errors)))
     return facts

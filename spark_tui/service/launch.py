@@ -78,7 +78,10 @@ async def launch(
 
     await session.connect(strict=True)
     session.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
-    await discover(session, emit)
+    if not session.facts_fresh():
+        # (The cockpit's launch acts on the facts of its last refresh, which its fit panel
+        # shows, when nothing changed on the nodes since.)
+        await discover(session, emit)
     # The verdict `check` and the fit panel give (model facts from the Hub when no node
     # has them, our running cluster's memory counted free, gaps, the image's flag check
     # of every rank), before the running cluster is replaced: a launch refused leaves it
@@ -232,6 +235,7 @@ async def _follow(
         emit(event)
 
     cluster.followed = True
+    session.nodes_changed()
     launching = asyncio.ensure_future(
         session.nodes.launch(
             plan,

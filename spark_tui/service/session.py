@@ -13,10 +13,16 @@ the demo's simulated ones, the tests' doubles; the rest runs the same over any o
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from spark_tui.core.timeouts import READY_TIMEOUT_S, WATCH_INTERVAL_S, WATCH_REQUEST_TIMEOUT_S
+from spark_tui.core.timeouts import (
+    FACTS_FRESH_S,
+    READY_TIMEOUT_S,
+    WATCH_INTERVAL_S,
+    WATCH_REQUEST_TIMEOUT_S,
+)
 from spark_tui.service import events as ev
 from spark_tui.service.api import ApiTarget, find_target, target_from_argv
 from spark_tui.service.cluster import Cluster
@@ -83,6 +89,10 @@ class Session:
         self.reattach_hint = reattach_hint or "`spark-tui` with the same --inventory or --hosts"
         self.facts: list[NodeFacts] = []
         self.errors: dict[str, tuple[str, str | None]] = {}
+        # The mark (see probe_mark) of the probe the facts come from, and how many changes
+        # to the nodes this session has made: facts from before a change are not reused.
+        self._probed: tuple[float, int] | None = None
+        self._changes = 0
         self.cluster: Cluster | None = None
         # The nodes a launch runs on, by name, head first (None: every reachable node, in
         # the inventory's order): the cockpit's nodes panel picks them.
@@ -172,6 +182,44 @@ class Session:
         if cluster is not None and cluster.running:
             known[cluster.cluster_id] = ([n for _rank, n in cluster.ranks], cluster.utilization)
         return held_memory(self.reachable, known)
+
+    def probe_mark(self) -> tuple[float, int]:
+        """A mark taken as a probe begins; `probed(mark)` once its facts are kept."""
+        return time.monotonic(), self._changes
+
+    def probed(self, mark: tuple[float, int]) -> None:
+        """The facts now held come from the probe that began at `mark`."""
+        self._probed = mark
+
+    def nodes_changed(self) -> None:
+        """This session is changing the nodes (starting or removing containers, putting
+        models or images on them): facts probed before are not reused for a launch."""
+        self._changes += 1
+
+    def facts_fresh(self, max_age: float = FACTS_FRESH_S) -> bool:
+        """Whether a launch may act on the facts held instead of probing again: they come
+        from a probe begun less than `max_age` seconds ago, with no change to the nodes
+        since, every node answered it and none held a rank of ours (its memory is freed
+        when it ends, by a stop or on its own)."""
+        from spark_tui.ops.cluster import ROLE_LABEL
+        from spark_tui.ops.image_flags import FLAG_TABLE_ROLE
+
+        if self._probed is None or self.errors:
+            return False
+        started, changes = self._probed
+        names = {n.name for n in self.facts}
+        ranks = [
+            c
+            for n in self.facts
+            for c in n.containers
+            if c.labels.get(ROLE_LABEL) != FLAG_TABLE_ROLE
+        ]
+        return (
+            changes == self._changes
+            and time.monotonic() - started < max_age
+            and all(n.name in names for n in self.inventory)
+            and not ranks
+        )
 
     def sync_env(self) -> dict[str, str]:
         """The environment the Hub is asked with (HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE)."""

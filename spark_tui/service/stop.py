@@ -19,6 +19,7 @@ async def stop_all(
 ) -> ev.Stopped:
     """Remove the containers (see module doc) and forget our cluster if it was among them
     (`keep_logs`: the ranks' last lines into the history first): Stopped."""
+    session.nodes_changed()
     report = await session.nodes.stop(cluster_id, emit)
     if keep_logs:
         keep_stopped_logs(session.history, report)

@@ -89,6 +89,7 @@ async def sync_models(
     facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(MODELS, recipe.name, tuple(n.repo_id for n in needs), nodes))
+    session.nodes_changed()
     ok = await session.nodes.model_sync(facts, recipe.name, needs, where, emit=emit)
     if probe_after:
         await discover(session, emit)
@@ -108,6 +109,7 @@ async def sync_image(
     facts = await _probed(session, emit)
     nodes = tuple(n.name for n in session.inventory)
     emit(SyncStarted(IMAGE, recipe.name, (image,), nodes))
+    session.nodes_changed()
     ok = await session.nodes.image_sync(facts, image, emit=emit)
     if probe_after:
         await discover(session, emit)

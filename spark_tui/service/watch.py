@@ -80,6 +80,7 @@ async def settle(
             with contextlib.suppress(OSError, SparkError):
                 why = f"rank {alert.rank} on {alert.node} {alert.reason}"
                 run = history.mark_failed(run.id, f"failed after it was ready: {why}")
+        session.nodes_changed()
         report = await session.nodes.stop(cluster_id, emit)
         keep_stopped_logs(history, report, reason=f"stopped: rank {alert.rank} failed")
         emit(ev.Stopped(cluster_id, list(report.removed), list(report.left), list(report.killed)))

@@ -10,12 +10,14 @@ from the cache's record and only the cached check is timed (--fresh-build rebuil
 temporary cache: about 6 minutes of pip install and 600 MB from the registries).
 
 - `lab up`: two namespace nodes, the cached image loaded into both dockerds, the model copied.
-- launch to ready: the service's launch (`Session.launch`, what `spark-tui launch --wait`
-  and the cockpit run) of the lab's recipe until ClusterReady: connect, probe, evaluate,
-  container creation and start on both nodes, log following, the first-token probe. The
-  flag cache is empty (a first launch of the image): the image's `vllm serve --help=all`
-  starts once the head is probed and, when it is all that is left, runs beside the ranks
-  (when it ended is printed: it shares the two cores with vLLM's startup meanwhile).
+- launch to ready: the service's launch (`Session.launch`) of the lab's recipe until
+  ClusterReady, twice: as the cockpit runs it (the nodes discovered and the recipe's
+  verdict prepared, then launched at once: its probe is reused) and as `spark-tui launch
+  --wait` does (a new session: connect and probe first); then evaluation, container
+  creation and start on both nodes, log following, the first-token probe. Each with an
+  empty flag cache (a first launch of the image): the image's `vllm serve --help=all` starts
+  as soon as the image is known on the head and runs beside the ranks (when it ended is
+  printed: it shares the two cores with vLLM's startup meanwhile).
 - vLLM's own part: from the head container's start (docker's State.StartedAt) to its
   "Application startup complete." line (docker's log timestamp).
 - spark-tui's share: launch to ready minus vLLM's own part, split into what comes before
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import os
 import sys
 import tempfile
 import time
@@ -75,7 +78,7 @@ def _build(fresh: bool) -> None:
     print(f"image build step on this run: {time.monotonic() - t0:.1f} s ({what})")
 
 
-async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
+async def _launch(lab: Lab, recipe_path: Path, *, discovered: bool) -> dict[str, Any]:
     import os
 
     import docker
@@ -91,6 +94,13 @@ async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
     os.environ["SPARK_TUI_CACHE_DIR"] = str(cache)
     session = Session(lab.inventory_nodes())
     out: dict[str, Any] = {}
+    if discovered:
+        # The cockpit: the nodes discovered and the recipe's verdict prepared (which starts
+        # its image's flag table), then the launch key pressed at once.
+        async for event in session.discover():
+            if isinstance(event, ev.Question):
+                event.reply(True)
+        await session.prepare(recipe, {}, flags=False)
     t0 = time.time()
 
     async def table_kept() -> None:
@@ -139,6 +149,40 @@ async def _launch(lab: Lab, recipe_path: Path) -> dict[str, Any]:
     return out
 
 
+def _report(what: str, got: dict[str, Any]) -> None:
+    nan = float("nan")
+    ready, own = got.get("ready"), got.get("vllm_own")
+    probed = f"{got['probed']:.2f} s" if "probed" in got else "not again (the discovery's)"
+    print(f"{what}:")
+    print(
+        f"  probed {probed}, evaluated (fit; the flag check noted pending) "
+        f"{got.get('evaluated', nan):.2f} s, first container created "
+        f"{got.get('first_created', nan):.2f} s, all ranks started {got.get('started', nan):.2f} s, "
+        f"the image's flag table (a first `vllm serve --help=all`) kept "
+        f"{got.get('flag_table', nan):.2f} s"
+    )
+    if ready is None or own is None:
+        print(f"  launch did not reach ready: {got}")
+        return
+    share = ready - own
+    before = got["head_started"]
+    after = ready - before - own
+    verdict = "within" if share / ready <= BUDGET_SHARE else "OVER"
+    print(f"  launch to ready with real vLLM: {ready:.1f} s")
+    print(f"  vLLM's own startup (container start -> '{READY_LINE}'): {own:.1f} s")
+    print(
+        f"  spark-tui's share: {share:.2f} s = {100 * share / ready:.2f} % "
+        f"({verdict} the {100 * BUDGET_SHARE:.0f} % budget)"
+    )
+    print(f"    before the head container started: {before:.2f} s")
+    print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
+    overlap = max(0.0, got.get("flag_table", before) - before)
+    print(
+        f"  the flag check's help run went on {overlap:.1f} s into vLLM's startup "
+        "(sharing the lab's two cores with it)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fresh-build", action="store_true")
@@ -160,37 +204,19 @@ def main() -> int:
         print(f"lab up (2 nodes, image loaded into both dockerds): {time.monotonic() - t0:.1f} s")
         recipe = lab.write_recipe(cfg.state_dir)
         assert recipe is not None
-        got = asyncio.run(_launch(lab, recipe))
+        load = os.getloadavg()
+        cockpit = asyncio.run(_launch(lab, recipe, discovered=True))
+        headless = asyncio.run(_launch(lab, recipe, discovered=False))
+        load_after = os.getloadavg()
     finally:
         lab.down(quiet=True)
-    nan = float("nan")
-    ready, own = got.get("ready"), got.get("vllm_own")
+    _report("the cockpit's launch (nodes discovered, recipe chosen, then launched)", cockpit)
+    _report("a headless launch (a new session: connect and probe first)", headless)
     print(
-        f"launch: probed {got.get('probed', nan):.2f} s, evaluated (fit; the flag check "
-        f"noted pending) {got.get('evaluated', nan):.2f} s, first container created "
-        f"{got.get('first_created', nan):.2f} s, all ranks started {got.get('started', nan):.2f} s, "
-        f"the image's flag table (a first `vllm serve --help=all`) kept "
-        f"{got.get('flag_table', nan):.2f} s"
-    )
-    if ready is None or own is None:
-        print(f"launch did not reach ready: {got}")
-        return 0
-    share = ready - own
-    before = got["head_started"]
-    after = ready - before - own
-    verdict = "within" if share / ready <= BUDGET_SHARE else "OVER"
-    print(f"launch to ready with real vLLM: {ready:.1f} s")
-    print(f"  vLLM's own startup (container start -> '{READY_LINE}'): {own:.1f} s")
-    print(
-        f"  spark-tui's share: {share:.2f} s = {100 * share / ready:.2f} % "
-        f"({verdict} the {100 * BUDGET_SHARE:.0f} % budget)"
-    )
-    print(f"    before the head container started: {before:.2f} s")
-    print(f"    after vLLM was up (health through the forward, first token): {after:.2f} s")
-    overlap = max(0.0, got.get("flag_table", before) - before)
-    print(
-        f"  the flag check's help run went on {overlap:.1f} s into vLLM's startup "
-        "(sharing the lab's two cores with it)"
+        "load average (1, 5, 15 min) before the launches: "
+        + ", ".join(f"{x:.1f}" for x in load)
+        + "; after: "
+        + ", ".join(f"{x:.1f}" for x in load_after)
     )
     return 0
 

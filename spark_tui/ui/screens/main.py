@@ -312,9 +312,16 @@ class MainScreen(Screen[None]):
             f"press {self.key_of('launch', 'l')}"
         )
         self.discovered.set()
+        self.load_launch_code()
         if self.periodic_refresh:
             self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
         await self._maybe_attach()
+
+    @app_work(group="load")
+    async def load_launch_code(self) -> None:
+        """While the user picks a recipe: the launch key then starts containers, not
+        imports (see Session.load_launch)."""
+        await self.session.load_launch()
 
     @app_work(group="refresh")
     async def refresh_nodes(self) -> None:

@@ -11,9 +11,10 @@ temporary cache: about 6 minutes of pip install and 600 MB from the registries).
 
 - `lab up`: two namespace nodes, the cached image loaded into both dockerds, the model copied.
 - launch to ready: the service's launch (`Session.launch`) of the lab's recipe until
-  ClusterReady, twice: as the cockpit runs it (the nodes discovered and the recipe's
-  verdict prepared, then launched at once: its probe is reused) and as `spark-tui launch
-  --wait` does (a new session: connect and probe first); then evaluation, container
+  ClusterReady, twice, each in a Python process of its own: as the cockpit runs it (the
+  nodes discovered, the recipe's verdict prepared and the launch's code loaded, then
+  launched at once: its probe is reused) and as `spark-tui launch --wait` does (a new
+  session: its imports, connect and probe first); then evaluation, container
   creation and start on both nodes, log following, the first-token probe. Each with an
   empty flag cache (a first launch of the image): the image's `vllm serve --help=all` starts
   as soon as the image is known on the head and runs beside the ranks (when it ended is
@@ -30,7 +31,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -79,10 +82,6 @@ def _build(fresh: bool) -> None:
 
 
 async def _launch(lab: Lab, recipe_path: Path, *, discovered: bool) -> dict[str, Any]:
-    import os
-
-    import docker
-
     from spark_tui.core.recipe_loader import load_recipe_file
     from spark_tui.service import events as ev
     from spark_tui.service.session import Session
@@ -95,12 +94,14 @@ async def _launch(lab: Lab, recipe_path: Path, *, discovered: bool) -> dict[str,
     session = Session(lab.inventory_nodes())
     out: dict[str, Any] = {}
     if discovered:
-        # The cockpit: the nodes discovered and the recipe's verdict prepared (which starts
-        # its image's flag table), then the launch key pressed at once.
+        # The cockpit: the nodes discovered, the recipe's verdict prepared (which starts
+        # its image's flag table) and the launch's code loaded, then the launch key pressed
+        # at once.
         async for event in session.discover():
             if isinstance(event, ev.Question):
                 event.reply(True)
         await session.prepare(recipe, {}, flags=False)
+        await session.load_launch()
     t0 = time.time()
 
     async def table_kept() -> None:
@@ -128,6 +129,8 @@ async def _launch(lab: Lab, recipe_path: Path, *, discovered: bool) -> dict[str,
             elif isinstance(event, ev.ClusterReady):
                 out["ready"] = now
                 break
+        import docker  # (after the launch: a headless launch loads it itself)
+
         cluster = session.cluster
         assert cluster is not None and cluster.plan is not None
         client = docker.DockerClient(base_url=f"unix://{lab.node(1).docker_socket}")
@@ -183,10 +186,29 @@ def _report(what: str, got: dict[str, Any]) -> None:
     )
 
 
+def _launched(state_dir: Path, recipe: Path, flow: str) -> dict[str, Any]:
+    """One launch in a Python process of its own, as a user's run is (nothing another
+    launch imported is loaded yet)."""
+    argv = [sys.executable, __file__, "--launch", str(state_dir), str(recipe), flow]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
+    lines = res.stdout.strip().splitlines()
+    if res.returncode != 0 or not lines:
+        return {"error": (res.stderr or res.stdout)[-2000:]}
+    return dict(json.loads(lines[-1]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fresh-build", action="store_true")
+    parser.add_argument("--launch", nargs=3, metavar=("STATE_DIR", "RECIPE", "FLOW"))
     args = parser.parse_args()
+    if args.launch:  # one launch of the lab whose state is in STATE_DIR (see _launched)
+        state_dir, recipe, flow = args.launch
+        found = Lab.load(Path(state_dir))
+        assert found is not None
+        got = asyncio.run(_launch(found, Path(recipe), discovered=flow == "cockpit"))
+        print(json.dumps(got))
+        return 0
     reason = unavailable_reason()
     if reason is not None:
         print(f"skipped: {reason}")
@@ -205,8 +227,8 @@ def main() -> int:
         recipe = lab.write_recipe(cfg.state_dir)
         assert recipe is not None
         load = os.getloadavg()
-        cockpit = asyncio.run(_launch(lab, recipe, discovered=True))
-        headless = asyncio.run(_launch(lab, recipe, discovered=False))
+        cockpit = _launched(cfg.state_dir, recipe, "cockpit")
+        headless = _launched(cfg.state_dir, recipe, "headless")
         load_after = os.getloadavg()
     finally:
         lab.down(quiet=True)

@@ -595,7 +595,8 @@ class NodeConnection:
             # mkdtemp makes the folder 0700: only this user can reach the forwarded socket.
             # The pid in its name tells whose it is: a process killed with SIGKILL (which
             # nothing can catch) leaves its folder, and the next one removes it.
-            sweep_forward_dirs()
+            if not _SWEPT:
+                sweep_forward_dirs()
             self._forward_dir = tempfile.mkdtemp(prefix=f"spark-tui-{os.getpid()}-")
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.name)
         local = os.path.join(self._forward_dir, f"docker-{safe}.sock")
@@ -624,12 +625,19 @@ class NodeConnection:
                 fwd.listener = None
 
 
+# Whether this process swept the temporary folder already: the first forward of each node's
+# connection no longer lists it again (once a process is enough, and a busy /tmp is slow).
+_SWEPT = False
+
+
 def sweep_forward_dirs(root: str | None = None) -> list[str]:
     """Remove this user's forward socket folders (`spark-tui-<pid>-*`) whose process is
     gone; returns the folders removed."""
     import re
 
+    global _SWEPT
     base = root or tempfile.gettempdir()
+    _SWEPT = _SWEPT or root is None
     pattern = re.compile(r"^spark-tui-(\d+)-[^/]+$")
     removed = []
     try:

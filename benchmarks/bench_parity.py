@@ -9,8 +9,10 @@ launches the lab recipe for one node on the head with `spark-tui launch --wait`,
 the two tools (`vllm bench serve` in the head's container against 127.0.0.1, `spark-tui bench
 --inventory` from this machine through the SSH forward, in the head container's CPU cgroup like
 `vllm bench serve`, with the head's sshd) and prints the medians over rounds.
-How the two are matched (prompt tokens with the chat template, forced output length): see
-tests/lab/parity_kit.py. Budget (issue's target): each figure within 10 %.
+How the two are matched (the same kind of prompts, built fresh each round to the same token
+count as the server counts it, chat template included, so neither tool's prompts are in the
+prefix cache; forced output length; the server's prompt tokens and prefix-cache hits printed
+per round): see tests/lab/parity_kit.py. Budget (issue's target): each figure within 10 %.
 """
 
 from __future__ import annotations

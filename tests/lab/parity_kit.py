@@ -6,12 +6,19 @@ How the two are made to measure the same thing:
 - Both stream /v1/chat/completions with `stream_options.include_usage`, force the output
   length (spark-tui: min_tokens + ignore_eos; vLLM: --ignore-eos) and keep `concurrency`
   requests in flight until `requests` are done.
-- Prompt length as the server counts it: spark-tui sizes its prompt so that the server's
-  `usage.prompt_tokens` (chat template included) is the requested length; vLLM's random
-  dataset gives the length of the message alone, so it is asked for the requested length
-  minus the template's tokens, measured on the server.
+- The same prompts, not only the same lengths: `vllm bench serve` is given, as a dataset
+  in ShareGPT's form (each prompt sent as the user message; its `custom` dataset would need
+  pandas, which the image lacks), prompts built as spark-tui builds its
+  own (spark_tui.ops.prompts: sized by the server's /tokenize so that `usage.prompt_tokens`,
+  chat template included, is the requested length), with a salt of their own each round.
 - spark-tui runs where a user runs it (the control machine, through the SSH forward of
   `--inventory`); `vllm bench serve` runs in the head's container against 127.0.0.1.
+- Neither tool's prompts are in the server's prefix cache, and the server's prefix-cache hits
+  are counted for every run to show it. vLLM's random dataset would not do: it is the same
+  for the same `--seed` (with one seed, every round after the first found half of each
+  prompt cached, and its TTFT was half spark-tui's for half the prefill), and on the lab's
+  tiny model (4,096 tokens) its prompts, runs of consecutive token ids, meet earlier rounds'
+  even with a new seed each round (128 to 512 tokens a round).
 - Rounds alternate (vLLM, spark-tui, vLLM, ...) and each figure is the median over rounds, so
   a burst of load from elsewhere on the machine moves both tools' figures alike.
 - Both clients get the CPU alike: the lab's CPU vLLM keeps both of this machine's cores busy,
@@ -24,17 +31,24 @@ How the two are made to measure the same thing:
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import docker
 import httpx
+
+from spark_tui.core.workload import Workload as WorkloadSpec
+from spark_tui.ops.prompts import PromptBuilder
 
 FIGURES = ("ttft_p50_s", "itl_p50_s", "output_tps")
 
@@ -83,6 +97,12 @@ class Comparison:
         ):
             v, s = self.median("vllm", fig) * scale, self.median("spark", fig) * scale
             lines.append(f"{fig + ' (' + unit + ')':<22}{v:>18.2f}{s:>18.2f}{s / v:>12.3f}")
+        seen = [r["server"] for r in self.raw]
+        for who in ("vllm", "spark"):
+            lines.append(
+                f"server, {who} rounds: prompt tokens {[x[who]['prompt_tokens'] for x in seen]}, "
+                f"prefix-cache hits {[x[who]['hits'] for x in seen]}"
+            )
         return "\n".join(lines)
 
 
@@ -94,8 +114,12 @@ def template_tokens(base: str, model: str) -> int:
     return int(resp.json()["usage"]["prompt_tokens"])
 
 
-def vllm_bench_argv(w: Workload, model_repo: str, served: str, input_len: int) -> list[str]:
-    """`vllm bench serve` as run in the head's container."""
+PROMPTS_IN_CONTAINER = "/tmp/spark-tui-parity-prompts.json"
+
+
+def vllm_bench_argv(w: Workload, model_repo: str, served: str) -> list[str]:
+    """`vllm bench serve` as run in the head's container, on the prompts of
+    `put_prompts`."""
     return [
         "vllm",
         "bench",
@@ -111,13 +135,11 @@ def vllm_bench_argv(w: Workload, model_repo: str, served: str, input_len: int) -
         "--served-model-name",
         served,
         "--dataset-name",
-        "random",
-        "--random-input-len",
-        str(input_len),
-        "--random-output-len",
+        "sharegpt",
+        "--dataset-path",
+        PROMPTS_IN_CONTAINER,
+        "--sharegpt-output-len",
         str(w.output_tokens),
-        "--random-range-ratio",
-        "0",
         "--num-prompts",
         str(w.requests),
         "--max-concurrency",
@@ -135,6 +157,40 @@ def vllm_bench_argv(w: Workload, model_repo: str, served: str, input_len: int) -
         "--result-filename",
         "spark-tui-parity.json",
     ]
+
+
+def build_prompts(base: str, served: str, w: Workload) -> list[str]:
+    """`w.requests` prompts of `w.prompt_tokens` tokens as the server counts them (chat
+    template included), built as spark-tui builds its own, new to the server (a fresh salt).
+    As close as spark-tui's own: on the lab's tiny model (a 4,096-token vocabulary) a word is
+    not always one token, and a prompt may be a token or two off."""
+
+    async def build() -> list[str]:
+        workload = WorkloadSpec(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens)
+        salt = f"{secrets.token_hex(3)}-"
+        async with httpx.AsyncClient(timeout=120, trust_env=False) as client:
+            builder = PromptBuilder(client, base, served, workload, salt)
+            shapes = workload.shapes(0, w.requests)
+            prompts = [await builder.build(shape, 0) for shape in shapes]
+        return [p.content for p in prompts]
+
+    return asyncio.run(build())
+
+
+def put_prompts(container: Any, prompts: list[str]) -> None:
+    """The prompts as a ShareGPT dataset for `vllm bench serve`, in the container (the
+    answers' text is not used: the output length is given)."""
+    conversations = [
+        {"conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": "-"}]}
+        for p in prompts
+    ]
+    data = json.dumps(conversations).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo(Path(PROMPTS_IN_CONTAINER).name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    container.put_archive(str(Path(PROMPTS_IN_CONTAINER).parent), buf.getvalue())
 
 
 def run_vllm_bench(container: Any, argv: list[str]) -> dict[str, Any]:
@@ -224,6 +280,29 @@ def spark_figures(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
+SERVER_COUNTERS = ("vllm:prompt_tokens_total", "vllm:prefix_cache_hits_total")
+
+
+def server_counters(base: str) -> dict[str, float]:
+    """The server's prompt tokens and prefix-cache hits so far (summed over engines)."""
+    page = httpx.get(base + "/metrics", timeout=60).text
+    return {
+        name: sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in page.splitlines()
+            if line.startswith(name + "{")
+        )
+        for name in SERVER_COUNTERS
+    }
+
+
+def _since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {
+        "prompt_tokens": after[SERVER_COUNTERS[0]] - before[SERVER_COUNTERS[0]],
+        "hits": after[SERVER_COUNTERS[1]] - before[SERVER_COUNTERS[1]],
+    }
+
+
 def head_container(socket: Path) -> Any:
     """The one container running on the head (the launched rank 0)."""
     client = docker.DockerClient(base_url=f"unix://{socket}", timeout=900)
@@ -245,15 +324,41 @@ def compare(
     head container's CPU cgroup, and so does the head's sshd (`sshd_pid`, its listener: the
     connections it forks from now on stay there)."""
     group = cpu_group(int(container.attrs["State"]["Pid"]))
+    home = cpu_group(sshd_pid) if sshd_pid is not None else None
     if sshd_pid is not None:
         join_cpu_group(group, sshd_pid)
+    try:
+        return _rounds(container, base, spark_target, model_repo, served, w, rounds, group)
+    finally:
+        # Back where it was: the container's cgroup goes when the container stops, which a
+        # process still in it would prevent.
+        if sshd_pid is not None and home is not None:
+            join_cpu_group(home, sshd_pid)
+
+
+def _rounds(
+    container: Any,
+    base: str,
+    spark_target: list[str],
+    model_repo: str,
+    served: str,
+    w: Workload,
+    rounds: int,
+    group: Path,
+) -> Comparison:
     overhead = template_tokens(base, served)
     out = Comparison(w, overhead)
-    argv = vllm_bench_argv(w, model_repo, served, w.prompt_tokens - overhead)
+    argv = vllm_bench_argv(w, model_repo, served)
     for _ in range(rounds):
+        put_prompts(container, build_prompts(base, served, w))
+        start = server_counters(base)
         v = run_vllm_bench(container, argv)
+        between = server_counters(base)
         out.vllm.append(vllm_figures(v))
         s = run_spark_bench(spark_target, w, group)
+        end = server_counters(base)
         out.spark.append(spark_figures(s))
-        out.raw.append({"vllm": v, "spark": s})
+        # What the server saw of each run (spark-tui's count includes its warm-up request).
+        server = {"vllm": _since(start, between), "spark": _since(between, end)}
+        out.raw.append({"vllm": v, "spark": s, "server": server})
     return out

@@ -48,6 +48,8 @@ def adopt(session: Session, found: ClusterStatus, head_argv: list[str]) -> Clust
     if cluster.launch_run is not None:
         cluster.overrides = dict(cluster.launch_run.overrides)
     session.cluster = cluster
+    if session.chosen is not None:
+        session.chosen = cluster.cluster_id  # the actions after it act on this one
     return cluster
 
 

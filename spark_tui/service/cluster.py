@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from spark_tui.core.ports import DEFAULT_API_PORT
 
 if TYPE_CHECKING:
+    from spark_tui.core.facts import NodeFacts
     from spark_tui.core.plan import LaunchPlan
     from spark_tui.ops.history import Run
     from spark_tui.service.events import Endpoint
@@ -77,3 +78,37 @@ class Cluster:
     @property
     def api_port(self) -> int:
         return api_port(self.head_argv)
+
+
+@dataclass(frozen=True)
+class SeenCluster:
+    """A running cluster of ours as the last probe saw it: id, recipe, nodes (head first)."""
+
+    cluster_id: str
+    recipe: str | None
+    nodes: tuple[str, ...]
+
+
+def clusters_seen(nodes: Sequence[NodeFacts], ours: Cluster | None = None) -> list[SeenCluster]:
+    """Our running clusters on `nodes` (from the containers their probe saw), with `ours`
+    (launched or attached to since) when it runs, by id: the services side by side."""
+    if ours is None and not any(n.containers for n in nodes):
+        return []  # the cockpit's first frame: nothing probed yet
+    # The plan's labels, loaded when a probe came in (not for the first frame).
+    from spark_tui.core.plan import LABEL_PREFIX
+
+    cluster, rank, recipe = (LABEL_PREFIX + k for k in ("cluster", "rank", "recipe"))
+    found: dict[str, tuple[str | None, dict[int, str]]] = {}
+    for node in nodes:
+        for c in node.containers:
+            cid = c.labels.get(cluster)
+            if c.state != "running" or not cid or not c.labels.get(rank, "").isdigit():
+                continue
+            ranks = found.setdefault(cid, (c.labels.get(recipe), {}))[1]
+            ranks[int(c.labels[rank])] = node.name
+    if ours is not None and ours.running and ours.ranks:
+        found[ours.cluster_id] = (ours.recipe, dict(ours.ranks))
+    return [
+        SeenCluster(cid, recipe_name, tuple(n for _r, n in sorted(ranks.items())))
+        for cid, (recipe_name, ranks) in sorted(found.items())
+    ]

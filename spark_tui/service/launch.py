@@ -122,6 +122,8 @@ async def launch(
         plan=plan,
     )
     session.cluster = cluster
+    if session.chosen is not None:
+        session.chosen = cluster.cluster_id  # the actions after it act on this one
     cluster.endpoint = session.endpoint(plan.cluster_id, plan.head.node, cluster.api_port)
     emit(cluster.endpoint)
 

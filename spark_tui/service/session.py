@@ -25,7 +25,7 @@ from spark_tui.core.timeouts import (
 )
 from spark_tui.service import events as ev
 from spark_tui.service.api import ApiTarget, find_target, target_from_argv
-from spark_tui.service.cluster import Cluster
+from spark_tui.service.cluster import Cluster, SeenCluster, clusters_seen
 from spark_tui.service.discover import discover, host_key_question
 from spark_tui.service.endpoint import head_node, tunnel_command
 from spark_tui.service.pump import Ask, E, pump
@@ -180,6 +180,11 @@ class Session:
         used = {n.name for n in picked}
         left = [n.name for n in self.inventory if n.name not in used]
         return picked, [*(self.unpicked or ()), *left]
+
+    def clusters_seen(self) -> list[SeenCluster]:
+        """Our running clusters on the nodes as the last probe saw them, with the one this
+        session launched or attached to since (see service.cluster.clusters_seen)."""
+        return clusters_seen(self.reachable, self.cluster)
 
     def held_memory(self) -> dict[str, int]:
         """Memory our running clusters hold per node (a launch replacing them gets it back),

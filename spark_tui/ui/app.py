@@ -116,6 +116,13 @@ class SparkApp(App[int]):
             "k", "keep_failed", "when a rank fails: keep or stop them", id="keep_failed", show=False
         ),
         Binding("w", "sweep_result", "the last sweep's table and chart", id="sweep", show=False),
+        Binding(
+            "n",
+            "next_cluster",
+            "next of our clusters (the keys act on it)",
+            id="next_cluster",
+            show=False,
+        ),
         Binding("question_mark", "help", "help", id="help"),
         Binding("escape", "back", "back", id="back", show=False),
         Binding("q", "quit_cockpit", "quit", id="quit"),
@@ -397,6 +404,9 @@ class SparkApp(App[int]):
 
     def action_keep_failed(self) -> None:
         self.main.action_keep_failed()
+
+    def action_next_cluster(self) -> None:
+        self.main.action_next_cluster()
 
     def action_filter(self) -> None:
         self.main.action_filter()

@@ -44,6 +44,7 @@ LATER = (
     "spark_tui.ui.flows.sweep",
     "spark_tui.ui.flows.history",
     "spark_tui.ui.flows.logview",
+    "spark_tui.ui.flows.clusters",
     "spark_tui.ui.screens.dialogs",
     "spark_tui.ui.palette",
     "spark_tui.ui.widgets.filterbox",

@@ -35,7 +35,9 @@ def ask_stop(screen: MainScreen) -> None:
 
 @app_work(group="stop")
 async def stop(screen: MainScreen) -> None:
-    await stop_now(screen)
+    if await stop_now(screen) and screen.session.clusters_seen():
+        # Another service of ours runs on beside it: follow that one now.
+        await screen.attach_running()
 
 
 async def stop_now(screen: MainScreen) -> bool:
@@ -57,10 +59,13 @@ async def stop_now(screen: MainScreen) -> bool:
     finally:
         screen.session.keep_on_cancel = False
     screen.ray_clear()
+    if screen.session.chosen == cluster.cluster_id:
+        screen.session.chosen = None
     screen.show_status(f"cluster {cluster.cluster_id} stopped: no container left on any node")
     # The last probe still sees the stopped cluster's memory in use (and no cluster
     # left to credit it to): the verdicts follow the nodes as they are now.
     with contextlib.suppress(SparkError):
         await screen.consume(screen.session.probe())
     screen.refresh_recipes(keep=screen.query_one(RecipePanel).selected_name)
+    screen.refresh_title()
     return True

@@ -14,6 +14,7 @@ import functools
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.console import RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -118,10 +119,40 @@ class MainScreen(Screen[None]):
         yield self.bar
         yield Footer()
 
-    def _title_text(self) -> Text:
-        text = Text("spark-tui ", style="bold")
+    def _title_text(self) -> RenderableType:
+        text = Text("spark-tui ", style="bold", no_wrap=True, overflow="ellipsis")
         text.append(self.session.label, style="bold" if self.session.simulated else "")
+        switch = self._clusters_text()
+        if switch is None:
+            return text
+        from rich.table import Table
+
+        # Several services side by side: which one the keys act on, and how to choose.
+        row = Table.grid(expand=True)
+        row.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        row.add_column(no_wrap=True, justify="right")
+        row.add_row(text, switch)
+        return row
+
+    def _clusters_text(self) -> Text | None:
+        """`cluster 51c069dc 2/2 · n next`, when more than one cluster of ours runs."""
+        seen = self.session.clusters_seen()
+        if len(seen) < 2:
+            return None
+        ids = [c.cluster_id for c in seen]
+        chosen = self.cluster.cluster_id if self.cluster is not None else self.session.chosen
+        text = Text(" cluster ", style="dim")
+        if chosen in ids:
+            text.append(chosen, style="bold")
+            text.append(f" {ids.index(chosen) + 1}/{len(ids)}")
+        else:
+            text.append(f"none of {len(ids)}")
+        text.append(f" · {self.key_of('next_cluster', 'n')} next", style="dim")
         return text
+
+    def refresh_title(self) -> None:
+        """The title line again (our clusters side by side may have changed)."""
+        self.query_one("#title", Static).update(self._title_text())
 
     @property
     def panes(self) -> dict[int, LogPane]:
@@ -315,7 +346,7 @@ class MainScreen(Screen[None]):
         self.load_launch_code()
         if self.periodic_refresh:
             self.set_interval(REFRESH_SECONDS, self.refresh_nodes)
-        await self._maybe_attach()
+        await self.attach_running()
 
     @app_work(group="load")
     async def load_launch_code(self) -> None:
@@ -347,7 +378,9 @@ class MainScreen(Screen[None]):
         self.notify(f"copied to the clipboard: {endpoint.tunnel}", timeout=6)
 
     def on_nodes_probed(self, message: msg.NodesProbed) -> None:
-        # The node panel shows them; the recipes' verdicts and the idle panes follow.
+        # The node panel shows them; the recipes' verdicts, the idle panes and the clusters
+        # of ours side by side (the title) follow.
+        self.refresh_title()
         self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
         idle = all(p.state == "idle" for p in self.panes.values())
         if not self.cluster and not self.busy and idle:
@@ -473,6 +506,7 @@ class MainScreen(Screen[None]):
         # A cluster launched or attached to is now the session's: the verdicts count its
         # memory as a replacing launch gets it back, and show the settings it runs with.
         self.refresh_recipes(keep=self.query_one(RecipePanel).selected_name)
+        self.refresh_title()
 
     def on_rank_changed(self, message: msg.RankChanged) -> None:
         # The rank's pane shows its state and failure, its tab the state; here the status.
@@ -547,7 +581,13 @@ class MainScreen(Screen[None]):
         elif not (self.cluster and self.cluster.ready) or self.busy:
             self.show_status(notice.message)
 
-    async def _maybe_attach(self) -> None:
+    async def attach_running(self) -> None:
+        """Follow the cluster of ours that runs on the nodes, when none is followed yet:
+        the chosen one, else the only one, else (services side by side) the first by id,
+        the title saying which and how to choose another."""
+        seen = self.session.clusters_seen()
+        if len(seen) > 1 and self.session.chosen not in [c.cluster_id for c in seen]:
+            self.session.chosen = seen[0].cluster_id
         try:
             found = await self.session.running()
         except SparkError:
@@ -557,8 +597,21 @@ class MainScreen(Screen[None]):
         from spark_tui.ui.flows.launch import attach
 
         self.build_panes([(r.rank, r.node) for r in found.ranks])
-        self.show_status(f"attached to running cluster {found.cluster_id} ({found.recipe})")
+        text = f"attached to running cluster {found.cluster_id} ({found.recipe})"
+        if len(seen) > 1:
+            text += (
+                f"; {len(seen) - 1} more of ours beside it: "
+                f"{self.key_of('next_cluster', 'n')} shows the next"
+            )
+        self.show_status(text)
+        self.refresh_title()
         attach(self, found)
+
+    def action_next_cluster(self) -> None:
+        """Follow the next of our clusters running side by side (the keys act on it)."""
+        from spark_tui.ui.flows.clusters import next_cluster
+
+        next_cluster(self)
 
     # ------------------------------------------------------------------- stop
     def action_stop(self) -> None:

@@ -18,6 +18,7 @@ from labkit import (
     unique_config,
 )
 
+from spark_tui.core.errors import InputError
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.service import events as ev
 from spark_tui.service.session import Session
@@ -72,4 +73,43 @@ async def test_layout_on_four_lab_nodes(lab4: Lab, layout: str) -> None:
         assert stopped and stopped[0].left == [] and len(stopped[0].removed) == 4
     finally:
         await session.close()
+    assert not any(all_containers(lab4).values()), all_containers(lab4)
+
+
+async def test_two_services_on_two_plus_two_lab_nodes(lab4: Lab) -> None:
+    """Two clusters side by side, each on two of the four nodes (launched from two
+    inventories): both run, a stop with no cluster named names both and stops neither,
+    the one named is stopped and the other still answers."""
+    nodes = lab4.inventory_nodes()
+    recipe = find_recipe("gpt-oss-120b-cluster")
+    ids = []
+    for half in (nodes[:2], nodes[2:]):
+        session = Session(half)
+        try:
+            events = [
+                e async for e in session.launch(recipe, {"tensor_parallel": "2"}, follow=False)
+            ]
+            assert not [e for e in events if isinstance(e, ev.Question)]
+            assert session.cluster is not None and session.cluster.ready
+            ids.append(session.cluster.cluster_id)
+        finally:
+            await session.close()
+    first, second = ids
+    every = Session(nodes)
+    try:
+        reports = {r.cluster.cluster_id: r for r in await every.status()}
+        assert set(reports) == {first, second}
+        assert {r.state for r in reports.values()} == {"ready"}
+        with pytest.raises(InputError) as unnamed:
+            [e async for e in every.stop()]
+        assert f"--cluster {first}" in unnamed.value.remedy
+        assert f"--cluster {second}" in unnamed.value.remedy
+        stopped = [e async for e in every.stop(first) if isinstance(e, ev.Stopped)]
+        assert stopped and stopped[0].left == [] and len(stopped[0].removed) == 2
+        assert {r.cluster.cluster_id for r in await every.status()} == {second}
+        smoke = [e async for e in every.smoke() if isinstance(e, ev.SmokeDone)]
+        assert smoke and smoke[0].ok, [(r.name, r.ok, r.detail) for r in smoke[0].results]
+        [e async for e in every.stop(second)]
+    finally:
+        await every.close()
     assert not any(all_containers(lab4).values()), all_containers(lab4)

@@ -343,7 +343,12 @@ class Session:
         `local_port` on this machine (default: the API's own port)."""
         node = head_node(self.inventory, head)
         address = node.host if node else head
-        local = local_port or api_port
+        local = local_port
+        if local is None:
+            # Several of ours side by side: each tunnel its own local port, in the order
+            # (by id) `status` gives them.
+            ids = [c.cluster_id for c in self.clusters_seen()]
+            local = api_port + (ids.index(cluster_id) if cluster_id in ids else 0)
         tunnel = (
             tunnel_command(node, api_port, local)
             if node

@@ -183,6 +183,30 @@ def running_lab(cfg: LabConfig) -> Iterator[Lab]:
     assert not leftovers(fp), f"lab down left: {leftovers(fp)}"
 
 
+@contextlib.contextmanager
+def launched(
+    recipe: Path, inventory: Path, *flags: str, ready_timeout: int, stop_timeout: float = 180
+) -> Iterator[subprocess.CompletedProcess[str]]:
+    """`spark-tui launch RECIPE --inventory INV FLAGS --wait --replace` while the block runs
+    (its result given to the block, which checks it), then `stop` of that inventory."""
+    res = cli(
+        "launch",
+        str(recipe),
+        "--inventory",
+        str(inventory),
+        *flags,
+        "--wait",
+        "--replace",
+        "--ready-timeout",
+        str(ready_timeout),
+        timeout=ready_timeout + 120,
+    )
+    try:
+        yield res
+    finally:
+        cli("stop", "--inventory", str(inventory), timeout=stop_timeout)
+
+
 def ssh_banner(address: str, timeout: float = 1.0) -> bytes:
     with socket.create_connection((address, 22), timeout=timeout) as s:
         return s.recv(64)

@@ -21,7 +21,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from labkit import cli, docker_client, lab_guard
+from labkit import cli, docker_client, lab_guard, launched
 
 from spark_tui.sim.lab import Lab, vllm_image
 
@@ -52,22 +52,10 @@ def files(vllm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 @pytest.fixture(scope="module")
 def cluster(vllm_lab: Lab, files: dict[str, Path]) -> Iterator[dict[str, Any]]:
     """`launch --set tensor_parallel=1 --set data_parallel=2 --wait`, stopped at the end."""
-    res = cli(
-        "launch",
-        str(files["recipe"]),
-        "--inventory",
-        str(files["inventory"]),
-        *DP2,
-        "--wait",
-        "--replace",
-        "--ready-timeout",
-        str(READY_TIMEOUT),
-        timeout=READY_TIMEOUT + 120,
-    )
-    try:
+    with launched(
+        files["recipe"], files["inventory"], *DP2, ready_timeout=READY_TIMEOUT, stop_timeout=120
+    ) as res:
         yield {"launch": res}
-    finally:
-        cli("stop", "--inventory", str(files["inventory"]), timeout=120)
 
 
 def _log(files: dict[str, Path], rank: int) -> str:

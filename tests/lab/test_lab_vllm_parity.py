@@ -20,7 +20,7 @@ import httpx
 import parity_kit as pk
 import pytest
 import standin_compare as sc
-from labkit import cli, lab_guard
+from labkit import lab_guard, launched
 
 from spark_tui.core.inventory import inventory_to_yaml
 from spark_tui.sim.lab import Lab, vllm_image
@@ -76,22 +76,9 @@ def files(vllm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 @pytest.fixture(scope="module")
 def cluster(vllm_lab: Lab, files: dict[str, Path]) -> Iterator[str]:
     """Real vLLM launched by spark-tui on the head; its base URL on the lab network."""
-    res = cli(
-        "launch",
-        str(files["recipe"]),
-        "--inventory",
-        str(files["inventory"]),
-        "--wait",
-        "--replace",
-        "--ready-timeout",
-        str(READY_TIMEOUT),
-        timeout=READY_TIMEOUT + 120,
-    )
-    try:
+    with launched(files["recipe"], files["inventory"], ready_timeout=READY_TIMEOUT) as res:
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         yield f"http://{vllm_lab.node(1).address}:8000"
-    finally:
-        cli("stop", "--inventory", str(files["inventory"]), timeout=180)
 
 
 def _stand_in(block_size: str) -> tuple[Any, int]:

@@ -165,6 +165,7 @@ class SparkApp(App[int]):
         # The theme is chosen before the App runs: chosen on mount, it would make Textual
         # parse every stylesheet a second time, with the theme's colours, before the first
         # frame.
+        self._theme_variables: dict[str, str] | None = None
         self._theme_problems = self._choose_theme()
 
     def get_default_screen(self) -> Screen[Any]:
@@ -185,7 +186,21 @@ class SparkApp(App[int]):
             problems.append(f"unknown theme {wanted!r}; known: {', '.join(sorted(names))}")
             wanted = DEFAULT_THEME
         self.theme = wanted
+        # The stylesheet was made with Textual's default theme: it takes this one's colours
+        # now, before its first parse (see refresh_css).
+        self._theme_variables = self.get_css_variables()
+        self.stylesheet.set_variables(self._theme_variables)
         return problems
+
+    def refresh_css(self, animate: bool = True) -> None:
+        # Textual's theme watcher queued a refresh when __init__ chose the theme. The
+        # stylesheet had that theme's colours before it was first parsed, so that refresh
+        # would only parse every stylesheet again (a sixth of the first frame's time);
+        # any later one (another theme, other colours) runs.
+        chosen, self._theme_variables = self._theme_variables, None
+        if chosen is not None and chosen == self.get_css_variables():
+            return
+        super().refresh_css(animate)
 
     async def on_mount(self) -> None:
         problems = self._theme_problems

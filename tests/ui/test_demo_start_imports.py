@@ -109,3 +109,10 @@ def test_the_demo_history_loads_it_when_first_used() -> None:
     # still there, opened on first use.
     loaded = loaded_after(DEMO + "app.session.history.list_runs()\n")
     assert "spark_tui.ops.history" in loaded and "pydantic.main" in loaded
+
+
+def test_the_nodes_panel_drawn_before_any_probe_loads_no_wiring() -> None:
+    # The first frame draws the nodes panel (a resize, a focus change) before any probe
+    # returns: there is no cabling to work out yet.
+    code = DEMO + "from spark_tui.ui.widgets.nodes import render_nodes\nrender_nodes([])\n"
+    assert "spark_tui.core.wiring" not in loaded_after(code)

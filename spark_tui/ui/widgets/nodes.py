@@ -79,12 +79,13 @@ def _role(index: int, order: int | None, picking: bool) -> str:
 
 def wiring_line(views: list[NodeView]) -> str | None:
     """How the probed nodes are cabled, in one short line (None: fewer than two probed)."""
-    # Loaded once nodes are probed, not with the cockpit's first frame.
-    from spark_tui.core.wiring import wiring_of
-
     probed = [v.facts for v in views if v.facts is not None]
     if len(probed) < 2:
         return None
+    # Loaded once nodes are probed, not with the cockpit's first frame (which draws the
+    # panel before any probe).
+    from spark_tui.core.wiring import wiring_of
+
     return wiring_of(probed).short
 
 

@@ -9,6 +9,7 @@ the tail of its log, classified by core.logclass.
 from __future__ import annotations
 
 import asyncio
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -112,6 +113,12 @@ def verdict(cluster: ClusterStatus, infos: dict[int, dict[str, Any] | None]) -> 
     if any(_failed_on_its_own(infos.get(r.rank)) for r in cluster.ranks):
         return "failed"
     return "stopped"
+
+
+def cluster_cleanup(cleanup: str | None, cluster_id: str) -> str | None:
+    """`cleanup` (the user's `spark-tui stop ...`) naming this cluster: with clusters side
+    by side a bare `stop` asks which, so `status` and `watch` both name it."""
+    return f"{cleanup} --cluster {shlex.quote(cluster_id)}" if cleanup else None
 
 
 async def diagnose(

@@ -37,7 +37,13 @@ from spark_tui.ops.cluster import (
     several_clusters,
     status,
 )
-from spark_tui.ops.diagnose import ClusterDiagnosis, RankFailure, diagnose, rank_evidence
+from spark_tui.ops.diagnose import (
+    ClusterDiagnosis,
+    RankFailure,
+    cluster_cleanup,
+    diagnose,
+    rank_evidence,
+)
 from spark_tui.ops.events import (
     ContainerStates,
     Emit,
@@ -477,6 +483,7 @@ async def watch(
     client = httpx.AsyncClient(timeout=request_timeout, transport=transport)
     try:
         cluster = pick_watched(await status(pool, cluster_id, dockers=dockers), cluster_id)
+        cleanup = cluster_cleanup(cleanup, cluster.cluster_id)
         head = cluster.ranks[0]
         if not cluster.running:
             diag = await diagnose(cluster, dockers, cleanup=cleanup)

@@ -5,10 +5,10 @@ and the command that removes what is left)."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from spark_tui.ops.diagnose import cluster_cleanup
 from spark_tui.service.cluster import api_port
 
 if TYPE_CHECKING:
@@ -59,6 +59,6 @@ async def status(session: Session, cleanup: str | None = None) -> list[ClusterRe
         taken.add(local)
         endpoint = session.endpoint(c.cluster_id, head.node, port, local)
         # With clusters side by side, a bare `stop` would ask which: the clean-up names it.
-        remove = f"{cleanup} --cluster {shlex.quote(c.cluster_id)}" if cleanup else None
+        remove = cluster_cleanup(cleanup, c.cluster_id)
         out.append(ClusterReport(c, endpoint, await session.nodes.diagnose(c, remove)))
     return out

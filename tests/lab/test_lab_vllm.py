@@ -709,8 +709,9 @@ def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_clean
     assert "  the head says:" in alert, "the head's explaining lines with rank 1\n" + said
     head_said = alert[alert.index("  the head says:") + 1 :]
     assert head_said and head_said[0].startswith("  | "), said
-    cleanup = f"clean up: spark-tui stop --inventory {inv}"
-    assert cleanup in alert, said
+    # The clean-up names the cluster (with clusters side by side a bare stop asks which).
+    cleanup = f"clean up: spark-tui stop --inventory {inv} --cluster "
+    (by_watch,) = [ln for ln in alert if ln.startswith(cleanup)]
 
     status = _cli("status", "--inventory", inv, timeout=120)
     assert status.returncode == 1, status.stdout + status.stderr
@@ -721,7 +722,9 @@ def test_a_worker_killed_after_ready_is_reported_by_watch_then_status_then_clean
     assert failed and shown[failed[0]].startswith(f"  failed: rank 1 on {worker_node} "), shown
     assert shown[failed[0] + 1].startswith("    | "), "why: rank 1's lines\n" + status.stdout
     offered = [ln.split("clean up: ", 1)[1] for ln in shown if "clean up: " in ln]
-    assert offered == [f"spark-tui stop --inventory {inv}"], status.stdout
+    # status and watch give the same command, naming the failed cluster.
+    assert offered == [by_watch.split("clean up: ", 1)[1]], status.stdout
+    assert offered[0].endswith(f" --cluster {head_line.split()[1]}"), (offered, head_line)
 
     argv = shlex.split(offered[0])
     stopped = _cli(*argv[1:], timeout=180)

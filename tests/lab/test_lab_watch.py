@@ -87,8 +87,9 @@ def test_watch_reports_a_worker_killed_after_ready_and_status_says_failed(
     assert f"FAILED: rank 1 on {worker['node']} was killed" in err
     failed_at = err.index("FAILED:")
     assert "  | " in err[failed_at:], "the failed rank's lines come with the alert"
-    cleanup = f"spark-tui stop --inventory {inv}"
-    assert f"clean up: {cleanup}" in err
+    # The clean-up names the cluster, the same in watch and status.
+    cleanup = f"spark-tui stop --inventory {inv} --cluster {cluster['cluster_id']}"
+    assert f"clean up: {cleanup}\n" in err
 
     status = cli("status", "--inventory", inv)
     assert status.returncode == 1, status.stdout + status.stderr

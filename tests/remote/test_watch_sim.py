@@ -97,7 +97,7 @@ async def test_watch_samples_then_reports_the_killed_worker(sim_scenario) -> Non
         assert "killed" in alert.reason
         assert alert.lines  # a killed rank says little; its last lines are the evidence
         assert alert.head_lines, "the head's explaining lines come with the failed worker"
-        assert alert.cleanup == CLEANUP
+        assert alert.cleanup == f"{CLEANUP} --cluster {plan.cluster_id}"
 
 
 async def test_hung_head_with_healthy_health_is_a_failure(sim_scenario) -> None:
@@ -142,7 +142,9 @@ async def test_status_says_failed_which_rank_why_and_the_stop_command(sim_scenar
         assert code == 1
         assert f"cluster {plan.cluster_id}" in out and " failed " in out.splitlines()[0]
         assert f"failed: rank 1 on {worker.node} was killed" in out
-        assert f"clean up: spark-tui stop --inventory {inv}" in out
+        # The clean-up names the cluster (with clusters side by side a bare stop asks which).
+        remove = f"spark-tui stop --inventory {inv} --cluster {plan.cluster_id}"
+        assert f"clean up: {remove}\n" in out
         code = await asyncio.to_thread(cli.main, ["status", "--inventory", inv, "--json"])
         out, _ = capsys.readouterr()
         (cluster,) = json.loads(out)["clusters"]
@@ -150,13 +152,13 @@ async def test_status_says_failed_which_rank_why_and_the_stop_command(sim_scenar
         diag = cluster["diagnosis"]
         assert diag["failed_rank"] == 1 and "killed" in diag["failed"][0]["reason"]
         assert diag["failed"][0]["lines"]
-        assert diag["cleanup"] == f"spark-tui stop --inventory {inv}"
+        assert diag["cleanup"] == remove
         # A watch started on the dead cluster says the same at once (and, keeping the ranks
         # for inspection, the command that removes them).
         code = await asyncio.to_thread(cli.main, ["watch", "--inventory", inv, "--keep-failed"])
         _, err = capsys.readouterr()
         assert code == 1 and f"FAILED: rank 1 on {worker.node} was killed" in err
-        assert f"clean up: spark-tui stop --inventory {inv}" in err
+        assert f"clean up: {remove}\n" in err
         code = await asyncio.to_thread(cli.main, ["stop", "--inventory", inv])
         capsys.readouterr()
         code = await asyncio.to_thread(cli.main, ["status", "--inventory", inv])

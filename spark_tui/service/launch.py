@@ -102,7 +102,8 @@ async def launch(
     refuse_flags(recipe, evaluation)
     refuse_unresolved(evaluation.report.findings if evaluation.report else [])
     if evaluation.needs_insisting() and not options.insist:
-        await insist(ask, recipe, evaluation)
+        # insist=False (a sweep): refused without a question nobody is there to answer.
+        await insist(ask if options.insist is None else None, recipe, evaluation)
     plan = evaluation.plan
     nodes_used = [r.node for r in plan.ranks]
     if await replace_running(session, emit, ask, options.replace, nodes_used):
@@ -452,9 +453,10 @@ def refuse_flags(recipe: Recipe, evaluation: Evaluation) -> None:
         raise refused
 
 
-async def insist(ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
+async def insist(ask: Ask | None, recipe: Recipe, evaluation: Evaluation) -> None:
     """The fit check says no (or cannot check): launch anyway only if the user says so. A
-    no (or no one to ask) is an error that says what was decided and why, once."""
+    no (or no one to ask, or `ask` None: decided up front) is an error that says what was
+    decided and why, once."""
     report = evaluation.report
     findings = report.findings if report else []
     # Why: the errors, else the facts it lacks (the other warnings do not block).
@@ -472,12 +474,15 @@ async def insist(ask: Ask, recipe: Recipe, evaluation: Evaluation) -> None:
         yes_label="Launch anyway",
         data={"verdict": evaluation.verdict},
     )
-    if await ask(question):
+    if ask is None:
+        decided = "launching anyway is not offered here"
+    elif await ask(question):
         return
-    # Unanswered: no one could be asked (a headless run without a terminal).
-    decided = "launching anyway was declined"
-    if question.answer is None:
+    elif question.answer is None:
+        # Unanswered: no one could be asked (a headless run without a terminal).
         decided = "no terminal could confirm launching anyway"
+    else:
+        decided = "launching anyway was declined"
     fit = "it does not fit" if evaluation.verdict == "does_not_fit" else "fit unknown"
     because = "; ".join(f.message for f in why) or f"the fit check says {evaluation.verdict}"
     remedies = list(dict.fromkeys(f.remedy for f in why))

@@ -354,7 +354,9 @@ async def _relaunch(
 ) -> Any:
     """Launch with `overrides` and return the cluster once it is ready (the launch's
     error when it fails first)."""
-    options = LaunchOptions(follow=False, replace=True)
+    # A value the fit check refuses is a row with its reason, never a question that would
+    # hold an unattended sweep (the user is not asked to insist value by value).
+    options = LaunchOptions(follow=False, replace=True, insist=False)
     async with launched_until_ready(
         session, emit, ask, recipe, overrides, options, "the relaunch"
     ) as (cluster, _launching):

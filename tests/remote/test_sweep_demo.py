@@ -87,3 +87,29 @@ async def test_sweep_refused_value_interrupt_resume_apply_best(
     pinned = history.pinned_baseline(recipe.name, history.get_run(best.bench_id or "").cluster_key)
     assert pinned is not None and pinned.id == best.bench_id
     assert history.list_runs("launch")[-1].settings["max_num_seqs"] == best.value
+
+
+async def test_a_value_the_fit_check_refuses_is_a_row_not_a_question(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unattended sweep must not stop at "launch anyway?": gpu_memory_utilization 0.05
+    # leaves no room for the weights on a 128 GB Spark, so the fit check says no.
+    monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(tmp_path / "data"))
+    session = DemoSession(
+        pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=CONFIG
+    )
+    recipe = find_recipe("glm-5.3-flash")
+    try:
+        await session.start()
+        await drain(session.launch(recipe, {}, follow=False))
+        seen = await drain(
+            session.sweep(
+                recipe, "gpu_memory_utilization", ["0.05"], [], Objective.parse("tok_s@c2")
+            )
+        )
+    finally:
+        await session.close()
+    assert not [e for e in seen if isinstance(e, ev.Question) and e.kind == ev.INSIST]
+    (done,) = [e for e in seen if isinstance(e, ev.SweepDone)]
+    (row,) = done.result.ordered_rows()
+    assert not row.measured and "does not fit" in (row.reason or ""), row

@@ -406,7 +406,9 @@ async def leave(
     if not _runs(session, recipe, overrides):
         emit(ev.SweepProgressed(len(result.rows), len(result.raws), None, "leave"))
         emit(ev.Notice("info", f"leaving {label} running: relaunching"))
-        if running is not None and running.ready:
+        if running is not None:
+            # Also a value that failed or was cut short: its ranks go (and the nodes are
+            # probed afresh) before the value left running is judged on their memory.
             await stop_all(session, emit, running.cluster_id)
         await _relaunch(session, emit, ask, recipe, overrides)
     emit(ev.Notice("info", f"{label} is running"))

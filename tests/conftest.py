@@ -4,7 +4,9 @@ split over pytest-xdist workers (`--dist loadgroup`, see pyproject.toml) is deci
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,18 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     report = outcome.get_result()
     if UNDER_CI and report.skipped:
         _failed_instead(report)
+
+
+# A thread left waiting on a socket nobody serves holds the interpreter's exit (which joins
+# it) and with it the whole CI run, silently. Once pytest is done nothing should take long:
+# a run that has not exited this long after prints every thread's stack and fails.
+EXIT_GRACE_S = 300
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if UNDER_CI:
+        faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=sys.__stderr__)
 
 
 # The tests that run one at a time, in one xdist group on one worker: the namespace lab with its

@@ -261,7 +261,10 @@ class RemoteDocker:
             # run runc and docker-init for their versions (processes on the node each time).
             first = docker.DockerClient(base_url=base, version="1.24", timeout=timeout or 60)
             try:
-                ping = first.api.get(f"{first.api.base_url}/_ping")
+                # The SDK's own calls carry its timeout; a bare get does not, and an
+                # engine (or a forward) that accepts but never answers would hold this
+                # thread, and the interpreter's exit that joins it, for ever.
+                ping = first.api.get(f"{first.api.base_url}/_ping", timeout=timeout or 60)
                 ping.raise_for_status()
                 self.server_version = ping_versions(ping.headers)
             finally:
@@ -276,6 +279,7 @@ class RemoteDocker:
         except (
             docker.errors.DockerException,
             requests.exceptions.HTTPError,
+            requests.exceptions.Timeout,
             *_TRANSPORT_ERRORS,
         ) as exc:
             raise OperationFailed(

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
             "--hosts spark-a,spark-b, or set `inventory:` in the config file",
         )
     nodes, target = inventory_nodes(targets), targets.as_flags(live=True)
-    from spark_tui.commands.terminal import require_terminal
+    from spark_tui.commands.tty import require_terminal
 
     require_terminal("spark-tui")
     from spark_tui.service.session import Session

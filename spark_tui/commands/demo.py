@@ -23,7 +23,7 @@ def open_demo(
 ) -> int:
     """Start simulated Sparks in this process and open the cockpit on them."""
     check_layout(nodes, ring)
-    from spark_tui.commands.terminal import require_terminal
+    from spark_tui.commands.tty import require_terminal
 
     require_terminal("spark-tui demo")
     from spark_tui.ui.demo_app import demo_app

@@ -1,6 +1,5 @@
 """What every headless command shares: the nodes from its flags, the session over them,
-questions answered on the terminal (or by a flag), progress lines on stderr; the cockpit's
-need of a terminal."""
+questions answered on the terminal (or by a flag), progress lines on stderr."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ import argparse
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from spark_tui.core.errors import InputError
 
 if TYPE_CHECKING:
     from spark_tui.service.events import Question, ServiceEvent
@@ -147,20 +144,3 @@ async def consume(
             show(event)
         seen.append(event)
     return seen
-
-
-def require_terminal(command: str) -> None:
-    """Raise an InputError when stdin or stdout is not a terminal (a pipe, /dev/null, a file)."""
-    missing = [
-        name
-        for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout))
-        if stream is None or not stream.isatty()
-    ]
-    if missing:
-        raise InputError(
-            f"`{command}` needs a terminal, but {' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not one",
-            "run it in a terminal (over SSH: `ssh -t`); without one, use the headless "
-            "commands: `spark-tui sim` for simulated Sparks, then probe, check, launch, "
-            "smoke, bench with --inventory",
-        )

@@ -49,6 +49,15 @@ LATER = (
     "spark_tui.ui.palette",
     "spark_tui.ui.widgets.filterbox",
     "spark_tui.ui.widgets.raystate",
+    "spark_tui.commands.terminal",
+    "spark_tui.ui.routing",
+    "spark_tui.ui.messages",
+    "spark_tui.service.logs",
+    "spark_tui.ui.widgets.result_lines",
+    "spark_tui.ui.widgets.gauge_lines",
+    "spark_tui.service.recipe_nodes",
+    "spark_tui.core.recipe",
+    "spark_tui.ui.widgets.link_lines",
 )
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as
@@ -66,7 +75,7 @@ print(json.dumps(sorted(m for m in {later!r} if loaded(m))))
 DEMO = """
 import spark_tui.cli
 import spark_tui.commands.demo
-import spark_tui.commands.terminal
+import spark_tui.commands.tty
 from spark_tui.ui.runner import run_cockpit
 from spark_tui.ui.demo_app import demo_app
 app = demo_app(nodes=2, memory_gb=128, recipe=None, theme=None, pace=0.5, token_scale=1.0)

@@ -1,7 +1,7 @@
 """The cockpit's main screen: nodes, recipes, fit, one log pane per rank, the results bar.
 
-It runs the session's actions and routes their events, as messages (ui.messages), to the
-widgets that render them; its own handlers keep the status line. What each key starts
+It runs the session's actions, whose events ui.routing sends, as messages (ui.messages), to
+the widgets that render them; its own handlers keep the status line. What each key starts
 (launch and follow, stop, smoke and bench, tuning, sweeps, the history, the log views)
 lives in spark_tui.ui.flows. The App around it holds the themes, the keys and the quit
 flow."""
@@ -26,8 +26,6 @@ from textual.widgets import Footer, OptionList, Static
 
 from spark_tui.core.errors import SparkError
 from spark_tui.core.timeouts import WATCH_INTERVAL_S
-from spark_tui.service import events as ev
-from spark_tui.ui import messages as msg
 from spark_tui.ui.widgets.fitpanel import FitPanel
 from spark_tui.ui.widgets.gauges import GaugesPanel
 from spark_tui.ui.widgets.link import LinkPanel
@@ -41,11 +39,12 @@ if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.recipe import Recipe
     from spark_tui.core.sweep_result import SweepResult
+    from spark_tui.service import events as ev
     from spark_tui.service.evaluate import Evaluation
     from spark_tui.service.session import Cluster, Session
+    from spark_tui.ui import messages as msg
     from spark_tui.ui.app import SparkApp
     from spark_tui.ui.widgets.logpane import LogPane
-    from spark_tui.ui.widgets.raystate import RayStatePanel
     from spark_tui.ui.widgets.sync import CockpitSync, SyncUpdated
 
 
@@ -167,14 +166,14 @@ class MainScreen(Screen[None]):
     def _after_first_frame(self) -> None:
         from spark_tui.service.evaluate import load_recipes
 
-        self.recipes = load_recipes(self._warn)
+        self.recipes = load_recipes(self.warn)
         # The gaps the fit panel and a launch find name the cockpit's sync, not the CLI's.
         self.session.sync_hint = self.syncer.remedy()
         self.refresh_recipes(keep=self.initial_recipe)
         self.query_one("#recipe-list", OptionList).focus()
         self.discover()
 
-    def _warn(self, message: str) -> None:
+    def warn(self, message: str) -> None:
         self.notify(message, severity="warning", timeout=8)
 
     # ------------------------------------------------------------------ nodes
@@ -205,97 +204,17 @@ class MainScreen(Screen[None]):
         return dict(self.sets.get(recipe.name, {}))
 
     async def consume(self, events: AsyncIterator[ev.ServiceEvent]) -> None:
-        """Route a service action's events to the widgets; answer its questions in dialogs.
-        Log lines go straight into their pane's buffer (written in batches on a timer)."""
-        from spark_tui.service.logs import is_own_request
+        """Route a service action's events to the widgets; answer its questions in dialogs
+        (see spark_tui.ui.routing, loaded with the first action: not for the first frame)."""
+        from spark_tui.ui.routing import consume
 
-        smoke: list[dict[str, Any]] = []
-        async for event in events:
-            if self.syncer.take(event):
-                continue
-            match event:
-                case ev.LogLine(rank=rank):
-                    pane = self.panes.get(rank)
-                    if pane is not None:
-                        pane.push(event.text, event.kind, own=is_own_request(event))
-                case ev.Question():
-                    event.reply(await self._ask(event))
-                case ev.SmokeChecked(result=result):
-                    smoke.append(result.to_dict())
-                    self.send(msg.SmokeUpdate(list(smoke), None), self.bar)
-                case ev.SmokeDone(results=results):
-                    smoke = [r.to_dict() for r in results]
-                    self.send(msg.SmokeUpdate(smoke, event), self.bar)
-                    smoke = []
-                case ev.Recorded(error=error):
-                    if error:
-                        self._warn(error)
-                case _:
-                    self.route(event)
+        await consume(self, events)
 
     def route(self, event: ev.ServiceEvent) -> None:
         """One event as a message to each widget that renders it, and to this screen."""
-        bar, gauges, nodes = self.bar, self.gauges, self.nodes_panel
-        match event:
-            case ev.Probed():
-                # Free memory is read by the probe and by the watch: the nodes panel and
-                # the gauges show the latest reading, whichever took it.
-                self.send(msg.NodesProbed(event), nodes, gauges)
-            case ev.RankStateChanged(rank=rank):
-                self.send(msg.RankChanged(event), *self._panes_of([rank]), self.rank_panes)
-            case ev.ClusterReady():
-                self.send(msg.ClusterUp(event))
-            case ev.Endpoint():
-                self.send(msg.EndpointKnown(event), bar)
-            case ev.Notice():
-                self.send(msg.ServiceNotice(event))
-            case ev.NodeUnreachable(ranks=ranks):
-                # The link is down, the ranks are not failed for it: a state, retried.
-                self.send(msg.NodeOutage(event), nodes, *self._panes_of(ranks))
-            case ev.NodeReachable(ranks=ranks):
-                self.send(msg.NodeBack(event), nodes, *self._panes_of(ranks))
-            case ev.BenchProgressed(progress=p):
-                progress = (
-                    f"benchmark: concurrency {p.concurrency} ({p.level_index + 1}/{p.levels}), "
-                    f"{p.done}/{p.total} requests, {p.errors} errors, {p.elapsed_s:.0f} s"
-                )
-                self.send(msg.BenchUpdate(progress=progress))
-            case ev.BenchDone(result=result):
-                levels = [lv.to_dict() for lv in result.levels]
-                self.send(msg.BenchUpdate(levels=levels, done=event), bar, self.link_panel)
-            case ev.LinkSample():
-                self.send(msg.LinkSampled(event), self.link_panel, screen=False)
-            case ev.Compared():
-                self.send(msg.TuneCompared(event), bar)
-            case ev.SweepProgressed() | ev.SweepValueDone() | ev.SweepDone():
-                from spark_tui.ui.flows.sweep import sweep_event
+        from spark_tui.ui.routing import route
 
-                sweep_event(self, event)
-            case ev.Stopped():
-                panes = [self.rank_panes, *self.panes.values()]
-                self.send(
-                    msg.ClusterStopped(event), bar, gauges, self.link_panel, *panes, screen=False
-                )
-            case ev.WatchAlert(rank=rank):
-                from spark_tui.ui.flows.launch import alert_remedy
-
-                alert = msg.RankAlert(event, alert_remedy(self))
-                self.send(alert, gauges, *self._panes_of([rank]))
-            case (
-                ev.WatchStarted()
-                | ev.ProbeResult()
-                | ev.ServiceGauges()
-                | ev.NodeMemory()
-                | ev.ContainerStates()
-                | ev.NodeNotAnswering()
-            ):
-                self.send(msg.WatchSampled(event), gauges, nodes, screen=False)
-            case ev.RayClusterState():
-                from spark_tui.ui.widgets.raystate import RayStateChanged
-
-                self.send(RayStateChanged(event), self._ray_panel(), screen=False)
-            case _:
-                pass  # the rest is consume's, or the sync view's (see CockpitSync.take)
+        route(self, event)
 
     def send(self, message: Message, *widgets: MessagePump, screen: bool = True) -> None:
         """`message` to each widget (a copy each: a message is handled once) and, unless
@@ -306,26 +225,6 @@ class MainScreen(Screen[None]):
         copies = [message] + [copy.copy(message) for _ in targets[1:]]
         for target, each in zip(targets, copies, strict=False):
             target.post_message(each)
-
-    def _panes_of(self, ranks: Any) -> list[LogPane]:
-        return [self.panes[r] for r in ranks if r in self.panes]
-
-    async def _ask(self, question: ev.Question) -> bool:
-        """A question of the service, as a dialog; the answer once the user gives it."""
-        from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
-
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-        def done(ok: bool | None) -> None:
-            if not answer.done():
-                answer.set_result(bool(ok))
-
-        if question.kind == ev.HOST_KEY:
-            dialog: Dialog = HostKeyDialog(question.data["host"], question.data["fingerprint"])
-        else:
-            dialog = Dialog(question.title, Text(question.text), yes=question.yes_label)
-        self.app.push_screen(dialog, done)
-        return await answer
 
     @app_work(group="discover")
     async def discover(self) -> None:
@@ -552,17 +451,6 @@ class MainScreen(Screen[None]):
         event = message.event
         self.outage_asked.pop(event.node, None)
         self.show_status(f"{event.node} reachable again after {event.outage_seconds:.0f} s")
-
-    def _ray_panel(self) -> RayStatePanel:
-        """The Ray cluster's line above the logs, made when a Ray launch first reports."""
-        from spark_tui.ui.widgets.raystate import RayStatePanel
-
-        found = self.query(RayStatePanel)
-        if found:
-            return found.first(RayStatePanel)
-        panel = RayStatePanel(id="raystate")
-        self.mount(panel, before=self.query_one("#logs"))
-        return panel
 
     def ray_clear(self) -> None:
         """Hide the Ray cluster's line (a new launch, a stop) until the next report."""

@@ -11,8 +11,6 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from spark_tui.service.recipe_nodes import nodes_label
-
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
 
@@ -35,6 +33,9 @@ class RecipeRow:
 
 
 def option_text(row: RecipeRow) -> Text:
+    # Loaded with the first recipe listed (after the first frame), as in details_text.
+    from spark_tui.service.recipe_nodes import nodes_label
+
     # The listed name: a registry's sub-folder variant of a name shows its path.
     text = Text(row.recipe.listed_name, no_wrap=True, overflow="ellipsis")
     mem = row.recipe.metadata.get("memory_gb_per_node")
@@ -52,6 +53,8 @@ def option_text(row: RecipeRow) -> Text:
 
 def details_text(recipe: Recipe, settings: dict[str, object], nodes: int | None = None) -> Text:
     """Nodes needed and model, image, then the settings a user tunes."""
+    from spark_tui.service.recipe_nodes import nodes_label
+
     one = nodes == 1 or (nodes is None and recipe.min_nodes == recipe.max_nodes == 1)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(nodes_label(recipe, nodes, " node" if one else " nodes") + " ", style="cyan")

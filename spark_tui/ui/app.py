@@ -1,5 +1,6 @@
-"""The cockpit's App: themes, keys, signals, the crash log and the quit flow around the main
-screen (spark_tui.ui.screens.main)."""
+"""The cockpit's App: themes, keys, signals and the quit flow's workers around the main
+screen (spark_tui.ui.screens.main); spark_tui.ui.quitting asks before quitting and keeps
+the crash log."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import os
 import signal
 import sys
 import threading
-import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -54,19 +53,6 @@ def _cockpit_commands() -> type[Provider]:
     from spark_tui.ui.palette import CockpitCommands
 
     return CockpitCommands
-
-
-def _detach_from_terminal() -> None:
-    """Point stdout and stderr at /dev/null: writes to a hung-up terminal fail or block,
-    and there is nobody left to read them."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    for fd in (1, 2):
-        with contextlib.suppress(OSError):
-            os.dup2(devnull, fd)
-    os.close(devnull)
 
 
 class SparkApp(App[int]):
@@ -237,26 +223,14 @@ class SparkApp(App[int]):
         if isinstance(exc, SparkError):
             self.main.show_error(exc.message, exc.remedy)
             return
-        where = self._write_crash_log(exc)
+        from spark_tui.ui.quitting import write_crash_log
+
+        where = write_crash_log(exc)
         self.main.show_error(
             f"unexpected error in {event.worker.name or 'a task'}: {type(exc).__name__}: {exc}",
             f"the details are in {where}; please report it. The cockpit keeps running: "
             "try the action again, or quit (q)",
         )
-
-    def _write_crash_log(self, exc: BaseException | None) -> str:
-        from spark_tui.ui.paths import user_config_dir
-
-        path = Path(os.environ.get("SPARK_TUI_CRASH_LOG") or user_config_dir() / "crash.log")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as fh:
-                if exc is not None:
-                    fh.writelines(traceback.format_exception(exc))
-                fh.write("\n")
-        except OSError:
-            return "(no crash log could be written)"
-        return str(path)
 
     def _install_signal_handlers(self) -> None:
         if not self.handle_signals or sys.platform == "win32":
@@ -283,7 +257,9 @@ class SparkApp(App[int]):
             return
         self.closing = True
         if why != "SIGTERM" and self.handle_signals:
-            _detach_from_terminal()
+            from spark_tui.ui.quitting import detach_from_terminal
+
+            detach_from_terminal()
             driver = self._driver
             if driver is not None:
                 # Restoring the terminal's modes on exit writes to it: nowhere to write now.
@@ -456,44 +432,22 @@ class SparkApp(App[int]):
         self.action_quit_cockpit()
 
     def action_quit_cockpit(self) -> None:
-        # The dialogs are loaded when first asked for: the first frame shows none.
-        from spark_tui.ui.screens.dialogs import Dialog, QuitDialog
+        from spark_tui.ui.quitting import ask_to_quit
 
-        cluster = self.cluster
-        if cluster is None or not cluster.running:
-            self._exit_clean()
-            return
-        if self.session.simulated:
-            body = Text(
-                f"Cluster {cluster.cluster_id} runs on the simulated Sparks of this demo;\n"
-            )
-            body.append("quitting stops it (the simulated nodes end with the demo).")
-
-            def stop_sim(yes: bool | None) -> None:
-                if yes:
-                    self._stop_and_exit()
-
-            self.push_screen(Dialog("Quit the demo", body, yes="Stop and quit"), stop_sim)
-            return
-
-        def choose(choice: str | None) -> None:
-            if choice == "stop":
-                self._stop_and_exit()
-            elif choice == "leave":
-                self._exit_clean(leave=cluster)
-
-        self.push_screen(QuitDialog(cluster.cluster_id, self.session.reattach_hint), choose)
+        ask_to_quit(self)
 
     @work(exclusive=True, group="stop", exit_on_error=False)
-    async def _stop_and_exit(self) -> None:
+    async def stop_and_exit(self) -> None:
+        """Stop the cluster, then end (the cockpit stays if the stop failed)."""
         self.closing = True
         if await self.main.stop_now():
-            self._exit_clean()
+            self.exit_clean()
         else:
             self.closing = False
 
     @work(group="exit", exit_on_error=False)
-    async def _exit_clean(self, leave: Cluster | None = None) -> None:
+    async def exit_clean(self, leave: Cluster | None = None) -> None:
+        """End: the session closed, `leave` (a cluster) left running and said so."""
         self.closing = True
         self.session.keep_on_cancel = leave is not None
         self.workers.cancel_group(self, "watch")

@@ -58,6 +58,7 @@ LATER = (
     "spark_tui.service.recipe_nodes",
     "spark_tui.core.recipe",
     "spark_tui.ui.widgets.link_lines",
+    "spark_tui.ui.quitting",
 )
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as

@@ -12,6 +12,7 @@ from rich.text import Text
 from spark_tui.core.errors import SparkError
 from spark_tui.service import events as ev
 from spark_tui.ui import messages as msg
+from spark_tui.ui.flows.guard import may_start
 from spark_tui.ui.widgets.recipes import RecipePanel
 from spark_tui.ui.workers import app_work
 
@@ -23,20 +24,9 @@ if TYPE_CHECKING:
 def launch(screen: MainScreen) -> None:
     """Launch the selected recipe with its settings, once its verdict allows it."""
     recipe = screen.selected
-    if recipe is None:
-        screen.notify("pick a recipe first", severity="warning")
-        return
     # A running cluster of ours is the service's question (stop it and launch this
     # one?), asked once the launch has its verdict.
-    if screen.busy:
-        screen.notify(f"busy: {screen.busy}", severity="warning")
-        return
-    if not screen.nodes:
-        screen.notify(
-            "no reachable node yet: wait for discovery "
-            f"({screen.key_of('refresh', 'r')} refreshes)",
-            severity="warning",
-        )
+    if not may_start(screen, recipe) or recipe is None:
         return
     result = screen.evaluate(recipe)
     if result.problem or result.plan is None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from spark_tui.ui.flows.guard import may_start
 from spark_tui.ui.flows.launch import follow, new_cluster_panes
 from spark_tui.ui.workers import app_work
 
@@ -27,11 +28,7 @@ def edit(screen: MainScreen) -> None:
     if cluster is not None and cluster.running:
         # The running cluster's recipe is the one being tuned.
         recipe = next((r for r in screen.recipes if r.name == cluster.recipe), recipe)
-    if recipe is None:
-        screen.notify("pick a recipe first", severity="warning")
-        return
-    if screen.busy:
-        screen.notify(f"busy: {screen.busy}", severity="warning")
+    if not may_start(screen, recipe, needs_nodes=False) or recipe is None:
         return
     sets = screen.sets_of(recipe)
     keys, current = editable_settings(recipe, sets)

@@ -191,14 +191,9 @@ class CockpitSync:
         if self.running and self.tally is not None:
             self._open()  # the sync goes on: show it again
             return
-        if recipe is None:
-            screen.notify("pick a recipe first", severity="warning")
-            return
-        if screen.busy:
-            screen.notify(f"busy: {screen.busy}", severity="warning")
-            return
-        if not screen.nodes:
-            screen.notify("no reachable node yet: wait for discovery", severity="warning")
+        from spark_tui.ui.flows.guard import may_start  # loaded on the first sync
+
+        if not may_start(screen, recipe) or recipe is None:
             return
         self.tally = self._rows(recipe, screen.sets.get(recipe.name, {}))
         self.recipe = recipe.name

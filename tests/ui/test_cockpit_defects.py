@@ -9,27 +9,17 @@ from typing import Any
 
 from cockpit_helpers import results_text, settle, wait_until
 from cockpit_replay import ReplayNodes, ReplaySession
+from replay_app import replay_app
 
 from spark_tui.core.errors import OperationFailed
 from spark_tui.core.plan import LaunchPlan
 from spark_tui.ops.events import ClusterEvent, Emit
 from spark_tui.ops.launch import StaleContainer
-from spark_tui.ui.app import SparkApp
 from spark_tui.ui.config import CockpitConfig
 from spark_tui.ui.screens.dialogs import Dialog, QuitDialog
 from spark_tui.ui.screens.info import HistoryScreen
 
 SIZE = (160, 48)
-
-
-def make_app(session: ReplaySession | None = None, **kw: Any) -> SparkApp:
-    return SparkApp(
-        session or ReplaySession(),
-        recipe="glm-5.3-flash",
-        auto_refresh=False,
-        handle_signals=False,
-        **kw,
-    )
 
 
 async def ready(pilot: Any) -> None:
@@ -57,7 +47,7 @@ class StaleReplay(ReplayNodes):
 
 async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() -> None:
     session = ReplaySession(StaleReplay())
-    app = make_app(session)
+    app = replay_app(session)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         await pilot.press("l")
@@ -76,7 +66,7 @@ async def test_stale_containers_of_ours_are_asked_about_and_can_be_replaced() ->
 
 
 async def test_the_palette_quit_and_ctrl_q_ask_what_to_do_with_a_running_cluster() -> None:
-    app = make_app(ReplaySession(simulated=False))
+    app = replay_app(ReplaySession(simulated=False))
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await app.run_action("quit")  # what the palette's built-in "Quit" runs
@@ -92,7 +82,7 @@ async def test_the_palette_quit_and_ctrl_q_ask_what_to_do_with_a_running_cluster
 
 async def test_key_hints_name_the_remapped_keys() -> None:
     config = CockpitConfig(keys={"smoke": "f6", "stop": "f9"})
-    app = make_app(config=config)
+    app = replay_app(config=config)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         text = results_text(app)
@@ -101,7 +91,7 @@ async def test_key_hints_name_the_remapped_keys() -> None:
 
 
 async def test_failed_launches_are_in_the_history() -> None:
-    app = make_app(ReplaySession(scenario="failed_launch"))
+    app = replay_app(ReplaySession(scenario="failed_launch"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         await pilot.press("l")
@@ -124,7 +114,7 @@ async def test_failed_launches_are_in_the_history() -> None:
 
 
 async def test_the_api_endpoint_is_shown_with_a_tunnel_from_the_inventory() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         text = results_text(app)
@@ -136,7 +126,7 @@ async def test_the_api_endpoint_is_shown_with_a_tunnel_from_the_inventory() -> N
 
 
 async def test_an_invalid_filter_regex_says_so() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         app.panes[0].query_one("RankLog").focus()

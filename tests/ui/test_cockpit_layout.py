@@ -4,41 +4,17 @@ beyond two ranks), and the fit check while our own cluster runs."""
 from __future__ import annotations
 
 from cockpit_helpers import head_text, plain, settle, static_text, wait_until
-from cockpit_replay import ReplaySession
+from replay_app import discovered, launched_ready, replay_app
 from textual.widgets import OptionList
 
 from spark_tui.ops.events import RankState, RankStateChanged
-from spark_tui.ui.app import SparkApp
 from spark_tui.ui.widgets.logpane import LogPane, RankLog
 
 SIZE = (160, 48)
 
 
-def make_app(backend: ReplaySession | None = None, **kw: object) -> SparkApp:
-    return SparkApp(
-        backend or ReplaySession(),
-        recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
-        auto_refresh=False,
-        handle_signals=False,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def discovered(pilot) -> None:  # type: ignore[no-untyped-def]
-    await wait_until(pilot, lambda: pilot.app.discovered.is_set(), 10, "discovery")
-    await pilot.pause(0.05)
-
-
-async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
-    await discovered(pilot)
-    await pilot.press("l")
-    app = pilot.app
-    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
-    await settle(pilot)
-
-
 async def test_log_filter_fullscreen_compact_and_escape() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         log0 = app.panes[0].query_one(RankLog)
@@ -65,7 +41,7 @@ async def test_log_filter_fullscreen_compact_and_escape() -> None:
 
 
 async def test_small_terminal_keeps_every_panel_visible() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await launched_ready(pilot)
         await pilot.press("t")
@@ -89,7 +65,7 @@ async def test_fit_counts_the_memory_our_own_running_cluster_holds_as_free() -> 
 
     from spark_tui.service.events import Probed
 
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         # a refresh while our engines hold most of the memory
@@ -124,7 +100,7 @@ async def test_fit_counts_the_memory_our_own_running_cluster_holds_as_free() -> 
 async def test_more_than_two_ranks_get_tabs_with_their_state() -> None:
     from textual.widgets import TabbedContent
 
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         app.build_panes([(0, "spark-a"), (1, "spark-b"), (2, "spark-c")])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from cockpit_helpers import head_text, plain, results_text, settle, static_text, wait_until
 from cockpit_replay import ReplaySession
+from replay_app import discovered, launched_ready, replay_app
 from textual.widgets import Button, Input, OptionList
 
 from spark_tui.ops.events import RankState, RankStateChanged
-from spark_tui.ui.app import SparkApp
 from spark_tui.ui.screens.dialogs import Dialog
 from spark_tui.ui.screens.edit import EditSettingDialog
 from spark_tui.ui.screens.info import HistoryScreen
@@ -15,31 +15,8 @@ from spark_tui.ui.screens.info import HistoryScreen
 SIZE = (160, 48)
 
 
-def make_app(backend: ReplaySession | None = None, **kw: object) -> SparkApp:
-    return SparkApp(
-        backend or ReplaySession(),
-        recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
-        auto_refresh=False,
-        handle_signals=False,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def discovered(pilot) -> None:  # type: ignore[no-untyped-def]
-    await wait_until(pilot, lambda: pilot.app.discovered.is_set(), 10, "discovery")
-    await pilot.pause(0.05)
-
-
-async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
-    await discovered(pilot)
-    await pilot.press("l")
-    app = pilot.app
-    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
-    await settle(pilot)
-
-
 async def test_nodes_recipes_badges_and_fit_after_discovery() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         nodes = static_text(app, "#nodes")
@@ -66,7 +43,7 @@ async def test_nodes_recipes_badges_and_fit_after_discovery() -> None:
 
 
 async def test_slash_filters_the_recipe_list_and_escape_clears() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("slash")
@@ -85,7 +62,7 @@ async def test_slash_filters_the_recipe_list_and_escape_clears() -> None:
 
 async def test_launch_refused_when_it_does_not_fit_unless_the_user_insists() -> None:
     backend = ReplaySession()
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         app.sets["glm-5.3-flash"] = {"gpu_memory_utilization": "0.4"}
@@ -122,7 +99,7 @@ async def test_launch_shows_loading_progress_then_ready_smoke_and_bench() -> Non
         )
 
     backend = ReplaySession(freeze_when=freeze)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("l")
@@ -167,7 +144,7 @@ async def test_launch_shows_loading_progress_then_ready_smoke_and_bench() -> Non
 
 
 async def test_a_failed_rank_shows_why_and_the_other_rank_is_not_left_running() -> None:
-    app = make_app(ReplaySession(scenario="failed_launch"))
+    app = replay_app(ReplaySession(scenario="failed_launch"))
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("l")
@@ -189,7 +166,7 @@ async def test_a_failed_rank_shows_why_and_the_other_rank_is_not_left_running() 
 
 async def test_stop_asks_first_then_removes_every_rank() -> None:
     backend = ReplaySession()
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("s")
@@ -206,7 +183,7 @@ async def test_stop_asks_first_then_removes_every_rank() -> None:
 
 
 async def test_edit_modal_validates_and_previews_the_fit() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("e")
@@ -232,7 +209,7 @@ async def test_edit_modal_validates_and_previews_the_fit() -> None:
 
 async def test_edit_one_setting_relaunches_and_compares_with_the_baseline() -> None:
     backend = ReplaySession()
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("e", *"max_num_seqs", "enter", "8", "enter")
@@ -255,7 +232,7 @@ async def test_edit_one_setting_relaunches_and_compares_with_the_baseline() -> N
 
 
 async def test_a_failing_smoke_check_names_its_cause_and_remedy() -> None:
-    app = make_app(ReplaySession(smoke_fails=True))
+    app = replay_app(ReplaySession(smoke_fails=True))
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("t")
@@ -269,7 +246,7 @@ async def test_stop_while_loading_cancels_the_launch() -> None:
     backend = ReplaySession(
         freeze_when=lambda e: isinstance(e, RankStateChanged) and e.state is RankState.LOADING
     )
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("l")

@@ -9,12 +9,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from cockpit_helpers import plain, results_text, settle, static_text, wait_until
+from cockpit_helpers import plain, results_text, static_text, wait_until
 from cockpit_replay import ReplaySession
+from replay_app import discovered, launched_ready, replay_app
 from textual.widgets import Button
 
 from spark_tui.core.errors import SparkError
-from spark_tui.ui.app import SparkApp
 from spark_tui.ui.config import CockpitConfig
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog, QuitDialog
 from spark_tui.ui.screens.info import HelpScreen, HistoryScreen
@@ -23,32 +23,9 @@ from spark_tui.ui.screens.main import MainScreen
 SIZE = (160, 48)
 
 
-def make_app(backend: ReplaySession | None = None, **kw: object) -> SparkApp:
-    return SparkApp(
-        backend or ReplaySession(),
-        recipe=kw.pop("recipe", "glm-5.3-flash"),  # type: ignore[arg-type]
-        auto_refresh=False,
-        handle_signals=False,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def discovered(pilot) -> None:  # type: ignore[no-untyped-def]
-    await wait_until(pilot, lambda: pilot.app.discovered.is_set(), 10, "discovery")
-    await pilot.pause(0.05)
-
-
-async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
-    await discovered(pilot)
-    await pilot.press("l")
-    app = pilot.app
-    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
-    await settle(pilot)
-
-
 async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
     backend = ReplaySession(simulated=False)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("q")
@@ -67,7 +44,7 @@ async def test_quit_with_a_real_cluster_asks_and_can_leave_it_running() -> None:
 
 async def test_quit_with_a_real_cluster_can_stop_it() -> None:
     backend = ReplaySession(simulated=False)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("q", "s")
@@ -77,7 +54,7 @@ async def test_quit_with_a_real_cluster_can_stop_it() -> None:
 
 async def test_quitting_the_demo_stops_its_cluster() -> None:
     backend = ReplaySession(simulated=True)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await pilot.press("q")
@@ -90,7 +67,7 @@ async def test_quitting_the_demo_stops_its_cluster() -> None:
 
 async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
     backend = ReplaySession(simulated=True)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         app.terminal_gone("SIGHUP")
@@ -100,7 +77,7 @@ async def test_terminal_gone_stops_the_demo_cluster_and_exits() -> None:
 
 async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
     backend = ReplaySession(simulated=False)
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         app.terminal_gone("stdin closed")
@@ -110,7 +87,7 @@ async def test_terminal_gone_leaves_a_real_cluster_running() -> None:
 
 async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
     backend = ReplaySession(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFyYmF6cXV4"))
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
         await pilot.pause(0.05)
@@ -124,7 +101,7 @@ async def test_host_key_is_confirmed_in_a_modal_with_its_fingerprint() -> None:
 
 async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason() -> None:
     backend = ReplaySession(host_key=("[127.0.0.11]:2222", "SHA256:Zm9vYmFy"))
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: isinstance(app.screen, HostKeyDialog), 5, "host key")
         await pilot.press("escape")
@@ -135,7 +112,7 @@ async def test_refusing_a_host_key_leaves_that_node_unreachable_with_the_reason(
 
 async def test_keys_remapped_from_the_config_file() -> None:
     backend = ReplaySession()
-    app = make_app(backend, config=CockpitConfig(keys={"launch": "f5", "nonsense": "x"}))
+    app = replay_app(backend, config=CockpitConfig(keys={"launch": "f5", "nonsense": "x"}))
     async with app.run_test(size=SIZE) as pilot:
         # the unknown binding id is warned about as the cockpit starts (a toast that expires)
         await wait_until(
@@ -169,7 +146,7 @@ def write_user_theme(name: str) -> Path:
 
 async def test_themes_bundled_user_flag_and_palette() -> None:
     write_user_theme("my-magenta")
-    app = make_app(theme="spark-light")
+    app = replay_app(theme="spark-light")
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         assert app.theme == "spark-light"
@@ -204,12 +181,12 @@ async def test_no_color_uses_the_ansi_theme_and_unknown_theme_warns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         assert app.theme == "spark-ansi"
     monkeypatch.delenv("NO_COLOR")
-    app = make_app(theme="no-such-theme")
+    app = replay_app(theme="no-such-theme")
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         assert app.theme == "spark-dark"
@@ -221,7 +198,7 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
 ) -> None:
     monkeypatch.setenv("SPARK_TUI_CRASH_LOG", str(tmp_path / "crash.log"))
     backend = ReplaySession()
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
 
@@ -246,7 +223,7 @@ async def test_errors_in_workers_are_shown_with_a_remedy_never_a_traceback(
 
 
 async def test_help_and_history_open_and_close_with_escape() -> None:
-    app = make_app()
+    app = replay_app()
     async with app.run_test(size=SIZE) as pilot:
         await discovered(pilot)
         await pilot.press("question_mark")

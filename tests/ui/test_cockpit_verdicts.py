@@ -10,6 +10,7 @@ import re
 
 from cockpit_helpers import plain, settle, static_text, wait_until
 from cockpit_replay import ReplayNodes, ReplaySession
+from replay_app import launched_ready, replay_app
 from textual.widgets import OptionList
 
 from spark_tui.core.facts import NodeFacts
@@ -21,19 +22,6 @@ from spark_tui.ui.screens.dialogs import Dialog
 SIZE = (160, 48)
 RECIPE = "glm-5.3-flash"
 GIB = 1024**3
-
-
-def make_app(backend: ReplaySession) -> SparkApp:
-    return SparkApp(backend, recipe=RECIPE, auto_refresh=False, handle_signals=False)
-
-
-async def launched_ready(pilot) -> None:  # type: ignore[no-untyped-def]
-    app = pilot.app
-    await wait_until(pilot, app.discovered.is_set, 10, "discovery")
-    await pilot.pause(0.05)
-    await pilot.press("l")
-    await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 10, "ready")
-    await settle(pilot)
 
 
 def row_verdict(app: SparkApp, name: str) -> str:
@@ -55,7 +43,7 @@ class HeldMemory(ReplayNodes):
 
 async def test_after_a_stop_the_verdicts_follow_the_freed_memory_at_once() -> None:
     backend = ReplaySession(HeldMemory())
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         before = row_verdict(app, RECIPE)
@@ -81,7 +69,7 @@ async def test_after_reattaching_the_fit_uses_the_running_settings() -> None:
     nodes = [NodeFacts.from_dict(n) for n in backend_nodes(backend)]
     # A cluster launched elsewhere (no launch record here) with max_num_seqs=8.
     backend.nodes.launched = evaluate(find_recipe(RECIPE), {"max_num_seqs": "8"}, nodes).plan
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         await wait_until(pilot, lambda: app.cluster is not None, 5, "attached")
@@ -99,7 +87,7 @@ def backend_nodes(backend: ReplaySession) -> list[dict[str, object]]:
 
 
 async def test_the_nodes_panel_and_the_gauges_show_the_same_free_memory() -> None:
-    app = make_app(ReplaySession())
+    app = replay_app(ReplaySession())
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         await wait_until(
@@ -114,7 +102,7 @@ async def test_the_nodes_panel_and_the_gauges_show_the_same_free_memory() -> Non
 
 async def test_a_launch_while_ours_runs_asks_to_replace_it() -> None:
     backend = ReplaySession()
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await launched_ready(pilot)
         first = app.cluster.cluster_id
@@ -152,7 +140,7 @@ async def test_the_recipe_list_says_the_nodes_the_plan_takes_as_recipes_does() -
     cli_nodes = recipe_row(find_recipe(name))["nodes"]
     assert cli_nodes == 4
     backend = ReplaySession(ReplayNodes())
-    app = make_app(backend)
+    app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
         await settle(pilot)

@@ -13,6 +13,24 @@ import httpx
 
 from spark_tui.ops.smoke import forced_call_body
 
+SERVED = "tiny-qwen2"
+# The lab recipe's flags: real vLLM runs them on the tiny local model, the stand-in on a
+# model of its catalogue under the same served name.
+SERVE_FLAGS = (
+    "--served-model-name",
+    SERVED,
+    "--max-model-len",
+    "2048",
+    "--max-num-seqs",
+    "8",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+)
+
 WEATHER_TOOL = {
     "type": "function",
     "function": {

@@ -30,24 +30,10 @@ lab_guard()
 pytestmark = [pytest.mark.lab, pytest.mark.vllm]
 
 READY_TIMEOUT = 900
-SERVED = "tiny-qwen2"
-# The stand-in's flags as the lab recipe gives them to real vLLM (a model of the stand-in's
-# catalogue stands in for the tiny local one).
+SERVED = sc.SERVED
+# A model of the stand-in's catalogue stands in for the tiny local one.
 STAND_IN_MODEL = "Qwen/Qwen3-0.6B"
-SERVE_FLAGS = (
-    "--served-model-name",
-    SERVED,
-    "--max-model-len",
-    "2048",
-    "--max-num-seqs",
-    "8",
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--enable-auto-tool-choice",
-    "--tool-call-parser",
-    "hermes",
-)
+SERVE_FLAGS = sc.SERVE_FLAGS
 
 
 def _dump(name: str, text: str) -> None:

@@ -26,23 +26,8 @@ REAL = {
     "before": FIXTURES / "vllm-0.32.0-cpu-metrics-before.prom",
     "after": FIXTURES / "vllm-0.32.0-cpu-metrics-after.prom",
 }
-SERVED = "tiny-qwen2"
-# The lab recipe's flags (real vLLM ran them on the tiny local model; the stand-in runs a
-# model of its catalogue under the same served name).
-SERVE_FLAGS = (
-    "--served-model-name",
-    SERVED,
-    "--max-model-len",
-    "2048",
-    "--max-num-seqs",
-    "8",
-    "--dtype",
-    "float32",
-    "--enforce-eager",
-    "--enable-auto-tool-choice",
-    "--tool-call-parser",
-    "hermes",
-)
+SERVED = sc.SERVED
+SERVE_FLAGS = sc.SERVE_FLAGS
 
 
 @pytest.fixture(scope="module")

@@ -62,3 +62,11 @@ def vllm_flag_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     keeps one: the lab image's `vllm serve --help=all` (40 s or more of imports on two cores)
     runs once per image id in the session, not before every launch."""
     return tmp_path_factory.mktemp("flag-cache")
+
+
+@pytest.fixture
+def shared_flag_cache(vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The session's flag cache as this test's $SPARK_TUI_CACHE_DIR (its commands read the
+    image's flag table where the earlier ones kept it)."""
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
+    return vllm_flag_cache

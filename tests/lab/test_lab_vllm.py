@@ -32,19 +32,12 @@ from spark_tui.sim.lab.dockerd import containers
 
 lab_guard()
 
-pytestmark = [pytest.mark.lab, pytest.mark.vllm]
+pytestmark = [pytest.mark.lab, pytest.mark.vllm, pytest.mark.usefixtures("shared_flag_cache")]
 
 # Real vLLM's outputs of the refused launches, kept for the stand-in's comparison below.
 REAL_REFUSALS: dict[str, tuple[int, str]] = {}
 READY_TIMEOUT = 900  # seconds: two real vLLM ranks on a busy 2-core machine
 MODEL_DIR = f"/root/.cache/huggingface/hub/models--{vllm_image.MODEL_REPO.replace('/', '--')}"
-
-
-# One flag cache for the session's commands, as on a user's machine: the image's
-# `vllm serve --help=all` (about 40 s of imports here) runs once per image id, not per test.
-@pytest.fixture(autouse=True)
-def _shared_flag_cache(vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def files(vllm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 @pytest.fixture(autouse=True)
 def _shared_flag_cache(
-    request: pytest.FixtureRequest, vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
 ) -> None:
     """The session's flag cache (the image's `vllm serve --help=all` read once), except for
     the interrupts before the plan: there the launch is still reading it, in a throwaway
@@ -80,7 +80,7 @@ def _shared_flag_cache(
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.id.startswith("before-plan"):
         return
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
+    request.getfixturevalue("shared_flag_cache")
 
 
 @pytest.fixture(scope="module", autouse=True)

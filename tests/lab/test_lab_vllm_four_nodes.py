@@ -34,7 +34,7 @@ from spark_tui.sim.lab import Lab
 
 lab_guard()
 
-pytestmark = [pytest.mark.lab, pytest.mark.vllm]
+pytestmark = [pytest.mark.lab, pytest.mark.vllm, pytest.mark.usefixtures("shared_flag_cache")]
 
 READY_TIMEOUT = 1500  # seconds: four real vLLM ranks on a busy 2-core machine
 
@@ -56,11 +56,6 @@ def files(lab4: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     recipe = lab4.write_recipe(d)
     assert recipe is not None
     return {"inventory": inventory, "recipe": recipe}
-
-
-@pytest.fixture(autouse=True)
-def _shared_flag_cache(vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
 
 
 def _keep(name: str, text: str) -> None:

@@ -27,7 +27,7 @@ from spark_tui.sim.lab import Lab, vllm_image
 
 lab_guard()
 
-pytestmark = [pytest.mark.lab, pytest.mark.vllm]
+pytestmark = [pytest.mark.lab, pytest.mark.vllm, pytest.mark.usefixtures("shared_flag_cache")]
 
 READY_TIMEOUT = 900
 SERVED = sc.SERVED
@@ -41,12 +41,6 @@ def _dump(name: str, text: str) -> None:
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
         (Path(where) / name).write_text(text)
-
-
-# One flag cache for the session's commands, as on a user's machine (see test_lab_vllm.py).
-@pytest.fixture(autouse=True)
-def _shared_flag_cache(vllm_flag_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(vllm_flag_cache))
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from spark_tui.service.bench import run_bench
 from spark_tui.service.launch import LaunchOptions, launched_until_ready
 from spark_tui.service.smoke import run_smoke
 from spark_tui.service.stop import stop_all
-from spark_tui.service.tune import adopt_running, check_every_rank, pick_baseline
+from spark_tui.service.tune import adopt_running_recipe, check_every_rank, pick_baseline
 
 if TYPE_CHECKING:
     from spark_tui.core.recipe import Recipe
@@ -114,15 +114,8 @@ async def sweep(
     (an interface keeps it to offer `leave` after an interrupt)."""
     from spark_tui.core.sweep_result import SweepResult
     from spark_tui.ops.bench import BenchConfig
-    from spark_tui.service.evaluate import running_overrides
 
-    cluster = await adopt_running(session)
-    if cluster.recipe != recipe.name:
-        raise InputError(
-            f"the running cluster serves {cluster.recipe}, not {recipe.name}",
-            f"sweep {cluster.recipe}, or stop it and launch {recipe.name} first",
-        )
-    overrides = dict(cluster.overrides) or running_overrides(recipe, cluster.head_argv)
+    cluster, overrides = await adopt_running_recipe(session, recipe, "sweep")
     overrides.pop(setting, None)  # the setting swept is each value's, not the running one
     values = typed_values(recipe, overrides, setting, raws)
     launch_run = cluster.launch_run

@@ -87,6 +87,22 @@ async def adopt_running(session: Session) -> Cluster:
     return cluster
 
 
+async def adopt_running_recipe(
+    session: Session, recipe: Recipe, verb: str
+) -> tuple[Cluster, dict[str, Any]]:
+    """The running cluster of `recipe` to change (see `adopt_running`) and the settings it
+    runs with; another recipe running is refused, saying which."""
+    from spark_tui.service.evaluate import running_overrides
+
+    cluster = await adopt_running(session)
+    if cluster.recipe != recipe.name:
+        raise InputError(
+            f"the running cluster serves {cluster.recipe}, not {recipe.name}",
+            f"{verb} {cluster.recipe}, or stop it and launch {recipe.name} first",
+        )
+    return cluster, dict(cluster.overrides) or running_overrides(recipe, cluster.head_argv)
+
+
 def _wrong_ranks(ranks: list[tuple[int, list[str]]], setting: str, value: Any) -> list[int]:
     from spark_tui.ops.tuning import ranks_carry
 
@@ -112,15 +128,8 @@ async def tune(
     from spark_tui.ops.bench import BenchConfig
     from spark_tui.ops.compare import compare_runs
     from spark_tui.ops.history import changed_settings
-    from spark_tui.service.evaluate import running_overrides
 
-    cluster = await adopt_running(session)
-    if cluster.recipe != recipe.name:
-        raise InputError(
-            f"the running cluster serves {cluster.recipe}, not {recipe.name}",
-            f"tune {cluster.recipe}, or stop it and launch {recipe.name} first",
-        )
-    old = dict(cluster.overrides) or running_overrides(recipe, cluster.head_argv)
+    cluster, old = await adopt_running_recipe(session, recipe, "tune")
     new = {**old, setting: value}
     before = apply_overrides(recipe, old).get(setting)
     typed = apply_overrides(recipe, new).get(setting)

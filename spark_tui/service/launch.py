@@ -106,8 +106,11 @@ async def launch(
         await insist(ask if options.insist is None else None, recipe, evaluation)
     plan = evaluation.plan
     nodes_used = [r.node for r in plan.ranks]
-    if await replace_running(session, emit, ask, options.replace, nodes_used):
+    if await replace_running(session, emit, ask, options.replace, nodes_used, plan.cluster_id):
         await discover(session, emit)  # the nodes as the launch finds them
+        # A flag table build the replacement gave up (see replace_running) starts again;
+        # one under way or kept goes on as it was.
+        session.start_flag_table(recipe, overrides)
     report = evaluation.report
     if report is not None and any(f.code == "image_not_pulled" for f in report.findings):
         report.findings = [f for f in report.findings if f.code != "image_not_pulled"]
@@ -392,11 +395,12 @@ async def replace_running(
     ask: Ask,
     replace: bool | None,
     nodes: Sequence[str],
+    cluster_id: str,
 ) -> bool:
-    """A cluster of ours already on any of `nodes` (the launch's) holds the memory and the
-    ports the launch needs: stopped (asked unless `replace`). Clusters on other nodes are
-    left serving: two services run side by side on disjoint nodes. True when one was
-    stopped."""
+    """A cluster of ours already on any of `nodes` (the launch's, whose cluster is
+    `cluster_id`) holds the memory and the ports the launch needs: stopped (asked unless
+    `replace`). Clusters on other nodes are left serving: two services run side by side on
+    disjoint nodes. True when one was stopped."""
     wanted = set(nodes)
     found = [c for c in await session.nodes.status() if c.ranks]
     running = [c for c in found if wanted & set(c.nodes)]
@@ -436,6 +440,12 @@ async def replace_running(
                 ", ".join(ways),
             )
     emit(ev.Notice("info", f"replacing {names}: stopping every rank first"))
+    if any(c.cluster_id == cluster_id for c in running):
+        # The same recipe on the same nodes is the same cluster, so its stop would also
+        # remove this launch's own flag table run (its help container is the cluster's)
+        # and leave the flags unchecked: that run is given up first, and started again
+        # once the old ranks are gone.
+        await session.nodes.abandon_flag_table(cluster_id)
     for c in running:
         await stop_all(session, emit, c.cluster_id)
     return True

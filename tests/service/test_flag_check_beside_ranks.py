@@ -244,3 +244,46 @@ async def test_stop_of_the_cluster_removes_its_help_container(first_launch: Held
         finally:
             await session.close()
     assert left == {n.name: [] for n in sim.inventory}, left
+
+
+async def test_replacing_the_same_cluster_keeps_the_new_launchs_flag_check(
+    first_launch: HeldHelp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same recipe on the same nodes is the same cluster id: stopping the running one
+    # (--replace) must not take the new launch's help run with it, which left the launch
+    # to go on with its flags "not checked".
+    first_launch.release.set()
+    async with SimCluster(scenario()) as sim:
+        session = Session(sim.inventory)
+        try:
+            async for event in session.launch(
+                find_recipe("glm-5.3-flash"), {}, insist=True, follow=False
+            ):
+                if isinstance(event, ev.Question):
+                    event.reply(True)
+            running = session.cluster
+            assert running is not None and running.ready
+            # A new image (its table not kept yet), a misspelt flag, the same cluster.
+            monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path / "new-image-cache"))
+            first_launch.release.clear()
+            first_launch.entered.clear()
+            recipe = misspelt()
+            planned = session.evaluate(recipe, {}).plan
+            assert planned is not None and planned.cluster_id == running.cluster_id
+            with pytest.raises(OperationFailed) as refused:
+                async for event in session.launch(
+                    recipe, {}, insist=True, replace=True, follow=False
+                ):
+                    if isinstance(event, ev.Question):
+                        event.reply(True)
+                    if (
+                        isinstance(event, ev.RankStateChanged)
+                        and event.state is ev.RankState.STARTING
+                    ):
+                        first_launch.release.set()
+            left = containers(sim)
+        finally:
+            await session.close()
+    said = refused.value.message
+    assert "--enable-prefix-cachin is not a flag of the vLLM in" in said, said
+    assert left == {n.name: [] for n in sim.inventory}, left

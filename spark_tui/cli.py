@@ -309,6 +309,7 @@ def _models(sub: Any) -> None:
     )
     p.add_argument("recipe")
     _targets(p)
+    _on(p)
     _sets(p, shortcuts=False)
     _json(p)
 
@@ -326,6 +327,7 @@ def _images(sub: Any) -> None:
     )
     p.add_argument("recipe")
     _targets(p)
+    _on(p)
     _json(p)
 
 

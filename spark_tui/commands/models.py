@@ -31,10 +31,15 @@ from spark_tui.service.sync import IMAGE, SyncTally
 
 
 def where_of(args: argparse.Namespace) -> str:
-    """The flags that name the nodes, for the remedies we print."""
+    """The flags that name the nodes (and the ones `--on` picks), for the remedies we
+    print."""
+    import shlex
+
     from spark_tui.commands.terminal import targets
 
-    return targets(args).as_flags(live=True)
+    t = targets(args)
+    where = t.as_flags(live=True)
+    return f"{where} {shlex.join(['--on', t.on])}" if t.on else where
 
 
 def _eta(seconds: float | None) -> str:

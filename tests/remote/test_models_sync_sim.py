@@ -142,3 +142,26 @@ async def test_models_sync_with_the_hub_unreachable_says_so_and_exits_1(
             assert "HF_ENDPOINT" in out and str(sim.inventory_path) in out
             assert "not complete on:" in out
             assert ": waiting" not in out  # every node says the sync did not get there
+
+
+async def test_models_sync_on_a_subset_leaves_the_other_nodes_alone(
+    sim_scenario, tmp_path, capsys
+) -> None:
+    async with SimCluster(sim_scenario(3)) as sim:
+        head, worker, other = sim.nodes
+        main = put_model(head.home, MODEL, 64 * 1024)
+        put_model(head.home, DRAFT, 16 * 1024)
+        argv = ["models", "sync", str(recipe_file(tmp_path)), "--inventory"]
+        argv += [str(sim.inventory_path), "--on", f"{head.name},{worker.name}"]
+        try:
+            code = await asyncio.to_thread(cli.main, argv)
+            out = capsys.readouterr().out
+            assert code == 0, out
+            assert snapshot(worker.home, MODEL) == main
+            # The node --on left out got nothing: another service may be using it.
+            assert not (hub_of(other.home) / repo_folder(MODEL)).exists()
+            assert other.name not in out
+        finally:
+            for node in (head, worker):
+                for repo in (MODEL, DRAFT):
+                    shutil.rmtree(hub_of(node.home) / repo_folder(repo), ignore_errors=True)

@@ -118,6 +118,18 @@ async def test_images_sync_says_each_node_has_the_heads_image(capsys) -> None:
         assert f"complete on every node: {GLM_IMAGE}" in out
 
 
+async def test_images_sync_on_a_subset_names_only_the_nodes_picked(capsys) -> None:
+    three = Scenario(nodes=3, ssh_port=0, base_address=random_loopback_base(3), pace=0.02)
+    async with SimCluster(three) as sim:
+        h, left_out, picked = (n.name for n in sim.nodes)
+        argv = ["images", "sync", "glm-5.3-flash", "--inventory", str(sim.inventory_path)]
+        code = await asyncio.to_thread(cli.main, [*argv, "--on", f"{h},{picked}"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"syncing glm-5.3-flash's image {GLM_IMAGE} on {h}, {picked}\n" in out
+        assert left_out not in out
+
+
 async def test_images_sync_of_an_image_no_node_has_fails_with_a_remedy(tmp_path, capsys) -> None:
     absent = "sim-registry.invalid/nobody-has-it:1"
     async with SimCluster(scenario()) as sim:

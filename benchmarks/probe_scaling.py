@@ -10,7 +10,11 @@ processes per node). The client's own CPU time per probe is printed beside the w
 
 With `--lab` (Linux, root; under `flock /tmp/lab.lock`) it brings up a namespace lab of 8
 nodes, each with a real OpenSSH sshd and a real dockerd, and probes its first 2 and all 8
-nodes over real SSH: the budget is 8 lab nodes at most 1.2x the time of 2.
+nodes over real SSH: the budget is 8 lab nodes at most 1.2x the time of 2. It times three
+things apart, never one for another: the first probe (every connection opened: key
+exchange, signatures, the login shell), a probe on the open connections (what the cockpit's
+`r`, a launch's and a sweep's probes do: the session keeps its connections), and OpenSSH's
+bare `ssh NODE true` (the floor of opening a connection, nothing of spark-tui in it).
 
     python benchmarks/probe_scaling.py [--repeat 3] [--sizes 2,8,32]
     python benchmarks/probe_scaling.py --lab [--repeat 5]
@@ -20,14 +24,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from spark_tui.remote.probe import probe_nodes
+from spark_tui.remote.probe import probe_nodes, probe_pool
+from spark_tui.remote.ssh import ConnectionPool
+from spark_tui.sim.lab import procs
+from spark_tui.sim.lab.network import NETNS_DIR
 from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
+
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu() -> float:
@@ -52,26 +62,109 @@ async def measure(nodes: int, repeat: int) -> tuple[float, float, float]:
     return statistics.median(times), min(times), cpu
 
 
-async def measure_lab(inventory: list[Any], sizes: list[int], repeat: int) -> dict[int, float]:
-    """Median seconds of a full probe of the first n lab nodes, for each n in `sizes`,
-    the sizes taking turns so that a busy moment of the machine is shared by all."""
-    for n in sizes:
-        await probe_nodes(inventory[:n], ssh_config=None)  # warm-up: imports, host keys
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for _ in range(repeat):
-        for n in sizes:
-            t0 = time.perf_counter()
-            facts = await probe_nodes(inventory[:n], ssh_config=None)
-            times[n].append(time.perf_counter() - t0)
-            errors = [e for f in facts for e in f.errors]
-            assert len(facts) == n and not errors, errors
-    for n in sizes:
-        print(
-            f"probe {n:>3} lab nodes: median {statistics.median(times[n]):.3f} s  "
-            f"best {min(times[n]):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in times[n])})",
-            flush=True,
+def _node_cpu(netns_ids: list[str]) -> float:
+    """CPU seconds of every process in these network namespaces (sshd and what it ran,
+    dockerd, containerd), each with its reaped children's: a process that ends between two
+    readings moves its time into its parent's children's time, so a difference counts it."""
+    total = 0.0
+    for pid in procs.pids_in_namespaces(netns_ids):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return total / _TICKS
+
+
+async def _bare_ssh(inventory: list[Any]) -> None:
+    """OpenSSH's `ssh NODE true` to every node at once: a connection's floor (key exchange,
+    the login shell) with nothing of spark-tui on either side."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ControlMaster=no", "-o", "ControlPath=none"]
+    children = [
+        await asyncio.create_subprocess_exec(
+            *argv,
+            "-i",
+            n.identity_file,
+            "-o",
+            f"UserKnownHostsFile={n.known_hosts}",
+            f"{n.user}@{n.host}",
+            "true",
+            stdin=asyncio.subprocess.DEVNULL,
         )
-    return {n: statistics.median(times[n]) for n in sizes}
+        for n in inventory
+    ]
+    codes = [await c.wait() for c in children]
+    assert codes == [0] * len(codes), codes
+
+
+async def _first_probe(nodes: list[Any]) -> None:
+    # A fresh pool: every node's connection opened (handshakes), probed, closed: `probe`.
+    facts = await probe_nodes(nodes, ssh_config=None)
+    errors = [e for f in facts for e in f.errors]
+    assert len(facts) == len(nodes) and not errors, errors
+
+
+async def _reprobe(pool: ConnectionPool) -> None:
+    # What the cockpit's `r` does (service.discover): open() reconnects only a dropped
+    # connection, then the probe runs on the session's open connections.
+    await pool.open(partial=True)
+    facts = await probe_pool(pool, partial=True)
+    errors = [e for f in facts for e in f.errors]
+    assert len(facts) == len(pool) and not errors, errors
+
+
+KINDS = {
+    "first": "first probe (connections opened: key exchange, login)",
+    "again": "probe on open connections (the cockpit's `r`)",
+    "ssh": "bare OpenSSH `ssh NODE true`, all at once",
+}
+
+
+async def measure_lab(
+    inventory: list[Any], sizes: list[int], repeat: int, netns: list[str]
+) -> dict[tuple[str, int], float]:
+    """Median seconds of each kind of run on the first n lab nodes, for each n in `sizes`,
+    the kinds and sizes taking turns so that a busy moment of the machine is shared by all.
+    Prints the runs, the client's and the nodes' CPU per run, and the load."""
+    pools = {n: ConnectionPool(inventory[:n], ssh_config=None) for n in sizes}
+    runs = {
+        "first": lambda n: _first_probe(inventory[:n]),
+        "again": lambda n: _reprobe(pools[n]),
+        "ssh": lambda n: _bare_ssh(inventory[:n]),
+    }
+    times: dict[tuple[str, int], list[float]] = {(k, n): [] for k in KINDS for n in sizes}
+    client: dict[tuple[str, int], float] = dict.fromkeys(times, 0.0)
+    node: dict[tuple[str, int], float] = dict.fromkeys(times, 0.0)
+    loads = [os.getloadavg()[0]]
+    try:
+        for n in sizes:  # warm-up: imports, host keys, the pools' connections
+            await _first_probe(inventory[:n])
+            await _reprobe(pools[n])
+        for _ in range(repeat):
+            for n in sizes:
+                for kind, run in runs.items():
+                    c0, n0, t0 = _cpu(), _node_cpu(netns[:n]), time.perf_counter()
+                    await run(n)
+                    times[kind, n].append(time.perf_counter() - t0)
+                    client[kind, n] += _cpu() - c0
+                    node[kind, n] += _node_cpu(netns[:n]) - n0
+            loads.append(os.getloadavg()[0])
+    finally:
+        for pool in pools.values():
+            await pool.close()
+    for kind, title in KINDS.items():
+        print(title + ":")
+        for n in sizes:
+            t = times[kind, n]
+            print(
+                f"  {n} lab nodes: median {statistics.median(t):.3f} s  best {min(t):.3f} s  "
+                f"(runs: {', '.join(f'{x:.3f}' for x in t)}); CPU a run: "
+                f"this process {client[kind, n] / repeat * 1000:.0f} ms, "
+                f"the nodes {node[kind, n] / repeat * 1000:.0f} ms",
+                flush=True,
+            )
+    print(f"load (1 min) during the runs: {min(loads):.1f} .. {max(loads):.1f}")
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
 def main_lab(repeat: int) -> int:
@@ -91,11 +184,15 @@ def main_lab(repeat: int) -> int:
     t0 = time.perf_counter()
     lab.up()
     print(f"lab up (8 nodes): {time.perf_counter() - t0:.1f} s", flush=True)
+    netns = [procs.netns_file_id(NETNS_DIR / n.netns) or "" for n in lab.nodes]
     try:
-        results = asyncio.run(measure_lab(lab.inventory_nodes(), [2, 8], repeat))
+        results = asyncio.run(measure_lab(lab.inventory_nodes(), [2, 8], repeat, netns))
     finally:
         lab.down(quiet=True)
-    print(f"ratio 8/2: {results[8] / results[2]:.2f}x (budget: at most 1.2x)")
+    for kind, title in KINDS.items():
+        ratio = results[kind, 8] / results[kind, 2]
+        verdict = "within" if ratio <= 1.2 else "over"
+        print(f"ratio 8/2, {title}: {ratio:.2f}x ({verdict} the 1.2x budget)")
     return 0
 
 

@@ -171,6 +171,21 @@ class LinkAddrs:
     altnames: list[str] = field(default_factory=list)
 
 
+def split_ip_batch(text: str) -> tuple[str, str]:
+    """The `ip -j addr` and the `ip -j neigh` output in that of probe_commands.IP_JSON
+    (`ip -j -batch` prints each command's JSON array in turn; "" for one not printed).
+    Raises ValueError when what comes first is not JSON."""
+    decoder = json.JSONDecoder()
+    parts: list[str] = []
+    rest = text.lstrip()
+    while rest and len(parts) < 2:
+        _, end = decoder.raw_decode(rest)
+        parts.append(rest[:end] + "\n")
+        rest = rest[end:].lstrip()
+    parts += [""] * (2 - len(parts))
+    return parts[0], parts[1]
+
+
 def parse_ip_addr(text: str) -> dict[str, LinkAddrs]:
     """Parse `ip -j addr` (JSON) or, when iproute2 is too old for `-j`, plain `ip addr`."""
     stripped = text.lstrip()

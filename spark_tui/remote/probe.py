@@ -24,7 +24,6 @@ _COMMANDS = pc.SECTIONS
 # What a missing command means for the user, and what to do about it.
 _MISSING = {
     "nvidia_smi": "nvidia-smi not found: is the NVIDIA driver installed?",
-    "nvidia_smi_query": None,  # the same cause as nvidia_smi: said once
     "ibdev2netdev": "ibdev2netdev not found: ConnectX ports unknown (install the "
     "MLNX/DOCA OFED tools, as on DGX OS)",
 }
@@ -38,7 +37,9 @@ def _failed(key: str, cmd: str, res: RunResult) -> str | None:
         return None  # an empty or missing cache is not an error
     first = (res.stderr.strip() or res.stdout.strip()).splitlines()[:1]
     detail = f": {first[0]}" if first else ""
-    return f"`{cmd.split()[0]}` exited {res.exit_status}{detail}"
+    # A section in `sh -c` is named by what it reads ("hostname", "meminfo", "ip"), not "sh".
+    tool = cmd.split()[0]
+    return f"`{key if tool == 'sh' else tool}` exited {res.exit_status}{detail}"
 
 
 async def _run_all(conn: NodeConnection, timeout: float) -> dict[str, RunResult | SparkError]:
@@ -64,7 +65,8 @@ async def _run_all(conn: NodeConnection, timeout: float) -> dict[str, RunResult 
 
 
 def facts_from_outputs(name: str, address: str, outputs: dict[str, str]) -> NodeFacts:
-    """NodeFacts from the stdout of each probe command (keys as in the probe's table)."""
+    """NodeFacts from the stdout of each probe command (keys as in the probe's table, plus
+    "nvidia_smi_query" when the table's GPU name was cut short)."""
     facts = NodeFacts(name=name, address=address)
     get = outputs.get
     facts.hostname = (get("hostname") or "").strip() or None
@@ -81,13 +83,20 @@ def facts_from_outputs(name: str, address: str, outputs: dict[str, str]) -> Node
     facts.memory_available_bytes = mem.available
     facts.page_cache_bytes = mem.page_cache
     ports = parsers.parse_ibdev2netdev(get("ibdev2netdev") or "")
-    links = parsers.parse_ip_addr(get("ip_addr") or "[]") if get("ip_addr") else {}
+    ip_addr, ip_neigh = parsers.split_ip_batch(get("ip") or "")
+    links = parsers.parse_ip_addr(ip_addr) if ip_addr else {}
     speeds = parsers.parse_net_speeds(get("net_speeds") or "")
-    neighbours = parsers.parse_ip_neigh(get("ip_neigh") or "")
+    neighbours = parsers.parse_ip_neigh(ip_neigh)
     facts.interfaces = parsers.build_interfaces(ports, links, speeds, neighbours)
     facts.disk_free_bytes = parsers.parse_df_b1(get("disk_free") or "")
     facts.models = parsers.parse_hf_cache_scan(get("hf_cache") or "")
     return facts
+
+
+def _name_cut_short(table: str) -> bool:
+    # The table's name column holds ~20 characters ("NVIDIA RTX 6000 Ada Gene..."); GB10 fits.
+    name = parsers.parse_nvidia_smi(table).name
+    return name is not None and name.endswith("...")
 
 
 async def probe_node(
@@ -113,13 +122,20 @@ async def probe_node(
                 errors.append(note)
             if key == "hf_cache":
                 outputs[key] = res.stdout  # partial output of a scan is still good
+    if _name_cut_short(outputs.get("nvidia_smi", "")):
+        # Rare (not a GB10): one more command, on the same connection, for the whole name.
+        try:
+            query = await conn.run(pc.NVIDIA_SMI_QUERY, timeout=timeout)
+        except SparkError as exc:
+            errors.append(exc.message)
+        else:
+            if query.ok:
+                outputs["nvidia_smi_query"] = query.stdout
     try:
         facts = facts_from_outputs(conn.name, conn.address, outputs)
     except ValueError as exc:  # malformed JSON from `ip -j`: keep the rest
         errors.append(f"could not read the probe output: {exc}")
-        facts = facts_from_outputs(
-            conn.name, conn.address, {**outputs, "ip_addr": "", "ip_neigh": ""}
-        )
+        facts = facts_from_outputs(conn.name, conn.address, {**outputs, "ip": ""})
     if facts.memory_total_bytes is None:
         errors.append("/proc/meminfo gave no MemTotal: node memory unknown")
     if docker:

@@ -9,18 +9,29 @@ from __future__ import annotations
 import re
 import shlex
 
-HOSTNAME = "hostname"
+# Read with shell builtins, not `hostname`, `uname -m` and `cat`: what those print, without
+# their processes (a node's probe pays for each; a lab of many nodes shares a few cores).
+# The kernel's own files: /proc/sys/kernel/hostname is what `hostname` prints (of the UTS
+# namespace), /proc/sys/kernel/arch is `uname -m` (older kernels lack it: uname then).
+HOSTNAME = 'sh -c \'read -r h </proc/sys/kernel/hostname && printf "%s\\n" "$h"\''
 HOME = "sh -c 'echo \"$HOME\"'"
-ARCH = "uname -m"
+ARCH = (
+    'sh -c \'read -r a 2>/dev/null </proc/sys/kernel/arch || a=$(uname -m) && printf "%s\\n" "$a"\''
+)
+# The table alone: it names the GPU, the driver and CUDA (the query below has no CUDA). Only
+# a name too long for the table's column ends in "...": the probe then asks the query too.
 NVIDIA_SMI = "nvidia-smi"
 NVIDIA_SMI_QUERY = (
     "nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader"
 )
-MEMINFO = "cat /proc/meminfo"
+MEMINFO = 'sh -c \'while IFS= read -r l; do printf "%s\\n" "$l"; done </proc/meminfo\''
 IBDEV2NETDEV = "ibdev2netdev"
 IP_ADDR_JSON = "ip -j addr"
 # Neighbours (ARP/NDP) of every interface (a simulated node answers it as a GB10 does).
 IP_NEIGH_JSON = "ip -j neigh"
+# Both in one `ip` process: its batch mode prints each command's JSON array on its own line.
+# The here-document is no process either (the shell writes a short one into a pipe itself).
+IP_JSON = "sh -c 'ip -j -batch - <<EOF\naddr\nneigh\nEOF'"
 # Link speeds of every netdev, one "name speed" line each ("-1" or empty when unknown).
 # `read`, not `$(cat ...)`: shell builtins only, no process per interface.
 NET_SPEEDS = (
@@ -61,6 +72,7 @@ SIMULATED = (
     IBDEV2NETDEV,
     IP_ADDR_JSON,
     IP_NEIGH_JSON,
+    IP_JSON,
     NET_SPEEDS,
     DOCKER_HOST_ENV,
 )
@@ -71,19 +83,17 @@ SECTIONS: dict[str, str] = {
     "home": HOME,
     "arch": ARCH,
     "nvidia_smi": NVIDIA_SMI,
-    "nvidia_smi_query": NVIDIA_SMI_QUERY,
     "meminfo": MEMINFO,
     "ibdev2netdev": IBDEV2NETDEV,
-    "ip_addr": IP_ADDR_JSON,
-    "ip_neigh": IP_NEIGH_JSON,
+    "ip": IP_JSON,
     "net_speeds": NET_SPEEDS,
     "disk_free": DISK_FREE,
     "hf_cache": HF_CACHE_SCAN,
     "docker_host": DOCKER_HOST_ENV,
 }
-# The sections that run beside the others: nvidia-smi takes a real GPU node the longest
-# (its driver's start, twice), the others are quick and run one after the other.
-_BESIDE = ("nvidia_smi", "nvidia_smi_query")
+# The section that runs beside the others: nvidia-smi takes a real GPU node the longest
+# (its driver's start), the others are quick and run one after the other.
+_BESIDE = ("nvidia_smi",)
 
 # Starts each section of the combined probe's output; no probe command prints it.
 MARK = "@@spark-tui-probe-4e1f@@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +83,21 @@ def test_nvidia_smi_shim_prints_the_reference_table(tmp_path: Path) -> None:
     # The first line is the current date, as on a real node.
     assert out[1:] == reference[1:]
     assert "Not Supported" in out[9]
+
+
+def test_nvidia_smi_shim_dates_its_table_as_date_does_without_a_date_process(
+    tmp_path: Path,
+) -> None:
+    # No `date` on its PATH: the line comes from the shell's builtins (the probe runs the
+    # shim on every lab node at once), in `date`'s form, UTC as the lab keeps.
+    before = int(time.time())
+    first = _shim(tmp_path, shims.NVIDIA_SMI, env={"PATH": "/nonexistent"}).splitlines()[0]
+    after = int(time.time())
+    printed = {
+        time.strftime("%a %b %e %H:%M:%S %Y", time.gmtime(t)) + "       "
+        for t in range(before - 1, after + 2)
+    }
+    assert first in printed
 
 
 def test_nvidia_smi_shim_answers_the_probe_query_and_the_reference_csv_forms(

@@ -55,8 +55,8 @@ def _node(name: str, addrs: dict[str, str], neigh: dict[str, list[str]] | None =
         f"10.1.0.{len(name)}",
         {
             "ibdev2netdev": ibdev,
-            "ip_addr": json.dumps(ip_addr),
-            "ip_neigh": json.dumps(ip_neigh),
+            # `ip -j -batch`: the addresses' array, then the neighbours', a line each.
+            "ip": json.dumps(ip_addr) + "\n" + json.dumps(ip_neigh) + "\n",
             "net_speeds": speeds,
         },
     )

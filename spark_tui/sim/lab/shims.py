@@ -93,7 +93,21 @@ if [ -n "$query" ]; then
   exit 0
 fi
 
-printf '%s       \n' "$(date '+%a %b %e %H:%M:%S %Y')"
+# The date line as `date '+%a %b %e %H:%M:%S %Y'` prints it in UTC (the lab's zone), from
+# builtins (no `date` process): now is the boot time (/proc/stat btime, whole seconds) plus
+# the uptime, then the civil date of that day (H. Hinnant's days-to-civil algorithm).
+read -r up _ </proc/uptime
+while read -r k v; do [ "$k" = btime ] && break; done </proc/stat
+c=${up#*.}; s=$((v + ${up%.*} + (${c%"${c#?}"} >= 5)))
+d=$((s / 86400)); t=$((s % 86400))
+z=$((d + 719468)); era=$((z / 146097)); doe=$((z - era * 146097))
+yoe=$(((doe - doe / 1460 + doe / 36524 - doe / 146096) / 365))
+doy=$((doe - (365 * yoe + yoe / 4 - yoe / 100))); mp=$(((5 * doy + 2) / 153))
+day=$((doy - (153 * mp + 2) / 5 + 1)); y=$((yoe + era * 400 + (mp >= 10)))
+set -- Mar Apr May Jun Jul Aug Sep Oct Nov Dec Jan Feb; shift "$mp"; mon=$1
+set -- Thu Fri Sat Sun Mon Tue Wed; shift $((d % 7)); wd=$1
+printf '%s %s %2d %02d:%02d:%02d %d       \n' "$wd" "$mon" "$day" \
+  $((t / 3600)) $((t % 3600 / 60)) $((t % 60)) "$y"
 # printf, not `cat <<EOF`: no process for the table.
 printf '%s\n' "+-----------------------------------------------------------------------------------------+
 | NVIDIA-SMI $DRIVER              Driver Version: $DRIVER      CUDA Version: $CUDA     |

@@ -119,6 +119,7 @@ class SimNode:
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.command_groups: set[int] = set()  # process groups of commands run for real
         self.exec_sessions = 0  # exec sessions opened on its SSH server (what a probe costs)
+        self.connections_accepted = 0  # SSH connections made to it, ever (handshakes)
         # Every node of the simulation (the cluster sets it): a rank's link traffic is its
         # cluster's, which the head's engine writes on the head's node.
         self.cluster_nodes: list[SimNode] = [self]
@@ -215,9 +216,9 @@ class SimNode:
         if match:
             self.page_cache_bytes = 0
             return (f"{match.group(1)}\n" if "tee" in cmd else ""), 0
-        if cmd == pc.HOSTNAME:
+        if cmd in (pc.HOSTNAME, "hostname"):
             return self.hostname + "\n", 0
-        if cmd == pc.ARCH:
+        if cmd in (pc.ARCH, "uname -m"):
             return "aarch64\n", 0
         if cmd == pc.HOME:
             return f"{self.home}\n", 0
@@ -227,7 +228,7 @@ class SimNode:
             return gb10.nvidia_smi(datetime.now(), self.gpu_processes()), 0
         if cmd == pc.NVIDIA_SMI_QUERY:
             return gb10.nvidia_smi_query(), 0
-        if cmd == pc.MEMINFO:
+        if cmd in (pc.MEMINFO, "cat /proc/meminfo"):
             return gb10.meminfo(self.memory()), 0
         if cmd == pc.IBDEV2NETDEV:
             return gb10.ibdev2netdev(self.scenario), 0
@@ -235,6 +236,9 @@ class SimNode:
             return gb10.ip_addr_json(self.scenario), 0
         if cmd == pc.IP_NEIGH_JSON:
             return gb10.ip_neigh_json(self.scenario, self.peers), 0
+        if cmd == pc.IP_JSON:  # `ip -j -batch`: each command's array on its own line
+            addr = gb10.ip_addr_json(self.scenario)
+            return addr + gb10.ip_neigh_json(self.scenario, self.peers), 0
         if cmd == pc.NET_SPEEDS:
             return gb10.net_speeds(self.scenario), 0
         if cmd.startswith(link_sample.COMMAND_START):

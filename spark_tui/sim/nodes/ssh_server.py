@@ -30,6 +30,7 @@ class NodeSSHServer(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
         self.node.connections.add(conn)
+        self.node.connections_accepted += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:

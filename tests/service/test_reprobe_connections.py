@@ -1,0 +1,60 @@
+"""A probe again (the cockpit's `r`, a launch's or a sweep's probe) runs on the session's open
+SSH connections: no node sees a new connection (key exchange, login) for it; a connection
+that dropped is opened again, only that one. Real Session over simulated Sparks, whose SSH
+servers count the connections made to them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from spark_tui.service import events as ev
+from spark_tui.service.session import Session
+from spark_tui.service.ssh_nodes import SshNodes
+from spark_tui.sim.nodes import Scenario, SimCluster, random_loopback_base
+
+
+async def _probed(session: Session, *, first: bool = False) -> ev.Probed:
+    events = [e async for e in (session.discover() if first else session.probe())]
+    probed = [e for e in events if isinstance(e, ev.Probed)]
+    assert len(probed) == 1
+    assert all(not f.errors for f in probed[0].nodes), [f.errors for f in probed[0].nodes]
+    return probed[0]
+
+
+async def test_a_probe_again_reuses_the_open_connections_and_reopens_a_dropped_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    scenario = Scenario(nodes=3, ssh_port=0, base_address=random_loopback_base(3))
+    async with SimCluster(scenario) as sim:
+        nodes = SshNodes(sim.inventory)
+        session = Session(sim.inventory, nodes=nodes)
+        try:
+            await _probed(session, first=True)
+            assert [n.connections_accepted for n in sim.nodes] == [1, 1, 1]
+            sessions = [n.exec_sessions for n in sim.nodes]
+            for _ in range(2):
+                again = await _probed(session)
+                assert len(again.nodes) == 3
+            assert [n.connections_accepted for n in sim.nodes] == [1, 1, 1]
+            # Each probe again did run its command on every node (not facts kept from before).
+            assert all(n.exec_sessions > s for n, s in zip(sim.nodes, sessions, strict=True))
+
+            # The second node drops its connection (sshd restarted, a cable pulled and back).
+            dropped = sim.nodes[1]
+            for conn in list(dropped.connections):
+                conn.close()
+            conn_of = nodes.pool[dropped.name]
+            for _ in range(500):  # until the client has seen the end of it
+                if not conn_of.connected:
+                    break
+                await asyncio.sleep(0.01)
+            assert not conn_of.connected
+            after = await _probed(session)
+            assert [f.name for f in after.nodes] == [n.name for n in sim.nodes]
+            assert [n.connections_accepted for n in sim.nodes] == [1, 2, 1]
+        finally:
+            await session.close()

@@ -18,6 +18,7 @@ from labkit import lab_guard
 
 from spark_tui.core.inventory import InventoryNode
 from spark_tui.remote import probe_commands
+from spark_tui.remote.parsers import parse_ip_addr, split_ip_batch
 from spark_tui.sim.lab import Lab
 from spark_tui.sim.lab.image import LAB_IMAGE, recipe_images
 from spark_tui.sim.lab.shims import mem_total_kb
@@ -114,6 +115,16 @@ async def test_gb10_shims_answer_the_probe_commands_with_each_nodes_names(
             ib = await conn.run(probe_commands.IBDEV2NETDEV, check=True, timeout=10)
             mem = await conn.run(probe_commands.MEMINFO, check=True, timeout=10)
             addr = await conn.run(probe_commands.IP_ADDR_JSON, check=True, timeout=10)
+            batch = await conn.run(probe_commands.IP_JSON, check=True, timeout=10)
+            names = [
+                await conn.run(cmd, check=True, timeout=10)
+                for cmd in (probe_commands.HOSTNAME, "hostname", probe_commands.ARCH, "uname -m")
+            ]
+        # The builtins' reads print what the tools print, on the node's own namespaces.
+        assert names[0].stdout == names[1].stdout and names[2].stdout == names[3].stdout
+        batch_addr, batch_neigh = split_ip_batch(str(batch.stdout))
+        assert sorted(parse_ip_addr(batch_addr)) == sorted(parse_ip_addr(str(addr.stdout)))
+        assert batch_neigh.startswith("[")
         assert smi.stdout == "NVIDIA GB10, 580.95.05, [N/A], [N/A]\n"
         assert "Not Supported" in str(table.stdout) and "NVIDIA GB10" in str(table.stdout)
         rdma = "roce" + layout.ifname[2:].rsplit("np", 1)[0]

@@ -130,6 +130,11 @@ class FoundCluster:
     recipe: str | None
     base_url: str  # http://127.0.0.1:PORT (the local end of the forward)
     ranks: list[dict[str, Any]] = field(default_factory=list)  # rank, node, labels, argv
+    # The API as the head sees it (what the forward reaches), for clients that open their
+    # own channels on the head's connection.
+    head_node: str | None = None
+    api_host: str = "127.0.0.1"
+    api_port: int | None = None
 
 
 async def find_api(
@@ -158,10 +163,14 @@ async def find_api(
     finally:
         await close_dockers(dockers)
     head = cluster.ranks[0]
-    port = await pool[head.node].forward_local_port(api_host, api_port_of(head_argv, head.labels))
+    api_port = api_port_of(head_argv, head.labels)
+    port = await pool[head.node].forward_local_port(api_host, api_port)
     return FoundCluster(
         cluster_id=cluster.cluster_id,
         recipe=cluster.recipe,
         base_url=f"http://127.0.0.1:{port}",
         ranks=ranks,
+        head_node=head.node,
+        api_host=api_host,
+        api_port=api_port,
     )

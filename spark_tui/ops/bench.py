@@ -20,12 +20,17 @@ How the figures are taken (all on the client, with `time.perf_counter`):
   reply's `usage` is checked against the lengths asked for, and a level counts the misses.
 - Goodput: the requests per second of a level that met every per-request target.
 - With repeats, each figure has a 95 % confidence interval over them (Student's t).
-- `/metrics` is sampled every `metrics_interval_s` (1 s) while a level runs; per level the max
-  and mean of the KV-cache use and of the running/waiting request counts are kept. Not more
+- `/metrics` is sampled every `metrics_interval_s` (1 s) while a level runs, the first half
+  an interval in; per level the max and mean of the KV-cache use and of the running/waiting
+  request counts are kept (only those gauges' lines are parsed). Not more
   often: each sample costs the server's API process a render of its whole page (real vLLM
   0.32: about 60 kB and 4 ms of CPU, on the process that streams the tokens being timed) and
   the client a parse, so sampling every 0.25 s took measurable CPU from the engine that
   `vllm bench serve`, which samples nothing, leaves alone.
+- Through SSH (our cluster's API), the requests go over direct TCP/IP channels of the head's
+  open connection (`transport`), not through the forward's local port: the relay between a
+  local socket and the channel cost this machine's CPU on every streamed chunk (a quarter
+  of the client's CPU per reply) and a socket hop each way before the first token is seen.
 - Prompts are new to the server on every run (a per-run salt): no prefix-cache hits unless
   the workload asks for a shared prefix. vLLM's `bench serve` with its random dataset sends
   the same prompts for the same `--seed`, so a repeated run of it hits the prefix cache and
@@ -73,6 +78,12 @@ class BenchConfig(JsonRecord):
     force_output_length: bool = True
     metrics_interval_s: float = 1.0
     timeout_s: float = 600.0
+
+    @property
+    def max_connections(self) -> int:
+        """The client's pool: one connection per request in flight, a few spare (the
+        `/metrics` sampler's)."""
+        return max(self.concurrency, default=1) + 4
 
     def requests_for(self, concurrency: int) -> int:
         return self.requests_per_level if self.requests_per_level > 0 else 2 * concurrency
@@ -284,6 +295,9 @@ class _MetricsSampler:
             self.values[k].append(v)
 
     async def run(self) -> None:
+        # Not at the level's start: nothing runs yet to be seen, and the server would render
+        # its page just as the first requests arrive, on the process that admits them.
+        await asyncio.sleep(self.interval_s / 2)
         while self.available:
             await self.sample_once()
             await asyncio.sleep(self.interval_s)
@@ -310,8 +324,10 @@ class BenchRun:
         *,
         api_key: str | None = None,
         emit: Emit[BenchUpdate] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base = normalize_base_url(base_url)
+        self._transport = transport
         self.config = config or BenchConfig()
         self.api_key = api_key
         self._emit = emit
@@ -517,14 +533,18 @@ class BenchRun:
         workload = cfg.workload.reloaded()
         res = self.result
         res.started_at = _now()
-        limits = httpx.Limits(max_connections=max(cfg.concurrency) + 4)
+        limits = httpx.Limits(max_connections=cfg.max_connections)
         headers = auth_headers(self.api_key)
         timeout = httpx.Timeout(cfg.timeout_s, connect=5.0)
         depths = workload.context_depths
         levels = len(depths) * len(cfg.concurrency)
         try:
             async with httpx.AsyncClient(
-                timeout=timeout, limits=limits, headers=headers, trust_env=False
+                timeout=timeout,
+                limits=limits,
+                headers=headers,
+                trust_env=False,
+                transport=self._transport,
             ) as client:
                 if not res.model:
                     res.model = await self._first_model(client)

@@ -550,6 +550,15 @@ class NodeConnection:
         self._forwards.append(_Forward("port", port, dest_host, dest_port, "", listener))
         return port
 
+    async def open_tcp(
+        self, dest_host: str, dest_port: int
+    ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
+        """A direct TCP/IP channel to dest_host:dest_port (as the node sees it) on the open
+        connection, with no local listener: its reader and writer (see `remote.ssh_http`)."""
+        await self.ensure_connected()
+        reader, writer = await self.connection.open_connection(dest_host, dest_port, encoding=None)
+        return reader, writer
+
     def note_docker_host(self, value: str) -> None:
         """The node's DOCKER_HOST as a probe read it (empty when unset): the socket is then
         found without a session of its own."""

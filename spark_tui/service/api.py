@@ -25,6 +25,9 @@ class ApiTarget:
     tool_call_parser: str | None = None
     launch: Run | None = None
     cluster_id: str | None = None  # the cluster of ours serving it (None: another server)
+    # Where the forward ends on the head (node, host, port as the head sees them): a
+    # benchmark opens its own channels there instead of going through the forward's port.
+    head_api: tuple[str, str, int] | None = None
 
 
 def target_from_argv(base_url: str, argv: Sequence[str], **kw: Any) -> ApiTarget:
@@ -55,6 +58,8 @@ async def find_target(session: Session, base_url: str | None, model: str | None)
         t = target_from_argv(cluster.base_url, cluster.head_argv, via_cluster=True)
         t.launch = cluster.launch_run
         t.cluster_id = cluster.cluster_id
+        head_node = next((node for rank, node in cluster.ranks if rank == 0), None)
+        t.head_api = (head_node, "127.0.0.1", cluster.api_port) if head_node else None
     else:
         await session.connect(strict=True)
         found = await session.nodes.find_api(chosen)
@@ -62,5 +67,7 @@ async def find_target(session: Session, base_url: str | None, model: str | None)
         t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
         t.launch = session.history.launch_of(found.cluster_id, found.recipe)
         t.cluster_id = found.cluster_id
+        if found.head_node and found.api_port:
+            t.head_api = (found.head_node, found.api_host, found.api_port)
     t.model = model or t.model
     return t

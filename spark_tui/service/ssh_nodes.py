@@ -216,7 +216,18 @@ class SshNodes:
     ) -> BenchRunning:
         from spark_tui.ops.bench import BenchRun
 
-        return BenchRun(target.base_url, target.model, config, emit=emit)
+        transport = None
+        if target.head_api is not None and self._pool is not None:
+            from spark_tui.remote.ssh_http import ChannelTransport
+
+            # Channels of the head's open connection, not the forward's local port: a
+            # relay through a local socket is not on the path the first token is timed on.
+            node, host, port = target.head_api
+            conn = self._pool[node]
+            transport = ChannelTransport(
+                lambda: conn.open_tcp(host, port), max_connections=config.max_connections
+            )
+        return BenchRun(target.base_url, target.model, config, emit=emit, transport=transport)
 
     async def model_sync(
         self,

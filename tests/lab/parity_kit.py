@@ -103,7 +103,30 @@ class Comparison:
                 f"server, {who} rounds: prompt tokens {[x[who]['prompt_tokens'] for x in seen]}, "
                 f"prefix-cache hits {[x[who]['hits'] for x in seen]}"
             )
+        lines.append(
+            "TTFT mean split (ms, medians over rounds): the engine's own clock (request handed "
+            "to the engine -> first token) + the rest (request sent, parsed, templated, "
+            "tokenized; first chunk back to the client)"
+        )
+        for who in ("vllm", "spark"):
+            engine, rest = self.ttft_split(who)
+            lines.append(f"  {who:<6} engine {engine * 1000:6.1f}  rest {rest * 1000:6.1f}")
         return "\n".join(lines)
+
+    def ttft_split(self, who: str) -> tuple[float, float]:
+        """Median over rounds of the server's own mean TTFT, and of the client's mean TTFT
+        minus it (spark-tui's server figure includes its warm-up request, 1 of 49)."""
+        engine, rest = [], []
+        for raw in self.raw:
+            server = raw["server"][who]
+            if not server.get("ttft_count"):
+                continue
+            mean = server["ttft_sum_s"] / server["ttft_count"]
+            engine.append(mean)
+            rest.append(client_ttft_mean(who, raw[who]) - mean)
+        if not engine:
+            return float("nan"), float("nan")
+        return statistics.median(engine), statistics.median(rest)
 
 
 def template_tokens(base: str, model: str) -> int:
@@ -280,11 +303,17 @@ def spark_figures(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-SERVER_COUNTERS = ("vllm:prompt_tokens_total", "vllm:prefix_cache_hits_total")
+SERVER_COUNTERS = (
+    "vllm:prompt_tokens_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count",
+)
 
 
 def server_counters(base: str) -> dict[str, float]:
-    """The server's prompt tokens and prefix-cache hits so far (summed over engines)."""
+    """The server's prompt tokens, prefix-cache hits and its own TTFT histogram's sum and
+    count so far (summed over engines)."""
     page = httpx.get(base + "/metrics", timeout=60).text
     return {
         name: sum(
@@ -300,7 +329,17 @@ def _since(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {
         "prompt_tokens": after[SERVER_COUNTERS[0]] - before[SERVER_COUNTERS[0]],
         "hits": after[SERVER_COUNTERS[1]] - before[SERVER_COUNTERS[1]],
+        "ttft_sum_s": after[SERVER_COUNTERS[2]] - before[SERVER_COUNTERS[2]],
+        "ttft_count": after[SERVER_COUNTERS[3]] - before[SERVER_COUNTERS[3]],
     }
+
+
+def client_ttft_mean(who: str, result: dict[str, Any]) -> float:
+    """A run's mean TTFT as the tool measured it (seconds)."""
+    if who == "vllm":
+        return float(result["mean_ttft_ms"]) / 1000.0
+    (level,) = result["levels"]
+    return statistics.fmean(level["per_request"]["ttft_s"])
 
 
 def head_container(socket: Path) -> Any:

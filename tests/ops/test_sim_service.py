@@ -179,7 +179,7 @@ async def test_bench_figures_agree_with_the_openai_client(glm: SimService) -> No
 
 async def test_bench_samples_metrics_at_most_once_a_second_by_default(glm: SimService) -> None:
     """Each /metrics sample costs the server a render of its page on the process that streams
-    the timed tokens: by default a level samples once at its start and then once a second."""
+    the timed tokens: by default a level samples half a second in and then once a second."""
     cfg = BenchConfig(
         concurrency=(2,),
         workload=Workload(prompt_tokens=64, output_tokens=160),

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,52 @@ LATER = (
     "spark_tui.core.recipe",
     "spark_tui.ui.widgets.link_lines",
     "spark_tui.ui.quitting",
+    # The bundled themes are read without it; recipes and the config file load it later.
+    "yaml",
 )
+
+# Every spark-tui module the first frame imports (compiled at each start of a fresh checkout).
+FIRST_FRAME = [
+    "spark_tui",
+    "spark_tui.cli",
+    "spark_tui.commands",
+    "spark_tui.commands.demo",
+    "spark_tui.commands.shortcuts",
+    "spark_tui.commands.tty",
+    "spark_tui.core",
+    "spark_tui.core.errors",
+    "spark_tui.core.ports",
+    "spark_tui.core.timeouts",
+    "spark_tui.service",
+    "spark_tui.service.api",
+    "spark_tui.service.cluster",
+    "spark_tui.service.discover",
+    "spark_tui.service.endpoint",
+    "spark_tui.service.event_stream",
+    "spark_tui.service.pump",
+    "spark_tui.service.session",
+    "spark_tui.service.ssh_nodes",
+    "spark_tui.ui",
+    "spark_tui.ui.app",
+    "spark_tui.ui.config",
+    "spark_tui.ui.demo_app",
+    "spark_tui.ui.demo_session",
+    "spark_tui.ui.driver",
+    "spark_tui.ui.paths",
+    "spark_tui.ui.runner",
+    "spark_tui.ui.screens",
+    "spark_tui.ui.screens.main",
+    "spark_tui.ui.themes",
+    "spark_tui.ui.widgets",
+    "spark_tui.ui.widgets.fitpanel",
+    "spark_tui.ui.widgets.gauges",
+    "spark_tui.ui.widgets.link",
+    "spark_tui.ui.widgets.nodes",
+    "spark_tui.ui.widgets.rankpanes",
+    "spark_tui.ui.widgets.recipes",
+    "spark_tui.ui.widgets.results",
+    "spark_tui.ui.workers",
+]
 
 # A module imported to be loaded on first use (importlib's LazyLoader) is in sys.modules as
 # a subclass of ModuleType until it has run.
@@ -69,6 +115,7 @@ def loaded(name):
     return type(sys.modules.get(name)) is types.ModuleType
 {code}
 print(json.dumps(sorted(m for m in {later!r} if loaded(m))))
+print(json.dumps(sorted(m for m in list(sys.modules) if m.startswith("spark_tui") and loaded(m))))
 """
 
 # `spark-tui demo` up to its first frame: the CLI and the demo command, then the app and its
@@ -83,7 +130,8 @@ app = demo_app(nodes=2, memory_gb=128, recipe=None, theme=None, pace=0.5, token_
 """
 
 
-def loaded_after(code: str) -> list[str]:
+def probe(code: str) -> tuple[list[str], list[str]]:
+    """(the names of LATER loaded, every spark-tui module loaded) after `code` runs."""
     result = subprocess.run(
         [sys.executable, "-c", PROBE.format(code=code, later=LATER)],
         capture_output=True,
@@ -91,11 +139,29 @@ def loaded_after(code: str) -> list[str]:
         timeout=60,
         check=True,
     )
-    return list(json.loads(result.stdout))
+    later, ours = result.stdout.splitlines()[-2:]
+    return list(json.loads(later)), list(json.loads(ours))
+
+
+def loaded_after(code: str) -> list[str]:
+    return probe(code)[0]
 
 
 def test_the_demo_app_and_session_load_none_of_it() -> None:
     assert loaded_after(DEMO) == []
+
+
+def test_the_first_frame_compiles_only_the_modules_listed() -> None:
+    assert probe(DEMO)[1] == FIRST_FRAME
+
+
+def test_a_theme_not_in_the_plain_form_loads_yaml(tmp_path: Path) -> None:
+    # The probe sees PyYAML when a theme needs it (the user's themes are read at start too).
+    themes = tmp_path / "spark-tui" / "themes"
+    themes.mkdir(parents=True)
+    (themes / "flow.yaml").write_text("name: flow\nprimary: '#76B900'\nvariables: {}\n")
+    code = f"import os\nos.environ['XDG_CONFIG_HOME'] = {str(tmp_path)!r}\n" + DEMO
+    assert "yaml" in loaded_after(code)
 
 
 @pytest.mark.parametrize("name", LATER)

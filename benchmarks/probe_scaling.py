@@ -13,8 +13,9 @@ nodes, each with a real OpenSSH sshd and a real dockerd, and probes its first 2 
 nodes over real SSH: the budget is 8 lab nodes at most 1.2x the time of 2. It times three
 things apart, never one for another: the first probe (every connection opened: key
 exchange, signatures, the login shell), a probe on the open connections (what the cockpit's
-`r`, a launch's and a sweep's probes do: the session keeps its connections), and OpenSSH's
-bare `ssh NODE true` (the floor of opening a connection, nothing of spark-tui in it).
+`r`, a launch's and a sweep's probes do: the session keeps its connections and Docker
+clients), and two floors of opening connections with nothing of the probe in them: the
+probe's own client connecting, running `true` and closing, and OpenSSH's `ssh NODE true`.
 
     python benchmarks/probe_scaling.py [--repeat 3] [--sizes 2,8,32]
     python benchmarks/probe_scaling.py --lab [--repeat 5]
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spark_tui.remote.probe import probe_nodes, probe_pool
+from spark_tui.remote.probe import ProbeDockers, probe_nodes, probe_pool
 from spark_tui.remote.ssh import ConnectionPool
 from spark_tui.sim.lab import procs
 from spark_tui.sim.lab.network import NETNS_DIR
@@ -43,6 +44,12 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def _client_cpu() -> float:
+    """This process's CPU time and its reaped children's (the OpenSSH clients)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return _cpu() + r.ru_utime + r.ru_stime
 
 
 async def measure(nodes: int, repeat: int) -> tuple[float, float, float]:
@@ -97,6 +104,14 @@ async def _bare_ssh(inventory: list[Any]) -> None:
     assert codes == [0] * len(codes), codes
 
 
+async def _connect_true(inventory: list[Any]) -> None:
+    """The probe's own client (asyncssh) opening every node's connection at once, running
+    `true` on each and closing: the part of a first probe no probe command can cut."""
+    async with ConnectionPool(inventory, ssh_config=None) as pool:
+        results = await asyncio.gather(*(c.run("true") for c in pool))
+    assert all(r.ok for r in results)
+
+
 async def _first_probe(nodes: list[Any]) -> None:
     # A fresh pool: every node's connection opened (handshakes), probed, closed: `probe`.
     facts = await probe_nodes(nodes, ssh_config=None)
@@ -104,11 +119,12 @@ async def _first_probe(nodes: list[Any]) -> None:
     assert len(facts) == len(nodes) and not errors, errors
 
 
-async def _reprobe(pool: ConnectionPool) -> None:
-    # What the cockpit's `r` does (service.discover): open() reconnects only a dropped
-    # connection, then the probe runs on the session's open connections.
+async def _reprobe(pool: ConnectionPool, dockers: ProbeDockers) -> None:
+    # What the cockpit's `r` does (service.discover, SshNodes.probe): open() reconnects only
+    # a dropped connection, then the probe runs on the session's open connections and the
+    # Docker clients its probes keep.
     await pool.open(partial=True)
-    facts = await probe_pool(pool, partial=True)
+    facts = await probe_pool(pool, partial=True, dockers=dockers)
     errors = [e for f in facts for e in f.errors]
     assert len(facts) == len(pool) and not errors, errors
 
@@ -116,7 +132,8 @@ async def _reprobe(pool: ConnectionPool) -> None:
 KINDS = {
     "first": "first probe (connections opened: key exchange, login)",
     "again": "probe on open connections (the cockpit's `r`)",
-    "ssh": "bare OpenSSH `ssh NODE true`, all at once",
+    "connect": "connect, `true`, close (asyncssh, the probe's client), all at once",
+    "ssh": "bare OpenSSH `ssh NODE true`, all at once (its ssh processes' CPU counted)",
 }
 
 
@@ -125,11 +142,14 @@ async def measure_lab(
 ) -> dict[tuple[str, int], float]:
     """Median seconds of each kind of run on the first n lab nodes, for each n in `sizes`,
     the kinds and sizes taking turns so that a busy moment of the machine is shared by all.
-    Prints the runs, the client's and the nodes' CPU per run, and the load."""
+    Prints the runs, the client's (this process and the ssh it starts) and the nodes' CPU
+    per run, and the load."""
     pools = {n: ConnectionPool(inventory[:n], ssh_config=None) for n in sizes}
+    dockers = {n: ProbeDockers() for n in sizes}
     runs = {
         "first": lambda n: _first_probe(inventory[:n]),
-        "again": lambda n: _reprobe(pools[n]),
+        "again": lambda n: _reprobe(pools[n], dockers[n]),
+        "connect": lambda n: _connect_true(inventory[:n]),
         "ssh": lambda n: _bare_ssh(inventory[:n]),
     }
     times: dict[tuple[str, int], list[float]] = {(k, n): [] for k in KINDS for n in sizes}
@@ -139,18 +159,19 @@ async def measure_lab(
     try:
         for n in sizes:  # warm-up: imports, host keys, the pools' connections
             await _first_probe(inventory[:n])
-            await _reprobe(pools[n])
+            await _reprobe(pools[n], dockers[n])
         for _ in range(repeat):
             for n in sizes:
                 for kind, run in runs.items():
-                    c0, n0, t0 = _cpu(), _node_cpu(netns[:n]), time.perf_counter()
+                    c0, n0, t0 = _client_cpu(), _node_cpu(netns[:n]), time.perf_counter()
                     await run(n)
                     times[kind, n].append(time.perf_counter() - t0)
-                    client[kind, n] += _cpu() - c0
+                    client[kind, n] += _client_cpu() - c0
                     node[kind, n] += _node_cpu(netns[:n]) - n0
             loads.append(os.getloadavg()[0])
     finally:
-        for pool in pools.values():
+        for n, pool in pools.items():
+            await dockers[n].close()
             await pool.close()
     for kind, title in KINDS.items():
         print(title + ":")
@@ -159,7 +180,7 @@ async def measure_lab(
             print(
                 f"  {n} lab nodes: median {statistics.median(t):.3f} s  best {min(t):.3f} s  "
                 f"(runs: {', '.join(f'{x:.3f}' for x in t)}); CPU a run: "
-                f"this process {client[kind, n] / repeat * 1000:.0f} ms, "
+                f"client {client[kind, n] / repeat * 1000:.0f} ms, "
                 f"the nodes {node[kind, n] / repeat * 1000:.0f} ms",
                 flush=True,
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import SparkError, UnreachableError
 from spark_tui.core.facts import NodeFacts
@@ -16,6 +17,9 @@ from spark_tui.remote import parsers
 from spark_tui.remote import probe_commands as pc
 from spark_tui.remote.hostkeys import HostKeyConfirm
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection, RunResult, combine_errors
+
+if TYPE_CHECKING:
+    from spark_tui.remote.docker_remote import RemoteDocker
 
 # The label every container of ours carries (see core.plan.LABEL_PREFIX).
 CLUSTER_LABEL = "spark-tui.cluster"
@@ -100,9 +104,14 @@ def _name_cut_short(table: str) -> bool:
 
 
 async def probe_node(
-    conn: NodeConnection, *, timeout: float = 30.0, docker: bool = True
+    conn: NodeConnection,
+    *,
+    timeout: float = 30.0,
+    docker: bool = True,
+    dockers: ProbeDockers | None = None,
 ) -> NodeFacts:
-    """Probe one connected node: every command at once, then Docker through the socket."""
+    """Probe one connected node: every command at once, then Docker through the socket
+    (through the client `dockers` keeps for the node, when given)."""
     results = await _run_all(conn, timeout)
     docker_host = results.get("docker_host")
     if isinstance(docker_host, RunResult) and docker_host.ok:
@@ -139,28 +148,69 @@ async def probe_node(
     if facts.memory_total_bytes is None:
         errors.append("/proc/meminfo gave no MemTotal: node memory unknown")
     if docker:
-        await _probe_docker(conn, facts, errors)
+        await _probe_docker(conn, facts, errors, dockers)
     facts.errors = errors
     return facts
 
 
-async def _probe_docker(conn: NodeConnection, facts: NodeFacts, errors: list[str]) -> None:
-    # Imported here: the headless paths that never probe must not import the Docker SDK.
+class ProbeDockers:
+    """The Docker client of each node that a session's probes keep between probes: a probe
+    again asks the engine over the open client (its forward and HTTP connection) instead of
+    a new client, a new connection and a /_ping each time, which were most of a probe's CPU
+    on this side. A client that failed is dropped (the next probe opens one); a reconnected
+    SSH connection is handled by the client itself. Close it before the connections."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, RemoteDocker] = {}
+
+    async def get(self, conn: NodeConnection) -> RemoteDocker:
+        """The node's kept client (opened now if there is none for this connection)."""
+        # Imported here: the headless paths that never probe must not import the Docker SDK.
+        from spark_tui.remote.docker_remote import RemoteDocker
+
+        kept = self._open.get(conn.name)
+        if kept is not None and kept.conn is conn:
+            return kept
+        if kept is not None:
+            await self.drop(conn.name)
+        docker = await RemoteDocker.open(conn)
+        self._open[conn.name] = docker
+        return docker
+
+    async def drop(self, name: str) -> None:
+        """Close and forget node `name`'s client."""
+        docker = self._open.pop(name, None)
+        if docker is not None:
+            await docker.close()
+
+    async def close(self) -> None:
+        for name in list(self._open):
+            await self.drop(name)
+
+
+async def _probe_docker(
+    conn: NodeConnection, facts: NodeFacts, errors: list[str], dockers: ProbeDockers | None
+) -> None:
     from spark_tui.remote.docker_remote import RemoteDocker
 
     try:
-        docker = await RemoteDocker.open(conn)
+        docker = await (dockers.get(conn) if dockers is not None else RemoteDocker.open(conn))
     except SparkError as exc:
         errors.append(f"{exc.message} ({exc.remedy})")
         return
+    failed = False
     try:
         facts.docker_version = await docker.version()
         facts.images = await docker.images()
         facts.containers = await docker.containers(labels=[CLUSTER_LABEL])
     except SparkError as exc:
+        failed = True
         errors.append(f"{exc.message} ({exc.remedy})")
     finally:
-        await docker.close()
+        if dockers is None:
+            await docker.close()
+        elif failed:
+            await dockers.drop(conn.name)
 
 
 def unreachable_facts(node: InventoryNode, error: SparkError) -> NodeFacts:
@@ -171,12 +221,18 @@ def unreachable_facts(node: InventoryNode, error: SparkError) -> NodeFacts:
 
 
 async def probe_pool(
-    pool: ConnectionPool, *, partial: bool = False, docker: bool = True, timeout: float = 30.0
+    pool: ConnectionPool,
+    *,
+    partial: bool = False,
+    docker: bool = True,
+    timeout: float = 30.0,
+    dockers: ProbeDockers | None = None,
 ) -> list[NodeFacts]:
-    """Probe every node of an opened pool (unreachable ones as facts with errors if partial)."""
+    """Probe every node of an opened pool (unreachable ones as facts with errors if partial);
+    `dockers`: the Docker clients kept between the probes of a session."""
     reachable = pool.reachable
     probed = await asyncio.gather(
-        *(probe_node(c, timeout=timeout, docker=docker) for c in reachable),
+        *(probe_node(c, timeout=timeout, docker=docker, dockers=dockers) for c in reachable),
         return_exceptions=True,
     )
     by_name: dict[str, NodeFacts] = {}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
     from spark_tui.ops.events import Emit
     from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.remote.probe import ProbeDockers
     from spark_tui.remote.ssh import ConnectionPool
     from spark_tui.service import events as ev
     from spark_tui.service.api import ApiTarget
@@ -45,6 +46,7 @@ class SshNodes:
         self.sync_cache = sync_cache
         self._pool: ConnectionPool | None = None
         self._confirm: ConfirmKey | None = None
+        self._probe_dockers: ProbeDockers | None = None
 
     @property
     def pool(self) -> ConnectionPool:
@@ -77,9 +79,13 @@ class SshNodes:
         return self._confirm is not None and await self._confirm(host, fingerprint)
 
     async def probe(self) -> list[NodeFacts]:
-        from spark_tui.remote.probe import probe_pool
+        from spark_tui.remote.probe import ProbeDockers, probe_pool
 
-        return list(await probe_pool(self.pool, partial=True))
+        # A probe again (the cockpit's `r`, a launch's) reuses the connections and the
+        # Docker clients of the one before.
+        if self._probe_dockers is None:
+            self._probe_dockers = ProbeDockers()
+        return list(await probe_pool(self.pool, partial=True, dockers=self._probe_dockers))
 
     async def status(self) -> list[ClusterStatus]:
         from spark_tui.ops.cluster import status
@@ -263,4 +269,6 @@ class SshNodes:
 
             # Their help containers are removed over the pool's connections: first.
             await FlagTables.of(self._pool).close()
+            if self._probe_dockers is not None:
+                await self._probe_dockers.close()
             await self._pool.close()

@@ -1,7 +1,8 @@
 """A probe again (the cockpit's `r`, a launch's or a sweep's probe) runs on the session's open
-SSH connections: no node sees a new connection (key exchange, login) for it; a connection
-that dropped is opened again, only that one. Real Session over simulated Sparks, whose SSH
-servers count the connections made to them."""
+SSH connections and Docker clients: no node sees a new SSH connection (key exchange, login)
+nor a new Docker API connection for it; a connection that dropped is opened again, only
+that one. Real Session over simulated Sparks, whose SSH servers and Docker APIs count the
+connections made to them."""
 
 from __future__ import annotations
 
@@ -33,13 +34,16 @@ async def test_a_probe_again_reuses_the_open_connections_and_reopens_a_dropped_o
         nodes = SshNodes(sim.inventory)
         session = Session(sim.inventory, nodes=nodes)
         try:
-            await _probed(session, first=True)
+            first = await _probed(session, first=True)
             assert [n.connections_accepted for n in sim.nodes] == [1, 1, 1]
             sessions = [n.exec_sessions for n in sim.nodes]
+            docker_connections = [n.docker.connections_accepted for n in sim.nodes]
             for _ in range(2):
                 again = await _probed(session)
-                assert len(again.nodes) == 3
+                assert [f.images for f in again.nodes] == [f.images for f in first.nodes]
+                assert all(f.docker_version for f in again.nodes)
             assert [n.connections_accepted for n in sim.nodes] == [1, 1, 1]
+            assert [n.docker.connections_accepted for n in sim.nodes] == docker_connections
             # Each probe again did run its command on every node (not facts kept from before).
             assert all(n.exec_sessions > s for n, s in zip(sim.nodes, sessions, strict=True))
 
@@ -55,6 +59,7 @@ async def test_a_probe_again_reuses_the_open_connections_and_reopens_a_dropped_o
             assert not conn_of.connected
             after = await _probed(session)
             assert [f.name for f in after.nodes] == [n.name for n in sim.nodes]
+            assert [f.images for f in after.nodes] == [f.images for f in first.nodes]
             assert [n.connections_accepted for n in sim.nodes] == [1, 2, 1]
         finally:
             await session.close()

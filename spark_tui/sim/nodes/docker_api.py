@@ -108,6 +108,7 @@ class DockerApiServer:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.connections_accepted = 0  # connections made to the socket, ever
 
     async def start(self) -> None:
         self.socket_path.unlink(missing_ok=True)
@@ -134,6 +135,7 @@ class DockerApiServer:
         assert task is not None
         self._tasks.add(task)
         self._writers.add(writer)
+        self.connections_accepted += 1
         try:
             while True:
                 request = await self._read_request(reader)

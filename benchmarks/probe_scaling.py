@@ -10,12 +10,12 @@ processes per node). The client's own CPU time per probe is printed beside the w
 
 With `--lab` (Linux, root; under `flock /tmp/lab.lock`) it brings up a namespace lab of 8
 nodes, each with a real OpenSSH sshd and a real dockerd, and probes its first 2 and all 8
-nodes over real SSH: the budget is 8 lab nodes at most 1.2x the time of 2. It times three
-things apart, never one for another: the first probe (every connection opened: key
-exchange, signatures, the login shell), a probe on the open connections (what the cockpit's
-`r`, a launch's and a sweep's probes do: the session keeps its connections and Docker
-clients), and two floors of opening connections with nothing of the probe in them: the
-probe's own client connecting, running `true` and closing, and OpenSSH's `ssh NODE true`.
+nodes over real SSH: the budget is 8 lab nodes at most 1.2x the time of 2. It times apart,
+never one for another: the first probe (every connection opened: key exchange, signatures,
+the login shell), a probe on the open connections (what the cockpit's `r`, a launch's and
+a sweep's probes do: the session keeps its connections and Docker clients), and the floors
+with nothing of the probe in them: `true` in a session on the open connections, the probe's
+own client connecting, running `true` and closing, and OpenSSH's `ssh NODE true`.
 
     python benchmarks/probe_scaling.py [--repeat 3] [--sizes 2,8,32]
     python benchmarks/probe_scaling.py --lab [--repeat 5]
@@ -112,6 +112,13 @@ async def _connect_true(inventory: list[Any]) -> None:
     assert all(r.ok for r in results)
 
 
+async def _session_true(pool: ConnectionPool) -> None:
+    """`true` in a new session on every open connection at once: the part of a probe on
+    open connections no probe command can cut (sshd's session, the login shell)."""
+    results = await asyncio.gather(*(c.run("true") for c in pool))
+    assert all(r.ok for r in results)
+
+
 async def _first_probe(nodes: list[Any]) -> None:
     # A fresh pool: every node's connection opened (handshakes), probed, closed: `probe`.
     facts = await probe_nodes(nodes, ssh_config=None)
@@ -132,6 +139,7 @@ async def _reprobe(pool: ConnectionPool, dockers: ProbeDockers) -> None:
 KINDS = {
     "first": "first probe (connections opened: key exchange, login)",
     "again": "probe on open connections (the cockpit's `r`)",
+    "session": "`true` in a session on the open connections, all at once",
     "connect": "connect, `true`, close (asyncssh, the probe's client), all at once",
     "ssh": "bare OpenSSH `ssh NODE true`, all at once (its ssh processes' CPU counted)",
 }
@@ -149,6 +157,7 @@ async def measure_lab(
     runs = {
         "first": lambda n: _first_probe(inventory[:n]),
         "again": lambda n: _reprobe(pools[n], dockers[n]),
+        "session": lambda n: _session_true(pools[n]),
         "connect": lambda n: _connect_true(inventory[:n]),
         "ssh": lambda n: _bare_ssh(inventory[:n]),
     }
@@ -167,6 +176,9 @@ async def measure_lab(
                     await run(n)
                     times[kind, n].append(time.perf_counter() - t0)
                     client[kind, n] += _client_cpu() - c0
+                    # The nodes' processes of this run end a moment after it (sshd's session
+                    # and connection processes): their CPU is read once they have.
+                    await asyncio.sleep(0.3)
                     node[kind, n] += _node_cpu(netns[:n]) - n0
             loads.append(os.getloadavg()[0])
     finally:

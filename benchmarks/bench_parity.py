@@ -7,8 +7,9 @@ TTFT p50, ITL p50 and output tokens/s of both, side by side. Prints figures, nev
 Needs Linux and root and the lab's real-vLLM image (built once, cached). Brings up a 2-node lab,
 launches the lab recipe for one node on the head with `spark-tui launch --wait`, then alternates
 the two tools (`vllm bench serve` in the head's container against 127.0.0.1, `spark-tui bench
---inventory` from this machine through the SSH forward, in the head container's CPU cgroup like
-`vllm bench serve`, with the head's sshd) and prints the medians over rounds.
+--inventory` from this machine over SSH, in the head container's CPU cgroup like `vllm bench
+serve`, with the head's sshd) and prints the medians over rounds, and each tool's mean TTFT
+split into the engine's own and the rest (the path to the client).
 How the two are matched (the same kind of prompts, built fresh each round to the same token
 count as the server counts it, chat template included, so neither tool's prompts are in the
 prefix cache; forced output length; the server's prompt tokens and prefix-cache hits printed

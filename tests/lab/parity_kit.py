@@ -11,8 +11,10 @@ How the two are made to measure the same thing:
   pandas, which the image lacks), prompts built as spark-tui builds its
   own (spark_tui.ops.prompts: sized by the server's /tokenize so that `usage.prompt_tokens`,
   chat template included, is the requested length), with a salt of their own each round.
-- spark-tui runs where a user runs it (the control machine, through the SSH forward of
-  `--inventory`); `vllm bench serve` runs in the head's container against 127.0.0.1.
+- spark-tui runs where a user runs it (the control machine, with `--inventory`: over SSH
+  channels to the head's API); `vllm bench serve` runs in the head's container against
+  127.0.0.1. The table splits each tool's mean TTFT into the engine's own (vLLM's
+  `time_to_first_token_seconds`) and the rest, where that difference of path shows.
 - Neither tool's prompts are in the server's prefix cache, and the server's prefix-cache hits
   are counted for every run to show it. vLLM's random dataset would not do: it is the same
   for the same `--seed` (with one seed, every round after the first found half of each
@@ -23,7 +25,7 @@ How the two are made to measure the same thing:
   a burst of load from elsewhere on the machine moves both tools' figures alike.
 - Both clients get the CPU alike: the lab's CPU vLLM keeps both of this machine's cores busy,
   and a process outside the head container's CPU cgroup (spark-tui, and the head's sshd that
-  carries its forward) then runs only now and then: it reads a reply's streamed chunks late
+  carries its channels) then runs only now and then: it reads a reply's streamed chunks late
   and all at once (a near-zero ITL median, a TTFT of the whole reply). `vllm bench serve`
   runs inside that cgroup, so spark-tui's bench process and the head's sshd are moved into it
   too. On real Sparks the client is another machine and sshd has cores to spare.

@@ -87,12 +87,22 @@ def live_children() -> set[int]:
     return found
 
 
+def _command_of(pid: int) -> str:
+    try:
+        raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return "(gone)"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+
+
 async def wait_until_gone(before: set[int]) -> None:
-    """Wait (10 s at most) until every child process started since `before` has ended."""
-    deadline = time.monotonic() + 10
-    while live_children() - before:
+    """Wait (10 s, stretched by SLACK on a loaded machine, at most) until every child
+    process started since `before` has ended; those left are named with their command."""
+    deadline = time.monotonic() + 10 * SLACK
+    while left := live_children() - before:
         if time.monotonic() > deadline:
-            raise AssertionError(f"processes left behind: {sorted(live_children() - before)}")
+            named = "; ".join(f"{pid}: {_command_of(pid)}" for pid in sorted(left))
+            raise AssertionError(f"processes left behind: {named}")
         await asyncio.sleep(0.1)
 
 

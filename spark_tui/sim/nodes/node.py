@@ -118,6 +118,7 @@ class SimNode:
         self._server: Any = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.command_groups: set[int] = set()  # process groups of commands run for real
+        self.closing = False  # set once close() began: no command may start any more
         self.exec_sessions = 0  # exec sessions opened on its SSH server (what a probe costs)
         self.connections_accepted = 0  # SSH connections made to it, ever (handshakes)
         # Every node of the simulation (the cluster sets it): a rank's link traffic is its
@@ -280,7 +281,15 @@ class SimNode:
         # Registered so that stopping the node kills a section still running.
         self.command_groups.add(child.pid)
         try:
+            if self.closing:  # the node stopped while the command was being started
+                raise asyncio.CancelledError
             out, err = await child.communicate()
+        except BaseException:
+            # The probe went away (its connection, the node, the demo): the command must
+            # not outlive it, e.g. blocked writing into a pipe nobody reads any more.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            raise
         finally:
             self.command_groups.discard(child.pid)
         code = child.returncode or 0
@@ -327,6 +336,7 @@ class SimNode:
 
     async def close(self) -> None:
         """Stop serving, drop every SSH connection, kill every process this node started."""
+        self.closing = True
         if self._server is not None:
             self._server.close()
         # Closing the listener keeps open connections: close them, which ends their commands.

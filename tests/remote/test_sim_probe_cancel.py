@@ -1,0 +1,56 @@
+"""A probe answered by a simulated node and given up half-way (its connection closed, the
+demo quit) leaves no command of it running on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_tui.remote import probe_commands as pc
+from spark_tui.sim.nodes import SimCluster
+
+
+def running_children() -> dict[int, str]:
+    """This process's children that still run (not zombies), with their commands."""
+    me, found = os.getpid(), {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found[int(entry.name)] = command
+    return found
+
+
+async def test_a_probe_given_up_kills_the_commands_it_ran(
+    sim_scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A section that runs for real and takes long (as the Hugging Face scan of a big cache
+    # can): the probe is given up while it runs.
+    slow = "sleep 47; echo done"
+    monkeypatch.setitem(pc.SECTIONS, "hf_cache", slow)
+    async with SimCluster(sim_scenario(1)) as sim:
+        node = sim.nodes[0]
+        before = set(running_children())
+        probe = asyncio.ensure_future(node.answer_probe())
+        deadline = time.monotonic() + 30
+        while not any(slow in c for c in running_children().values()):
+            assert time.monotonic() < deadline, "the slow section never started"
+            assert not probe.done(), probe
+            await asyncio.sleep(0.05)
+        probe.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await probe
+        deadline = time.monotonic() + 10
+        while left := {p: c for p, c in running_children().items() if p not in before}:
+            assert time.monotonic() < deadline, f"left running: {left}"
+            await asyncio.sleep(0.05)

@@ -11,6 +11,7 @@ import pytest
 from ops_helpers import glm_plan
 
 from spark_tui import cli
+from spark_tui.commands.arguments.common import BENCH_DEFAULTS
 from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.ops.compare import compare_bench
@@ -103,7 +104,7 @@ def test_the_cockpit_and_the_cli_benchmark_with_the_same_settings(tmp_path: Path
     assert bench_config(args) == BenchConfig()
     assert Session([]).bench_config == BenchConfig()
     # every field the CLI leaves at its default is the BenchConfig default
-    assert copy.copy(cli.BENCH_DEFAULTS) == {
+    assert copy.copy(BENCH_DEFAULTS) == {
         "concurrency": ",".join(map(str, BenchConfig().concurrency)),
         "prompt_tokens": BenchConfig().workload.prompt_tokens.spec(),
         "output_tokens": BenchConfig().workload.output_tokens.spec(),

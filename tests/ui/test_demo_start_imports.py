@@ -60,6 +60,7 @@ LATER = (
     "spark_tui.core.recipe",
     "spark_tui.ui.widgets.link_lines",
     "spark_tui.ui.quitting",
+    "spark_tui.ui.widgets.node_lines",
     # The bundled themes are read without it; recipes and the config file load it later.
     "yaml",
 )
@@ -187,8 +188,24 @@ def test_the_demo_history_loads_it_when_first_used() -> None:
     assert "spark_tui.ops.history" in loaded and "pydantic.main" in loaded
 
 
-def test_the_nodes_panel_drawn_before_any_probe_loads_no_wiring() -> None:
-    # The first frame draws the nodes panel (a resize, a focus change) before any probe
-    # returns: there is no cabling to work out yet.
-    code = DEMO + "from spark_tui.ui.widgets.nodes import render_nodes\nrender_nodes([])\n"
-    assert "spark_tui.core.wiring" not in loaded_after(code)
+# The nodes panel alone in an App, drawn (a resize, a focus change) before any probe returns.
+NODES_PANEL = """
+import asyncio
+from textual.app import App
+from spark_tui.ui.widgets.nodes import NodePanel
+class One(App):
+    def compose(self):
+        yield NodePanel()
+async def main():
+    async with One().run_test() as pilot:
+        await pilot.press("tab")
+{then}
+asyncio.run(main())
+"""
+
+
+def test_the_nodes_panel_drawn_before_any_probe_loads_neither_its_lines_nor_wiring() -> None:
+    # There is no node to draw and no cabling to work out yet.
+    loaded = loaded_after(DEMO + NODES_PANEL.format(then=""))
+    assert "spark_tui.ui.widgets.node_lines" not in loaded
+    assert "spark_tui.core.wiring" not in loaded

@@ -162,20 +162,23 @@ class ProbeDockers:
 
     def __init__(self) -> None:
         self._open: dict[str, RemoteDocker] = {}
+        # One per node: two probes at once (a refresh during a launch's) share one client.
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def get(self, conn: NodeConnection) -> RemoteDocker:
         """The node's kept client (opened now if there is none for this connection)."""
         # Imported here: the headless paths that never probe must not import the Docker SDK.
         from spark_tui.remote.docker_remote import RemoteDocker
 
-        kept = self._open.get(conn.name)
-        if kept is not None and kept.conn is conn:
-            return kept
-        if kept is not None:
-            await self.drop(conn.name)
-        docker = await RemoteDocker.open(conn)
-        self._open[conn.name] = docker
-        return docker
+        async with self._locks.setdefault(conn.name, asyncio.Lock()):
+            kept = self._open.get(conn.name)
+            if kept is not None and kept.conn is conn:
+                return kept
+            if kept is not None:
+                await self.drop(conn.name)
+            docker = await RemoteDocker.open(conn)
+            self._open[conn.name] = docker
+            return docker
 
     async def drop(self, name: str) -> None:
         """Close and forget node `name`'s client."""

@@ -63,3 +63,37 @@ async def test_a_probe_again_reuses_the_open_connections_and_reopens_a_dropped_o
             assert [n.connections_accepted for n in sim.nodes] == [1, 2, 1]
         finally:
             await session.close()
+
+
+async def _allow(host: str, fingerprint: str) -> bool:
+    return False  # the simulated nodes' keys are known already
+
+
+async def test_two_probes_at_once_open_one_docker_client_per_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_TUI_CACHE_DIR", str(tmp_path / "cache"))
+    scenario = Scenario(nodes=2, ssh_port=0, base_address=random_loopback_base(2))
+    async with SimCluster(scenario) as sim:
+
+        def docker_clients() -> list[int]:  # each opens with a /_ping
+            return [n.docker.pings for n in sim.nodes]
+
+        one = SshNodes(sim.inventory)
+        try:
+            await one.open(strict=True, confirm=_allow)
+            before = docker_clients()
+            await one.probe()
+            alone = [a - b for a, b in zip(docker_clients(), before, strict=True)]
+        finally:
+            await one.close()
+        two = SshNodes(sim.inventory)
+        try:
+            await two.open(strict=True, confirm=_allow)
+            before = docker_clients()
+            results = await asyncio.gather(two.probe(), two.probe())
+            together = [a - b for a, b in zip(docker_clients(), before, strict=True)]
+        finally:
+            await two.close()
+    assert all(not f.errors and f.docker_version for r in results for f in r)
+    assert together == alone == [1, 1]  # not a client each

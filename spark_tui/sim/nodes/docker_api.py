@@ -109,6 +109,7 @@ class DockerApiServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.connections_accepted = 0  # connections made to the socket, ever
+        self.pings = 0  # /_ping requests (a Docker client asks one when it opens)
 
     async def start(self) -> None:
         self.socket_path.unlink(missing_ok=True)
@@ -241,6 +242,7 @@ class DockerApiServer:
     ) -> bool:
         m, p, e = req.method, req.path, self.engine
         if p == "/_ping" and m in ("GET", "HEAD"):
+            self.pings += 1
             extra = {
                 "Cache-Control": "no-cache, no-store, must-revalidate",
                 "Pragma": "no-cache",

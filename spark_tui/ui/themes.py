@@ -1,8 +1,9 @@
-"""Cockpit themes from YAML files: bundled `themes/` and the user's config dir `themes/`."""
+"""Cockpit themes: the bundled ones (spark_tui.ui.bundled_themes) and the user's, YAML files
+of Textual theme fields in the config dir's `themes/` (read with PyYAML, which only a user's
+theme makes the cockpit import before its first frame)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -10,73 +11,22 @@ from typing import Any
 from textual.theme import Theme
 
 from spark_tui.core.errors import InputError
-from spark_tui.ui.paths import bundled_dir, user_config_dir
+from spark_tui.ui.bundled_themes import BUNDLED_THEMES
+from spark_tui.ui.paths import user_config_dir
 
 DEFAULT_THEME = "spark-dark"
 NO_COLOR_THEME = "spark-ansi"
 _THEME_FIELDS = {f.name for f in fields(Theme)}
 
-# One line of a plain theme file: `key: value` (a block's key when the value is missing),
-# maybe indented, maybe with a comment after it. The value is a quoted string with no escape
-# or a single word starting with a letter (`spark-dark`, `true`).
-_PLAIN_LINE = re.compile(
-    r"(?P<indent> *)(?P<key>[A-Za-z][\w-]*):"
-    r"(?: +(?P<value>\"[^\"\\]*\"|'[^']*'|[A-Za-z][\w-]*))?(?: +#.*)? *"
-)
-# Words YAML reads as something other than a string (PyYAML's YAML 1.1 booleans and nulls,
-# in any case): only `true` and `false` are taken here, the rest are YAML's to read.
-_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null"}
-_BOOLEANS = {"true": True, "false": False}
-_UNREAD = object()  # a value left to YAML
-
-
-def plain_theme(text: str) -> dict[str, Any] | None:
-    """The mapping in a theme file written as the bundled ones are (`key: value` lines, one
-    level of blocks under a key; comments), exactly as YAML reads it; None for anything else
-    (YAML then reads it). PyYAML's import would cost the first frame a twentieth of a
-    minimal Textual app's whole start, for three small files."""
-    data: dict[str, Any] = {}
-    block: str | None = None  # the key whose indented lines follow
-    indent = ""
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip(" ").startswith("#"):
-            continue
-        match = _PLAIN_LINE.fullmatch(line)
-        if match is None:
-            return None
-        key, value = match["key"], _plain_value(match["value"])
-        if key.lower() in _YAML_WORDS or value is _UNREAD:
-            return None
-        if not match["indent"]:
-            data[key], block, indent = value, (key if match["value"] is None else None), ""
-            continue
-        if block is None or match["value"] is None or indent not in ("", match["indent"]):
-            return None
-        indent = match["indent"]
-        if data[block] is None:
-            data[block] = {}
-        data[block][key] = value
-    return data or None
-
-
-def _plain_value(text: str | None) -> object:
-    if text is None:
-        return None  # a block's key, or YAML's null when no lines follow it
-    if text[0] in "\"'":
-        return text[1:-1]
-    if text.lower() in _YAML_WORDS:
-        return _BOOLEANS.get(text, _UNREAD)
-    return text
-
 
 def theme_from_yaml(text: str, source: str) -> Theme:
     """Build a Textual theme from one YAML file's text."""
-    data = plain_theme(text)
-    if data is None:
-        data = _read_yaml(text, source)
+    data = _read_yaml(text, source)
     if not isinstance(data, dict) or not data.get("name") or not data.get("primary"):
         raise InputError(
-            f"{source}: a theme needs `name` and `primary`", "see themes/spark-dark.yaml"
+            f"{source}: a theme needs `name` and `primary`",
+            "add them; the other keys are Textual's Theme fields (the bundled themes in "
+            "spark_tui/ui/bundled_themes.py use most of them)",
         )
     unknown = set(data) - _THEME_FIELDS
     if unknown:
@@ -89,7 +39,7 @@ def theme_from_yaml(text: str, source: str) -> Theme:
 
 
 def _read_yaml(text: str, source: str) -> Any:
-    import yaml  # only for a theme not written in the plain form
+    import yaml  # only when the user has themes of their own
 
     try:
         # The C loader when PyYAML has it.
@@ -100,9 +50,9 @@ def _read_yaml(text: str, source: str) -> Any:
 
 def load_themes(extra_dirs: list[Path] | None = None) -> tuple[list[Theme], list[str]]:
     """Every theme found (bundled first, user themes override by name) and the problems met."""
-    found: dict[str, Theme] = {}
+    found: dict[str, Theme] = {theme.name: theme for theme in BUNDLED_THEMES}
     problems: list[str] = []
-    for folder in [bundled_dir("themes"), user_config_dir() / "themes", *(extra_dirs or [])]:
+    for folder in [user_config_dir() / "themes", *(extra_dirs or [])]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.y*ml")):

@@ -61,7 +61,7 @@ LATER = (
     "spark_tui.ui.widgets.link_lines",
     "spark_tui.ui.quitting",
     "spark_tui.ui.widgets.node_lines",
-    # The bundled themes are read without it; recipes and the config file load it later.
+    # The bundled themes are Python; recipes and the config file load it later.
     "yaml",
 )
 
@@ -88,6 +88,7 @@ FIRST_FRAME = [
     "spark_tui.service.ssh_nodes",
     "spark_tui.ui",
     "spark_tui.ui.app",
+    "spark_tui.ui.bundled_themes",
     "spark_tui.ui.config",
     "spark_tui.ui.demo_app",
     "spark_tui.ui.demo_session",
@@ -156,7 +157,7 @@ def test_the_first_frame_compiles_only_the_modules_listed() -> None:
     assert probe(DEMO)[1] == FIRST_FRAME
 
 
-def test_a_theme_not_in_the_plain_form_loads_yaml(tmp_path: Path) -> None:
+def test_a_user_theme_loads_yaml(tmp_path: Path) -> None:
     # The probe sees PyYAML when a theme needs it (the user's themes are read at start too).
     themes = tmp_path / "spark-tui" / "themes"
     themes.mkdir(parents=True)

@@ -1,96 +1,61 @@
-"""Theme files: the plain form the bundled themes use is read without PyYAML, exactly as YAML
-reads it; anything else still goes to YAML (and its errors to the user with a remedy)."""
+"""Themes: the bundled ones need no file (nor PyYAML); a user's theme file is read with YAML,
+overrides a bundled theme of the same name, and a broken one is named with a remedy."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import yaml
 
 from spark_tui.core.errors import InputError
-from spark_tui.ui.paths import bundled_dir
-from spark_tui.ui.themes import plain_theme, theme_from_yaml
-
-BUNDLED = sorted(bundled_dir("themes").glob("*.yaml"))
-
-# Read here as YAML reads them.
-PLAIN = [
-    'name: a\nprimary: "#123456"\n',
-    "name: a   # a comment\nprimary: 'ansi_red'  \n",
-    "# heading\n\nname: a\ndark: false\nansi: true\nprimary: ansi_red\n",
-    'name: a\nprimary: "x # not a comment"\nvariables:\n    one: "1"\n    two: two # c\n',
-    "name: a\nvariables:\nprimary: b\n",  # an empty block is null
-    "name: a\nvariables:\n  a: b\nsurface: c\nboost:\n   d: e\n",
-    "name: a\nname: b\nprimary: c\n",  # the last one wins, in YAML too
-    "name: a\r\nprimary: b\r\n",
-    "name: true-ish\nprimary: nothing\n",
-]
-# Left to YAML: forms where a plain reading could differ from YAML's.
-TO_YAML = [
-    "name: yes\nprimary: b\n",
-    "name: a\ndark: True\n",
-    "name: a\nprimary: null\n",
-    "on: a\n",
-    'name: "a\\tb"\n',
-    "name: 'it''s'\n",
-    "name: 12\n",
-    "name: .inf\n",
-    "name: 2024-01-01\n",
-    "name: a\nvariables: {a: b}\n",
-    "name: a\nvariables:\n  a:\n    b: c\n",
-    "name: a\nvariables:\n  a: b\n    c: d\n",
-    "name: a\n  b: c\n",
-    "name: a\nprimary: b\n  c\n",
-    "- a\n",
-    "---\nname: a\n",
-    "name:\ta\n",
-    "name:a\n",
-    '"name": a\n',
-    "\ufeffname: a\n",
-    "name: a b\n",
-    "",
-    "# only a comment\n",
-]
+from spark_tui.ui.bundled_themes import BUNDLED_THEMES
+from spark_tui.ui.themes import DEFAULT_THEME, NO_COLOR_THEME, load_themes, theme_from_yaml
 
 
-@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
-def test_each_bundled_theme_is_read_plainly_as_yaml_reads_it(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert plain_theme(text) == yaml.safe_load(text)
-    assert plain_theme(text) is not None
-
-
-def test_there_are_bundled_themes() -> None:
-    assert len(BUNDLED) >= 3
-
-
-@pytest.mark.parametrize("text", PLAIN)
-def test_plain_forms_read_as_yaml_reads_them(text: str) -> None:
-    data = plain_theme(text)
-    assert data is not None and data == yaml.safe_load(text)
-
-
-@pytest.mark.parametrize("text", TO_YAML)
-def test_other_forms_are_left_to_yaml(text: str) -> None:
-    assert plain_theme(text) is None
-
-
-def test_a_theme_plain_reading_leaves_is_still_read_by_yaml() -> None:
-    theme = theme_from_yaml(
-        'name: flow\nprimary: "#76B900"\ndark: yes\nvariables: {border: "#333333"}\n', "flow"
+def test_the_bundled_themes_are_there_without_any_file(tmp_path: Path) -> None:
+    themes, problems = load_themes([tmp_path / "none"])
+    names = [t.name for t in themes]
+    assert names == ["spark-dark", "spark-light", "spark-ansi"] and problems == []
+    assert {DEFAULT_THEME, NO_COLOR_THEME} <= set(names)
+    ansi = next(t for t in themes if t.name == NO_COLOR_THEME)
+    # Only the terminal's palette: every colour it names is an ANSI one.
+    assert ansi.ansi and all(
+        v.startswith("ansi_") or v == "none" for v in [ansi.primary, *ansi.variables.values()]
     )
-    assert (theme.name, theme.primary, theme.dark) == ("flow", "#76B900", True)
-    assert theme.variables == {"border": "#333333"}
 
 
-def test_a_broken_theme_names_the_file_and_the_remedy() -> None:
-    with pytest.raises(InputError) as raised:
+def test_a_user_theme_overrides_the_bundled_one_of_its_name(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "# my colours\nname: spark-dark\nprimary: '#FF0000'\ndark: yes\n"
+        "variables: {border: '#333333'}\n"
+    )
+    (tmp_path / "flow.yml").write_text("name: flow\nprimary: ansi_red\n")
+    themes, problems = load_themes([tmp_path])
+    by_name = {t.name: t for t in themes}
+    assert problems == []
+    assert by_name["spark-dark"].primary == "#FF0000" and by_name["spark-dark"].dark is True
+    assert by_name["spark-dark"].variables == {"border": "#333333"}
+    assert by_name["flow"].primary == "ansi_red"
+    assert by_name["spark-light"] == next(t for t in BUNDLED_THEMES if t.name == "spark-light")
+
+
+def test_a_broken_theme_is_a_problem_named_with_its_file(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("name: a\nvariables: {a: [\n")
+    (tmp_path / "bare.yaml").write_text("name: a\nvariables:\n")
+    (tmp_path / "odd.yaml").write_text("name: a\nprimary: b\ncolour: c\n")
+    themes, problems = load_themes([tmp_path])
+    assert [t.name for t in themes] == ["spark-dark", "spark-light", "spark-ansi"]
+    assert len(problems) == 3
+    said = "\n".join(problems)
+    assert f"{tmp_path / 'bare.yaml'}: a theme needs `name` and `primary`" in said
+    assert f"{tmp_path / 'broken.yaml'}: not valid YAML" in said
+    assert f"{tmp_path / 'odd.yaml'}: unknown theme keys ['colour']" in said
+
+
+def test_theme_errors_carry_a_remedy() -> None:
+    with pytest.raises(InputError) as broken:
         theme_from_yaml("name: a\nvariables: {a: [\n", "broken.yaml")
-    assert "broken.yaml: not valid YAML" in raised.value.message
-    assert raised.value.remedy == "fix the theme file"
-
-
-def test_a_plain_theme_without_primary_is_refused() -> None:
-    with pytest.raises(InputError, match="needs `name` and `primary`"):
-        theme_from_yaml("name: a\nvariables:\n", "no-primary.yaml")
+    assert broken.value.remedy == "fix the theme file"
+    with pytest.raises(InputError) as bare:
+        theme_from_yaml("name: a\n", "bare.yaml")
+    assert "Textual's Theme fields" in bare.value.remedy

@@ -8,7 +8,7 @@ other work the wall-clock times stretch with the load; the CPU times stay close 
 machine's, so their ratio is the steadier one. Prints the medians and their ratios;
 asserts nothing.
 
-Both programs run from a fresh copy of this checkout (spark_tui/, themes/, recipes/, no
+Both programs run from a fresh copy of this checkout (spark_tui/, recipes/, no
 `__pycache__`) in a temporary folder, in two cases:
 - cold: no .pyc of spark-tui anywhere (PYTHONDONTWRITEBYTECODE=1, nothing cached), so every
   spark-tui module the first frame imports is compiled at every start, as in a fresh
@@ -112,7 +112,7 @@ def first_frame(
 
 def fresh_copy(into: Path) -> None:
     """The checkout's package and bundled files, without any compiled module."""
-    for name in ("spark_tui", "themes", "recipes"):
+    for name in ("spark_tui", "recipes"):
         shutil.copytree(
             CHECKOUT / name, into / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
         )

@@ -116,11 +116,12 @@ TOLERANCE = 0.10
 
 
 # Measured on the lab with the same prompts and no prefix-cache hits on either side (TTFT p50,
-# ITL p50, output tok/s; spark-tui over vLLM): 1.07x, 0.92x, 1.10x and 1.00x, 1.18x, 0.94x at
-# a load of 4 to 8 on the 2 cores, where a round's figures move by tens of per cent (TTFT was
-# 1.18x through the SSH forward). What is left is the path, not the method: each tool's mean
-# TTFT minus the engine's own (the table's split) is 1.6 to 1.8 ms longer through SSH than for
-# `vllm bench serve` on the head's loopback; the first chunk and the first text arrive together.
+# ITL p50, output tok/s; spark-tui over vLLM): 1.07x, 0.92x, 1.10x; 1.00x, 1.18x, 0.94x; and
+# 1.18x, 1.13x, 0.79x at a load of 4 to 8 on the 2 cores, where a round's figures move by tens
+# of per cent (TTFT was 1.18x on a quiet machine through the SSH forward). By method nothing is
+# left (the first chunk and the first text arrive together); by path, each tool's mean TTFT
+# minus the engine's own (the table's split) is 1.2 to 1.8 ms longer through SSH than for
+# `vllm bench serve` on the head's loopback; the rest of a gap is the engine's own clock.
 
 
 def test_bench_agrees_with_vllms_own_bench_serve(

@@ -143,6 +143,11 @@ def _phase_index(phase: str | None) -> int:
 # How often the head's /health is asked while it starts (and at once when its log says the
 # API server is up).
 HEALTH_POLL_S = 0.25
+# Once the head's log says "Application startup complete.", how often and for how long it is
+# asked: uvicorn logs that line before its socket listens (vLLM's is bound, not listening),
+# so the first ask can be refused and the answer is a few milliseconds away, not a poll.
+API_UP_POLL_S = 0.01
+API_UP_WINDOW_S = 5.0
 
 # Loading progress across phases: weights take most of the time, CUDA graphs the rest.
 _PROGRESS_SPAN = {"weights": (0.0, 0.85), "cuda_graphs": (0.85, 1.0)}
@@ -330,6 +335,7 @@ class ClusterWatch:
         port = await self._forward_api(head)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self.ready_timeout
+        up_until = 0.0  # asked every API_UP_POLL_S until then: the head said its API is up
         async with httpx.AsyncClient(timeout=5.0) as client:
             while True:
                 try:
@@ -339,12 +345,18 @@ class ClusterWatch:
                         break
                 except httpx.HTTPError:
                     pass  # not listening yet, or the forward is being re-made
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     await self._ended.put((head, "timeout"))
                     return
+                if self._api_up.is_set():
+                    self._api_up.clear()
+                    up_until = now + API_UP_WINDOW_S
+                if now < up_until:
+                    await asyncio.sleep(API_UP_POLL_S)
+                    continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._api_up.wait(), self.poll_interval)
-                self._api_up.clear()
         self.base_url = base
         for r in self.ranks:
             if r.state not in (RankState.READY, RankState.FAILED):
@@ -532,39 +544,24 @@ class ClusterWatch:
 
 
 async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> list[StaleContainer]:
-    """Containers of ours on the plan's nodes, and containers that hold a rank's name."""
+    """Containers of ours on the plan's nodes, and containers that hold a rank's name: one
+    listing of each node's containers (one round trip over its SSH connection)."""
     found: list[StaleContainer] = []
 
     async def one(node: str, docker: RemoteDocker) -> None:
-        for raw in await docker.containers_raw([CLUSTER_LABEL]):
+        names = {r.container.name for r in plan.ranks if r.node == node}
+        for raw in await docker.containers_raw():
             labels = raw.get("Labels") or {}
+            name = str((raw.get("Names") or ["?"])[0]).lstrip("/")
+            if CLUSTER_LABEL not in labels:
+                if name in names:  # not ours: never removed
+                    state = str(raw.get("State") or "unknown")
+                    found.append(StaleContainer(node, name, state, None, ours=False))
+                continue
             if labels.get(ROLE_LABEL) == FLAG_TABLE_ROLE:
                 continue  # an image's flag check under way (it removes its container)
-            found.append(
-                StaleContainer(
-                    node=node,
-                    name=str((raw.get("Names") or ["?"])[0]).lstrip("/"),
-                    state=str(raw.get("State") or "unknown"),
-                    cluster_id=labels.get(CLUSTER_LABEL),
-                    ours=True,
-                )
-            )
-        for rank in plan.ranks:
-            if rank.node != node:
-                continue
-            info = await docker.inspect(rank.container.name)
-            if info is not None and CLUSTER_LABEL not in (
-                (info.get("Config") or {}).get("Labels") or {}
-            ):
-                found.append(
-                    StaleContainer(
-                        node=node,
-                        name=rank.container.name,
-                        state=str((info.get("State") or {}).get("Status") or "unknown"),
-                        cluster_id=None,
-                        ours=False,
-                    )
-                )
+            state = str(raw.get("State") or "unknown")
+            found.append(StaleContainer(node, name, state, labels.get(CLUSTER_LABEL), ours=True))
 
     # Only the plan's nodes: a cluster of ours on other nodes is a service running beside
     # this one, not something this launch may remove.
@@ -573,19 +570,33 @@ async def find_stale(plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]) -> l
     return found
 
 
+async def _node_images(
+    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker]
+) -> dict[str, ImageInfo | None]:
+    """The plan's image as each of its nodes has it (None: missing), asked at once."""
+    nodes = list(dict.fromkeys(r.node for r in plan.ranks))
+    image = plan.ranks[0].container.image
+    found = await asyncio.gather(*(dockers[n].image(image) for n in nodes))
+    return dict(zip(nodes, found, strict=True))
+
+
 async def _ensure_images(
-    plan: LaunchPlan, dockers: Mapping[str, RemoteDocker], emit: Emit[ClusterEvent]
+    plan: LaunchPlan,
+    dockers: Mapping[str, RemoteDocker],
+    emit: Emit[ClusterEvent],
+    have: Mapping[str, ImageInfo | None],
 ) -> dict[str, str]:
-    """The image on every node (pulled when missing, or when a resolved nightly's digest
-    is not the node's); returns node -> digest (or id). Nodes that end with different
-    images are named before any rank starts: every rank must run the same code."""
+    """The image on every node, `have` as the nodes said they hold it (pulled when missing,
+    or when a resolved nightly's digest is not the node's); returns node -> digest (or id).
+    Nodes that end with different images are named before any rank starts: every rank
+    must run the same code."""
     from spark_tui.ops.images import needs_pull
 
     resolved = plan.image_resolved
 
     async def one(rank: RankSpec) -> tuple[str, ImageInfo]:
         docker, ref = dockers[rank.node], rank.container.image
-        info = await docker.image(ref)
+        info = have.get(rank.node)
         if needs_pull(info, resolved):
             why = "missing" if info is None else "another digest"
             emit(Notice("info", f"{rank.node}: pulling {ref} ({why})"))
@@ -667,6 +678,16 @@ async def _remove_cluster(
     if report.removed:
         names = ", ".join(f"{c} on {n}" for n, c in report.removed)
         emit(Notice("info", f"interrupted launch: removed {names}"))
+
+
+async def _all_of(*steps: Awaitable[Any]) -> tuple[Any, ...]:
+    """Every step's result, run at once; the first failure is raised once all have ended
+    (none is left running behind the launch's error)."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for res in results:
+        if isinstance(res, BaseException):
+            raise res
+    return tuple(results)
 
 
 def _with_command(spec: Any, command: list[str]) -> Any:
@@ -774,7 +795,14 @@ async def _launch(
     settle: float,
 ) -> None:
     ranks = _ranks_for(plan, pool, dockers)
-    stale = await find_stale(plan, dockers)
+    # The checks before any rank is made, at once: one round trip to each node rather than
+    # one after another (a mount folder made before a refusal is harmless; nothing is
+    # pulled or removed before the stale containers are decided on).
+    stale, have, _dirs = await _all_of(
+        find_stale(plan, dockers),
+        _node_images(plan, dockers),
+        asyncio.gather(*(_make_dirs(r) for r in ranks)),
+    )
     clash = [s for s in stale if not s.ours]
     if clash:
         names = ", ".join(f"{s.name} on {s.node}" for s in clash)
@@ -797,8 +825,7 @@ async def _launch(
         emit(Notice("info", f"removing earlier containers: {names}"))
         await remove_ranks(dockers, [(s.node, s.name, -1) for s in stale], stop_timeout=5)
 
-    digests = await _ensure_images(plan, dockers, emit)
-    await asyncio.gather(*(_make_dirs(r) for r in ranks))
+    digests = await _ensure_images(plan, dockers, emit, have)
     if plan.serve_exec is not None:  # vllm-ray: its ports must be free on the head
         from spark_tui.ops import ray as ray_ops
 

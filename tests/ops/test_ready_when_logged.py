@@ -1,7 +1,8 @@
 """The launch asks the head's /health as soon as the head's log says its API server is up,
 not at its next poll: real ops.launch over simulated Sparks (their engine prints vLLM's
-"Application startup complete." when its API listens), with the poll stretched to an hour so
-that only the log line can wake it in time."""
+"Application startup complete." a moment before its API answers, as uvicorn logs it before its
+socket listens), with the poll stretched to an hour so that only the log line can wake it in
+time, and the first ask after the line refused."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ async def test_the_heads_ready_line_asks_health_at_once(monkeypatch: pytest.Monk
     async with SimCluster(scenario) as sim:
         async with ConnectionPool(sim.inventory, ssh_config=None) as pool:
             plan = build_plan(recipe, apply_overrides(recipe, []), await probe_pool(pool))
+            # The head's API answers half a second after its line: the /health the line
+            # triggers is refused, and the answer must not wait for the next poll.
+            plan.head.container.env["SPARK_SIM_LISTEN_AFTER_S"] = "0.5"
 
             async def until_ready() -> None:
                 async for event in streamed(

@@ -939,6 +939,9 @@ def _api_phase(ctx: Context, spec: ModelSpec, lay: mem.Layout, plan: mem.MemoryP
     ctx.api.uvicorn(f"Started server process [{ctx.pid}]")
     ctx.api.uvicorn("Waiting for application startup.")
     ctx.api.uvicorn("Application startup complete.")
+    # uvicorn says so before its socket listens: /health answers a moment after the line.
+    if ctx.stop.wait(ctx.st.listen_after_s):
+        raise Interrupted()
     if ctx.st.engine_dead_health_ok:  # scenario: the engine core is gone, /health still 200
         state.dead_reason = (
             "EngineCore encountered an issue. See stack trace (above) for the root cause."

@@ -81,6 +81,9 @@ class SimSettings:
     head_waits_forever: bool = False
     # A ready rank exits (as with die_after_ready_s) once this file exists.
     die_when_path: str | None = None
+    # Seconds between "Application startup complete." and the API answering: uvicorn logs
+    # that line before its socket listens (real time, not paced).
+    listen_after_s: float = 0.01
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> SimSettings:
@@ -109,6 +112,7 @@ class SimSettings:
             gpus_per_node=max(1, int(_float(env, "SPARK_SIM_GPUS_PER_NODE", 1))),
             link_file=(env.get("SPARK_SIM_LINK_FILE") or "").strip() or None,
             owner_pid=_opt_pid(env, "SPARK_SIM_OWNER_PID"),
+            listen_after_s=max(0.0, _float(env, "SPARK_SIM_LISTEN_AFTER_S", 0.01)),
         )
 
     @property

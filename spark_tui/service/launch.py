@@ -72,6 +72,30 @@ async def launch(
 ) -> Cluster:
     """The launch action (see module doc); `on_ready` is called once the API answers.
     Raises LaunchFailed when a rank fails."""
+    # The launch's code loads in a thread while the nodes are reached, probed and the fit
+    # evaluated (a headless launch; the cockpit loaded it while the user chose): imported
+    # only once the ranks are to start, it took up to a fifth of a second on a busy machine
+    # before the head's container was made.
+    loading = asyncio.ensure_future(session.load_launch())
+    try:
+        cluster = await _launch(session, emit, ask, recipe, overrides, options, on_ready, loading)
+    finally:
+        if not loading.done():
+            await asyncio.wait({loading})  # (a thread's imports cannot be recalled)
+        _dropped(loading)
+    return cluster
+
+
+async def _launch(
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    ask: Ask,
+    recipe: Recipe,
+    overrides: dict[str, Any],
+    options: LaunchOptions,
+    on_ready: Callable[[Cluster], None] | None,
+    loading: asyncio.Future[None],
+) -> Cluster:
     # The history's records load pydantic's models: not at import (the cockpit's first
     # frame), when a launch is kept.
     from spark_tui.service.history import recipe_defaults
@@ -148,6 +172,7 @@ async def launch(
         )
 
     pending = report is not None and any(f.code == PENDING for f in report.findings)
+    await loading
     await _follow(session, emit, cluster, replace_stale, options, on_ready, pending=pending)
     return cluster
 

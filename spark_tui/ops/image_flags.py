@@ -17,10 +17,11 @@ cancelled (`FlagTables.abandon`, `FlagTables.close`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,10 +120,12 @@ async def run_help(
     labels: Mapping[str, str],
     making: Callable[[], None] | None = None,
     may_run: Callable[[], bool] | None = None,
+    turn: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
     """`vllm serve --help=all` in a throwaway container `name` of `image` (stdout only);
     `making` is called once the container is being made (from then on it is removed
-    however this ends); `may_run` false once it exists: it is not started.
+    however this ends); `may_run` false once it exists: it is not started; `turn` is
+    awaited before it is started (see FlagTables.ranks_first).
 
     The container is removed however this ends: cancelled too (a Ctrl+C of the launch it
     runs beside), where the thread making it cannot be recalled: the removal waits for
@@ -162,6 +165,8 @@ async def run_help(
         # Polled, not waited for in a thread: a thread blocked in Docker's wait would hold
         # one of the few the event loop has until the run ends, and the removals of an
         # interrupted launch would queue behind such threads.
+        if turn is not None:
+            await turn()
         await docker.call(lambda c: c.api.start(name), HELP_CALL)
         deadline = time.monotonic() + HELP_TIMEOUT
         while True:
@@ -235,13 +240,15 @@ async def image_flag_table(
     owner: str | None = None,
     helping: Callable[[], None] | None = None,
     may_run: Callable[[], bool] | None = None,
+    turn: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[FlagTable, str]:
     """The flag table of `image` on the node behind `docker` (a RemoteDocker), and the
     image id it is cached under. A missing image is pulled when `pull` (its progress lines
     as notices to `emit`), else ImageNotPulled; SparkError when the image fails to answer.
     The help run's container belongs to cluster `owner` when given (see help_labels);
     `helping` is called once it is being made (the text was not cached); `may_run` false:
-    no container is made or started (SparkError: the build was given up meanwhile)."""
+    no container is made or started (SparkError: the build was given up meanwhile); `turn`
+    is awaited before the help container starts."""
     info = await docker.image(image)
     if (info is None or not info.id) and pull:
 
@@ -268,7 +275,7 @@ async def image_flag_table(
         else:  # `check`: no cluster; its own process removes it
             name = f"spark-tui-flags-{info.id[7:19]}"
             labels = {LABEL_PREFIX + "role": FLAG_TABLE_ROLE, LABEL_PREFIX + "node": docker.node}
-        text = await run_help(docker, image, name, labels, helping, may_run)
+        text = await run_help(docker, image, name, labels, helping, may_run, turn)
         parse_help(text)  # refuse to cache what is not help text
         store_help(info.id, text)
     return parse_help(text), info.id
@@ -283,6 +290,7 @@ async def _build_table(
     owner: str | None,
     helping: Callable[[], None],
     may_run: Callable[[], bool],
+    turn: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[FlagTable, str]:
     """image_flag_table over its own Docker connection to the head."""
     from spark_tui.remote.docker_remote import RemoteDocker
@@ -290,7 +298,14 @@ async def _build_table(
     docker = await RemoteDocker.open(pool[head])
     try:
         return await image_flag_table(
-            docker, image, pull=pull, emit=emit, owner=owner, helping=helping, may_run=may_run
+            docker,
+            image,
+            pull=pull,
+            emit=emit,
+            owner=owner,
+            helping=helping,
+            may_run=may_run,
+            turn=turn,
         )
     finally:
         await docker.close()
@@ -315,12 +330,36 @@ class FlagTables:
     nodes are probed and the fit is evaluated, instead of after them; once done, the text
     is kept on this machine per image id (a later build reads it back: the image under a
     tag may have changed meanwhile). `abandon` and `close` cancel builds and wait until
-    their help containers are removed."""
+    their help containers are removed. While a launch makes and starts its ranks
+    (`ranks_first`), a help container waits to start: its imports take both cores of a
+    small head, and the ranks' start is the launch's own time."""
 
     _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
 
     def __init__(self) -> None:
         self._builds: dict[tuple[str, str], _Build] = {}
+        self._starting = 0  # launches making and starting their ranks now
+        self._started: asyncio.Event | None = None  # set while none is
+
+    @contextlib.asynccontextmanager
+    async def ranks_first(self) -> AsyncIterator[None]:
+        """While inside, no help container of these builds starts (one started before
+        runs on): the launch's ranks are made and started first."""
+        if self._started is None:
+            self._started = asyncio.Event()
+        self._starting += 1
+        self._started.clear()
+        try:
+            yield
+        finally:
+            self._starting -= 1
+            if not self._starting:
+                self._started.set()
+
+    async def ranks_started(self) -> None:
+        """Return once no launch is making or starting its ranks (see `ranks_first`)."""
+        while self._starting and self._started is not None:
+            await self._started.wait()
 
     @classmethod
     def of(cls, pool: Any) -> FlagTables:
@@ -349,7 +388,9 @@ class FlagTables:
         def may_run() -> bool:
             return not build.given_up
 
-        work = _build_table(pool, head, image, pull, emit, owner, lambda: decided(True), may_run)
+        work = _build_table(
+            pool, head, image, pull, emit, owner, lambda: decided(True), may_run, self.ranks_started
+        )
         build = _Build(asyncio.ensure_future(work), runs_help, owner)
 
         def done(t: asyncio.Task[tuple[FlagTable, str]]) -> None:

@@ -70,7 +70,7 @@ from spark_tui.ops.events import (
     RankStateChanged,
     ResultEvent,
 )
-from spark_tui.ops.image_flags import FLAG_TABLE_ROLE
+from spark_tui.ops.image_flags import FLAG_TABLE_ROLE, FlagTables
 from spark_tui.ops.logs import FollowUpdate, RankLogFollower
 from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
@@ -851,7 +851,12 @@ async def _launch(
                 raise res
             started.append(w)
 
-    starting = asyncio.ensure_future(start_all())
+    async def ranks_first() -> None:
+        # An image's flag check starting meanwhile would share the head with them.
+        async with FlagTables.of(pool).ranks_first():
+            await start_all()
+
+    starting = asyncio.ensure_future(ranks_first())
     try:
         await asyncio.shield(starting)
     except asyncio.CancelledError:

@@ -341,10 +341,13 @@ class FlagTables:
         self._starting = 0  # launches making and starting their ranks now
         self._started: asyncio.Event | None = None  # set while none is
 
-    @contextlib.asynccontextmanager
-    async def ranks_first(self) -> AsyncIterator[None]:
+    def ranks_first(self) -> contextlib.AbstractAsyncContextManager[None]:
         """While inside, no help container of these builds starts (one started before
         runs on): the launch's ranks are made and started first."""
+        return self._holding()
+
+    @contextlib.asynccontextmanager
+    async def _holding(self) -> AsyncIterator[None]:
         if self._started is None:
             self._started = asyncio.Event()
         self._starting += 1

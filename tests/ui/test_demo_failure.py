@@ -21,14 +21,16 @@ async def test_a_dying_worker_is_shown_with_its_lines_and_the_other_rank_is_stop
         await wait_until(pilot, lambda: app.cluster and app.cluster.failed, 90, "the failure")
         await wait_until(pilot, lambda: app.busy is None, 30, "the launch to end")
         worker = app.panes[1]
-        # The worker's last lines come through its log's follower: on a loaded machine
-        # after the failure itself is known.
+        # The worker's last line is shown with its failure, or (seen once in a full CI run,
+        # not reproduced since) only in its log below, when the failure was explained
+        # before the line was read: the user sees it either way.
         await wait_until(
             pilot,
-            lambda: any("exits now" in line for line in worker.explaining or []),
+            lambda: any("exits now" in line for line in [*worker.explaining, *worker.lines]),
             30,
-            "the worker's last lines",
+            "the worker's last line",
         )
+        assert worker.explaining
         assert worker.state == "failed" and worker.has_class("failed")
         why = static_text(app, "#why-1")
         assert "rank 1 on sim-spark-2 failed" in why

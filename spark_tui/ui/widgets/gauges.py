@@ -4,7 +4,6 @@ use, tokens/s, the last tiny request's latency, every node's memory), and its al
 from __future__ import annotations
 
 import dataclasses
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -46,13 +45,6 @@ class WatchView:
             self.silent[event.node] = event
 
 
-def _lines() -> ModuleType:
-    """The module that makes the panel's lines (not needed until the panel shows)."""
-    from spark_tui.ui.widgets import gauge_lines
-
-    return gauge_lines
-
-
 class GaugesPanel(Static):
     """Hidden until the watch after ready starts; then its gauges, refreshed as samples
     arrive, and the alert when a rank fails."""
@@ -77,7 +69,9 @@ class GaugesPanel(Static):
         view = self.view
         wide = self.wide
         nodes = list(view.started.nodes) if view.started else sorted(view.memory)
-        make = _lines()
+        # The lines' module is loaded when the panel first shows (the first frame has none).
+        from spark_tui.ui.widgets import gauge_lines as make
+
         lines = [make.gauges_line(view, wide)]
         if wide or not view.alert:
             width = self.content_region.width or self.app.size.width - 2

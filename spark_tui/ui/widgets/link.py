@@ -4,7 +4,6 @@ benchmark's peaks. Hidden until the first sample."""
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -17,13 +16,6 @@ if TYPE_CHECKING:
 
 # Below this width the panel says every node on one line.
 WIDE = 110
-
-
-def _lines() -> ModuleType:
-    """The module that makes the panel's rows (not needed until the first sample)."""
-    from spark_tui.ui.widgets import link_lines
-
-    return link_lines
 
 
 class LinkPanel(Static):
@@ -48,7 +40,9 @@ class LinkPanel(Static):
         """Wide: a row per node sampled now, then a row per interface of the last benchmark
         (its peaks). Narrow: one row, the live samples, else the benchmark's peaks."""
         wide = self.wide
-        lines = _lines()
+        # The rows' module is loaded with the first sample (the first frame has none).
+        from spark_tui.ui.widgets import link_lines as lines
+
         live = [lines.sample_text(s, wide) for s in self.samples.values()]
         peaks: list[Text] = []
         if self.bench is not None:

@@ -4,9 +4,11 @@
 
 Weight memory per rank (budget: within 5 %, 3 % on GB10), KV tokens / concurrency / KV
 needed where the logs give the inputs (budget: within 10 %), and the "Available KV cache
-memory" of every GB10 log predicted term by term (budget: within 5 %). Then the held-out
-GB10 logs (no constant was read from them), one row each: weights (3 %), available KV (5 %)
-and KV tokens (2 %) predicted vs logged.
+memory" of every GB10 log predicted term by term (budget: within 5 %), and where the log
+prints vLLM's own non-torch figure (measured host-wide on GB10, decided by no flag), the
+prediction given it. Then the held-out GB10 logs (no constant was read from them), one row
+each: weights (3 %), available KV (5 %) and KV tokens (2 %) predicted vs logged; a log held
+given an input it prints says which.
 The sample parsing lives in tests/unit/test_fit_accuracy.py and is shared from there.
 """
 
@@ -66,6 +68,7 @@ def main() -> int:
     print(
         f"  {'sample':38} {'util':>4} {'total':>6} {'weights':>7} {'n-torch':>7} {'compile':>7} "
         f"{'activ':>6} {'sampler':>7} {'graphs':>6} {'pred':>6} {'logged':>6} {'error':>7}"
+        f"  {'vLLM n-torch':>12} {'given it':>8}"
     )
     for r in s.available_kv_rows():
         o = r.overhead
@@ -75,6 +78,11 @@ def main() -> int:
             f"{o.compile_bytes / GIB:7.2f} {o.activation_bytes / GIB:6.2f} "
             f"{o.sampler_bytes / GIB:7.2f} {o.cuda_graph_bytes / GIB:6.2f} "
             f"{r.predicted_gib:6.2f} {r.logged_gib:6.2f} {r.error:+7.1%}"
+            + (
+                f"  {r.non_torch_gib:12.2f} {r.error_given:+8.1%}"
+                if r.error_given is not None and r.non_torch_gib is not None
+                else ""
+            )
         )
     print("\nwhat the logs print of the terms (GiB): CUDA graph estimate, peak activation")
     for label, name in s.WEIGHT_LOGS.items():
@@ -109,6 +117,12 @@ def held_out(s: ModuleType) -> None:
         )
         misses = dict(s.HELD_OUT[r.label].misses)
         flag = f"  known miss: {', '.join(misses)}" if misses else ""
+        needs = dict(s.HELD_OUT[r.label].needs)
+        if needs and a.error_given is not None:
+            flag += (
+                f"  held given vLLM's non-torch ({a.non_torch_gib:.2f} GiB): "
+                f"{a.predicted_given_gib:.2f} ({a.error_given:+.1%})"
+            )
         print(
             f"  {r.label:44} {r.version:22} {w.predicted_gib:6.2f} / {w.logged_gib:6.2f} "
             f"({w.error:+.1%}) {a.predicted_gib:6.2f} / {a.logged_gib:6.2f} ({a.error:+.1%}) "

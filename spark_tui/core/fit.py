@@ -43,7 +43,11 @@ WEIGHT_LOAD_FACTOR = 1.015
 # - psutil's available memory - torch's reserved memory (MemorySnapshot), so whatever else
 # the host takes or frees between the worker's start and the end of the profile counts too:
 # the TP2 log's own report ("consumed memory (weights + non-torch)") puts it at -0.6 / +0.6
-# GiB on its two ranks, and two runs of one setting can differ by 2.5 GiB.
+# GiB on its two ranks, and two runs of one setting can differ by 2.5 GiB (three starts of
+# gemma-3-27b with one model and budget on one machine measured 0.09 and 2.54 GiB compiled,
+# 2.90 eager). No flag decides it, so where vLLM's own figure from an earlier start on the
+# node is at hand, runtime_overhead takes it (measured_non_torch_bytes) in place of this
+# estimate and the compile workers' below, which are part of what it measures.
 NON_TORCH_BYTES = GIB // 2
 # torch.compile (Inductor) keeps a pool of compile workers alive through the profile; on a
 # unified-memory GB10 their host memory counts as non-torch memory (above). Read off the
@@ -304,12 +308,15 @@ def runtime_overhead(
     *,
     unified: bool = True,
     env: Mapping[str, str] | None = None,
+    measured_non_torch_bytes: int | None = None,
 ) -> RuntimeOverhead:
     """vLLM's non-KV, non-weight memory of one rank for these settings (see the constants).
 
     `unified` says the node shares one memory between CPU and GPU (GB10), where the
     compile workers' host memory counts against the GPU budget; `env` is the recipe's
-    environment (VLLM_ATTENTION_BACKEND).
+    environment (VLLM_ATTENTION_BACKEND). `measured_non_torch_bytes` is the non-torch
+    memory vLLM itself reported on the node (its memory profiling's DEBUG accounting),
+    taken in place of the estimate when known.
     """
     tokens = args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS
     seqs = min(args.max_num_seqs or DEFAULT_MAX_NUM_SEQS, tokens)
@@ -322,9 +329,13 @@ def runtime_overhead(
         backend = attention_backend(args, facts, env or {}, unified=unified)
         if backend == FLASHINFER and _full_decode_graphs(args):
             graphs += _flashinfer_graph_bytes(args, facts, seqs * (1 + draft), captured)
+    non_torch = NON_TORCH_BYTES if measured_non_torch_bytes is None else measured_non_torch_bytes
+    # vLLM's measured figure already holds the compile workers' host memory (it is taken
+    # host-wide on unified memory), so it replaces both terms.
+    compile_workers = COMPILE_WORKERS_BYTES if unified and _compiles(args) else 0
     return RuntimeOverhead(
-        non_torch_bytes=NON_TORCH_BYTES,
-        compile_bytes=COMPILE_WORKERS_BYTES if unified and _compiles(args) else 0,
+        non_torch_bytes=non_torch,
+        compile_bytes=compile_workers if measured_non_torch_bytes is None else 0,
         activation_bytes=tokens * ACTIVATION_BYTES_PER_TOKEN,
         sampler_bytes=seqs * (1 + draft) * vocab * LOGIT_BYTES,
         cuda_graph_bytes=graphs,

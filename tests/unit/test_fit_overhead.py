@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_tui.core.facts import ModelFacts
+from spark_tui.core.facts import GIB, ModelFacts
 from spark_tui.core.fit import (
     COMPILE_WORKERS_BYTES,
     DEFAULT_VOCAB_SIZE,
@@ -60,3 +60,15 @@ def test_activation_follows_max_num_batched_tokens() -> None:
     small = runtime_overhead(args("--max-num-batched-tokens 2048"))
     big = runtime_overhead(args("--max-num-batched-tokens 16384"))
     assert big.activation_bytes == 8 * small.activation_bytes
+
+
+def test_vllms_measured_non_torch_replaces_the_estimate_and_the_compile_workers() -> None:
+    # On GB10 vLLM's non-torch figure is measured host-wide, compile workers included.
+    measured = runtime_overhead(args(), measured_non_torch_bytes=GIB // 10)
+    estimated = runtime_overhead(args())
+    assert measured.non_torch_bytes == GIB // 10 and measured.compile_bytes == 0
+    assert estimated.compile_bytes == COMPILE_WORKERS_BYTES
+    same = ("activation_bytes", "sampler_bytes", "cuda_graph_bytes")
+    assert all(getattr(measured, k) == getattr(estimated, k) for k in same)
+    # A negative figure (the host freed memory during the profile) is vLLM's to report.
+    assert runtime_overhead(args(), measured_non_torch_bytes=-GIB).non_torch_bytes == -GIB

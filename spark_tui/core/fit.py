@@ -281,6 +281,22 @@ def capture_sizes(largest: int) -> list[int]:
     return [n for n in sizes if n <= largest]
 
 
+def _named_capture_sizes(args: ServeArgs) -> list[int] | None:
+    """The CUDA graph batch sizes the compilation config names (`cudagraph_capture_sizes`),
+    or None when vLLM picks its defaults."""
+    raw = _compilation_config(args).get("cudagraph_capture_sizes")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)  # `-cc.cudagraph_capture_sizes=[1,2,4]`
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(raw, list) or not raw:
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in raw):
+        return None
+    return sorted(set(raw))
+
+
 def _full_decode_graphs(args: ServeArgs) -> bool:
     """Whether vLLM captures full CUDA graphs of decode batches (its default mode,
     FULL_AND_PIECEWISE, does; PIECEWISE does not)."""
@@ -289,7 +305,7 @@ def _full_decode_graphs(args: ServeArgs) -> bool:
 
 
 def _flashinfer_graph_bytes(
-    args: ServeArgs, facts: ModelFacts | None, decode_tokens: int, captured: int
+    args: ServeArgs, facts: ModelFacts | None, decode_tokens: int, sizes: list[int]
 ) -> int:
     """What FlashInfer adds to vLLM's CUDA graph estimate: per KV cache group with attention,
     its workspace and one decode wrapper per full decode graph (one group when the layout
@@ -298,7 +314,7 @@ def _flashinfer_graph_bytes(
     shape = replace(facts, dtype=facts.dtype or "bfloat16") if facts is not None else None
     layout = layout_for(shape, args) if shape is not None else None
     groups = max(1, layout.attention_groups()) if layout is not None else 1
-    decode_graphs = len(capture_sizes(min(decode_tokens, captured)))
+    decode_graphs = len([n for n in sizes if n <= decode_tokens])
     return groups * (FLASHINFER_WORKSPACE_BYTES + decode_graphs * FLASHINFER_DECODE_WRAPPER_BYTES)
 
 
@@ -324,11 +340,18 @@ def runtime_overhead(
     vocab = (facts.vocab_size if facts is not None else None) or DEFAULT_VOCAB_SIZE
     graphs = 0
     if _captures_graphs(args):
-        captured = min(MAX_CUDA_GRAPH_CAPTURE_SIZE, 2 * seqs * (1 + draft), tokens)
+        named = _named_capture_sizes(args)
+        if named is not None:
+            # vLLM captures the sizes the recipe names (those within the batched tokens)
+            # and no others: the largest decides the pool, not max_num_seqs.
+            sizes = [n for n in named if n <= tokens]
+        else:
+            sizes = capture_sizes(min(MAX_CUDA_GRAPH_CAPTURE_SIZE, 2 * seqs * (1 + draft), tokens))
+        captured = max(sizes, default=0)
         graphs = CUDA_GRAPH_BASE_BYTES + captured * CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN
         backend = attention_backend(args, facts, env or {}, unified=unified)
         if backend == FLASHINFER and _full_decode_graphs(args):
-            graphs += _flashinfer_graph_bytes(args, facts, seqs * (1 + draft), captured)
+            graphs += _flashinfer_graph_bytes(args, facts, seqs * (1 + draft), sizes)
     non_torch = NON_TORCH_BYTES if measured_non_torch_bytes is None else measured_non_torch_bytes
     # vLLM's measured figure already holds the compile workers' host memory (it is taken
     # host-wide on unified memory), so it replaces both terms.

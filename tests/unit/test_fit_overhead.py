@@ -5,6 +5,7 @@ from __future__ import annotations
 from spark_tui.core.facts import GIB, ModelFacts
 from spark_tui.core.fit import (
     COMPILE_WORKERS_BYTES,
+    CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN,
     DEFAULT_VOCAB_SIZE,
     LOGIT_BYTES,
     runtime_overhead,
@@ -72,3 +73,33 @@ def test_vllms_measured_non_torch_replaces_the_estimate_and_the_compile_workers(
     assert all(getattr(measured, k) == getattr(estimated, k) for k in same)
     # A negative figure (the host freed memory during the profile) is vLLM's to report.
     assert runtime_overhead(args(), measured_non_torch_bytes=-GIB).non_torch_bytes == -GIB
+
+
+def test_named_cuda_graph_sizes_decide_the_graph_pool() -> None:
+    # sparkrun's Qwen3.8 recipe names [1, 2, 3, 4]: vLLM captures those, not the 64 tokens
+    # its 8 sequences x 4 (3 drafts + 1) would give by default.
+    spec = '--max-num-seqs 8 --speculative-config {"method":"mtp","num_speculative_tokens":3}'
+    default = runtime_overhead(args(spec))
+    named = runtime_overhead(
+        args(spec + ' --compilation-config {"cudagraph_capture_sizes":[4,1,2,3]}')
+    )
+    dotted = runtime_overhead(args(spec + " -cc.cudagraph_capture_sizes=[1,2,3,4]"))
+    assert (
+        default.cuda_graph_bytes - named.cuda_graph_bytes
+        == 60 * CUDA_GRAPH_BYTES_PER_CAPTURED_TOKEN
+    )
+    assert dotted.cuda_graph_bytes == named.cuda_graph_bytes
+    # Sizes past the batched tokens are not captured.
+    big = runtime_overhead(
+        args(
+            '--max-num-batched-tokens 256 --compilation-config {"cudagraph_capture_sizes":[8,1024]}'
+        )
+    )
+    assert (
+        big.cuda_graph_bytes
+        == runtime_overhead(
+            args(
+                '--max-num-batched-tokens 256 --compilation-config {"cudagraph_capture_sizes":[8]}'
+            )
+        ).cuda_graph_bytes
+    )

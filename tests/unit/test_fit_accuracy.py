@@ -5,6 +5,8 @@ weight load factor, non-torch, compile workers, activation per token, CUDA graph
 HELD_OUT logs were collected afterwards from other runs (other models, KV dtypes, vLLM
 versions and settings) and no constant was read from them: each is held to the budgets
 (weights within 3 %, available KV within 5 %, KV tokens within 2 %) where it gives the inputs.
+A log whose miss lies in an input no flag decides but the log prints (vLLM's own non-torch
+figure, measured host-wide on GB10) is held given that input, and says so.
 
 Weight memory: predicted from each log's own "Checkpoint size" (or model_facts.tsv) and
 its TP x PP, against its "Model loading took X GiB". KV cache: tokens and concurrency from

@@ -320,6 +320,8 @@ class _Build:
     runs_help: asyncio.Future[bool]
     owner: str | None
     given_up: bool = False  # no help container may be made any more
+    # Another cluster's launch waits for this table: its help run is not held for it.
+    awaited: bool = False
 
 
 class FlagTables:
@@ -338,31 +340,52 @@ class FlagTables:
 
     def __init__(self) -> None:
         self._builds: dict[tuple[str, str], _Build] = {}
-        self._starting = 0  # launches making and starting their ranks now
-        self._started: asyncio.Event | None = None  # set while none is
+        self._starting = 0  # holds taken by launches that have not started their ranks
+        self._changed: asyncio.Event | None = None  # set (and replaced) when a hold ends
+
+    def hold(self) -> Callable[[], None]:
+        """Hold every help container of these builds from starting (one started before
+        runs on) until the returned call (later calls do nothing): a launch holds them
+        from its beginning until its ranks have started, however it ends. A build
+        another cluster's launch waits for is not held (that launch would wait for ever)."""
+        self._starting += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._starting -= 1
+            self._poke()
+
+        return release
+
+    def _poke(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
 
     def ranks_first(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """While inside, no help container of these builds starts (one started before
-        runs on): the launch's ranks are made and started first."""
+        """While inside, no help container of these builds starts (see `hold`): the
+        launch's ranks are made and started first."""
         return self._holding()
 
     @contextlib.asynccontextmanager
     async def _holding(self) -> AsyncIterator[None]:
-        if self._started is None:
-            self._started = asyncio.Event()
-        self._starting += 1
-        self._started.clear()
+        release = self.hold()
         try:
             yield
         finally:
-            self._starting -= 1
-            if not self._starting:
-                self._started.set()
+            release()
 
-    async def ranks_started(self) -> None:
-        """Return once no launch is making or starting its ranks (see `ranks_first`)."""
-        while self._starting and self._started is not None:
-            await self._started.wait()
+    async def ranks_started(self, build: _Build | None = None) -> None:
+        """Return once no launch holds the help runs (see `hold`), or `build`'s table is
+        awaited by another cluster's launch."""
+        while self._starting and not (build is not None and build.awaited):
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            await self._changed.wait()
 
     @classmethod
     def of(cls, pool: Any) -> FlagTables:
@@ -391,8 +414,11 @@ class FlagTables:
         def may_run() -> bool:
             return not build.given_up
 
+        async def turn() -> None:
+            await self.ranks_started(build)
+
         work = _build_table(
-            pool, head, image, pull, emit, owner, lambda: decided(True), may_run, self.ranks_started
+            pool, head, image, pull, emit, owner, lambda: decided(True), may_run, turn
         )
         build = _Build(asyncio.ensure_future(work), runs_help, owner)
 
@@ -432,6 +458,9 @@ class FlagTables:
         build = self._builds.get((head, image)) or self._launch(
             pool, head, image, pull, emit, owner
         )
+        if build.owner != owner and not build.awaited:
+            build.awaited = True  # waited for below: not held for a launch (see `hold`)
+            self._poke()
         try:
             return await self._result(build, image, wait or build.owner != owner)
         except ImageNotPulled:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from spark_tui.core.facts import ImageInfo
 from spark_tui.core.images import (
@@ -21,7 +22,11 @@ from spark_tui.core.images import (
     parse_endpoints,
     parse_ref,
 )
-from spark_tui.remote.registry import Registry
+
+if TYPE_CHECKING:
+    # The registry's HTTP client is loaded when a sentinel is resolved: a launch checks
+    # and pulls its images without it.
+    from spark_tui.remote.registry import Registry
 
 
 def configured_endpoints(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -35,7 +40,10 @@ def resolve_image(image: str, registry: Registry | None = None) -> ResolvedImage
     registry cannot say."""
     if not is_sentinel(image):
         return None
-    registry = registry or Registry(configured_endpoints())
+    if registry is None:
+        from spark_tui.remote.registry import Registry
+
+        registry = Registry(configured_endpoints())
     ref = parse_ref(NIGHTLY_REPOSITORY)
     # No dated tag published (yet): `latest` itself, pinned by its digest.
     tag = newest_nightly(registry.tags(ref)) or "latest"

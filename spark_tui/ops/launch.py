@@ -34,9 +34,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from spark_tui.core import logclass, prelaunch
 from spark_tui.core.errors import (
@@ -76,6 +74,9 @@ from spark_tui.ops.mods import put_copies
 from spark_tui.remote.docker_remote import RemoteDocker
 from spark_tui.remote.hostkeys import HostKeyError
 from spark_tui.remote.ssh import ConnectionPool, NodeConnection, Outage
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass
@@ -336,6 +337,10 @@ class ClusterWatch:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + self.ready_timeout
         up_until = 0.0  # asked every API_UP_POLL_S until then: the head said its API is up
+        # The API's client is loaded once the ranks run (a launch makes its containers
+        # without it; the session loads it in a thread meanwhile, see Session.load_launch).
+        import httpx
+
         async with httpx.AsyncClient(timeout=5.0) as client:
             while True:
                 try:

@@ -18,15 +18,17 @@ from typing import TYPE_CHECKING, Any
 from spark_tui.core.errors import InputError, SparkError
 from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.core.wording import change_text
-from spark_tui.ops.history import History, Run
 from spark_tui.service.events import LogLine, RankState, RankStateChanged
 
 if TYPE_CHECKING:
+    # The records are pydantic's models (a tenth of a second to load): loaded when a
+    # history is opened, so a launch makes its containers without them.
     # The comparison and the export reach the benchmark's HTTP client and a stop's report
     # Docker: loaded when used, so a session starts without them.
     from spark_tui.core.recipe import Recipe
     from spark_tui.ops.cluster import StopReport
     from spark_tui.ops.compare import Comparison, FigureDelta
+    from spark_tui.ops.history import History, Run
 
 __all__ = [
     "Comparison",
@@ -39,6 +41,16 @@ __all__ = [
     "RunHistory",
     "keep_stopped_logs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # History and Run are this module's too, loaded when first asked for (see above).
+    if name in ("History", "Run"):
+        from spark_tui.ops import history
+
+        return getattr(history, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 OUTCOME = {True: "ok", False: "FAILED", None: "-"}
 # Lines of a rank's log a failed launch keeps (as many as a stop keeps).
@@ -179,11 +191,17 @@ class RunHistory:
     """The history actions over one store (the user's, or the demo's own)."""
 
     def __init__(self, store: History | None = None) -> None:
-        self.store = store if store is not None else History()
+        if store is None:
+            from spark_tui.ops.history import History
+
+            store = History()
+        self.store = store
 
     @classmethod
     def demo(cls) -> RunHistory:
         """The demo's store: apart from the user's, every run in it marked simulated."""
+        from spark_tui.ops.history import History
+
         return cls(History.demo())
 
     @property

@@ -76,14 +76,40 @@ async def launch(
     # evaluated (a headless launch; the cockpit loaded it while the user chose): imported
     # only once the ranks are to start, it took up to a fifth of a second on a busy machine
     # before the head's container was made.
-    loading = asyncio.ensure_future(session.load_launch())
+    from spark_tui.service.session import LAUNCH_CODE
+
+    loading = asyncio.ensure_future(session.load_launch(LAUNCH_CODE))
+    held = HelpHeld()
     try:
-        cluster = await _launch(session, emit, ask, recipe, overrides, options, on_ready, loading)
+        cluster = await _launch(
+            session, emit, ask, recipe, overrides, options, on_ready, loading, held
+        )
     finally:
+        held.release()  # refused, failed or interrupted before its ranks started too
         if not loading.done():
             await asyncio.wait({loading})  # (a thread's imports cannot be recalled)
         _dropped(loading)
     return cluster
+
+
+class HelpHeld:
+    """The image's flag check held by a launch (`Nodes.hold_flag_tables`): its help
+    container does not start before the ranks have. On a head that had made no container
+    of the image yet, a help container started first made the head's start wait in
+    dockerd, and its imports took both cores of a small head."""
+
+    def __init__(self) -> None:
+        self._release: Callable[[], None] | None = None
+
+    def hold(self, session: Session) -> None:
+        self.release()
+        self._release = session.nodes.hold_flag_tables()
+
+    def release(self) -> None:
+        """Let the help runs start (once the ranks have, or the launch ended before)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
 
 async def _launch(
@@ -95,12 +121,12 @@ async def _launch(
     options: LaunchOptions,
     on_ready: Callable[[Cluster], None] | None,
     loading: asyncio.Future[None],
+    held: HelpHeld,
 ) -> Cluster:
-    # The history's records load pydantic's models: not at import (the cockpit's first
-    # frame), when a launch is kept.
     from spark_tui.service.history import recipe_defaults
 
     await session.connect(strict=True)
+    held.hold(session)  # before the flag table build begins (the cockpit's may have begun)
     session.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
     if not session.facts_fresh():
         # (The cockpit's launch acts on the facts of its last refresh, which its fit panel
@@ -173,7 +199,9 @@ async def _launch(
 
     pending = report is not None and any(f.code == PENDING for f in report.findings)
     await loading
-    await _follow(session, emit, cluster, replace_stale, options, on_ready, pending=pending)
+    await _follow(
+        session, emit, cluster, replace_stale, options, on_ready, pending=pending, held=held
+    )
     return cluster
 
 
@@ -225,8 +253,11 @@ async def _follow(
     on_ready: Callable[[Cluster], None] | None,
     *,
     pending: bool = False,
+    held: HelpHeld | None = None,
 ) -> None:
-    """Start the ranks and pass their events on, keeping the cluster's state and record.
+    """Start the ranks and pass their events on, keeping the cluster's state and record;
+    once they have started, `held` is released and the code a launch needs once ready
+    (the API's client, the history's records) loads in a thread while vLLM starts.
 
     `pending`: the image's flag check is under way, in a container of this cluster: the
     ranks start beside it, and a flag it then refuses stops and removes them and refuses
@@ -241,16 +272,24 @@ async def _follow(
     started = False
     failed: list[ev.RankStateChanged] = []
     tails = RankTails()
+    loading: asyncio.Future[None] | None = None
 
     def followed(event: ev.ClusterEvent) -> None:
-        nonlocal started, digests
+        nonlocal started, digests, loading
         tails.see(event)
         if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.CREATED:
             started = True
         if isinstance(event, ev.RankStateChanged) and event.state is ev.RankState.FAILED:
             failed.append(event)
         if isinstance(event, ev.ResultEvent) and event.kind == "launch":
+            # Every rank has started.
             digests = dict(event.payload.get("image_digests") or {})
+            if held is not None:
+                held.release()
+            if loading is None:
+                from spark_tui.service.session import READY_CODE
+
+                loading = asyncio.ensure_future(session.load_launch(READY_CODE))
             return
         if isinstance(event, ev.ClusterReady):
             cluster.base_url = event.base_url
@@ -330,6 +369,10 @@ async def _follow(
         raise
     finally:
         cluster.followed = False
+        if loading is not None:
+            if not loading.done():
+                await asyncio.wait({loading})  # (a thread's imports cannot be recalled)
+            _dropped(loading)
         if check is not None:
             check.cancel()
             check.add_done_callback(_dropped)

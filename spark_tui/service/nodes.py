@@ -72,6 +72,12 @@ class Nodes(Protocol):
         check awaits a table built while the nodes are probed (nothing while not open);
         its help run's container belongs to `cluster_id` (`stop` of it removes it)."""
 
+    def hold_flag_tables(self) -> Callable[[], None]:
+        """Hold the help runs of the flag table builds from starting until the returned
+        call (once is enough): a launch holds them from its beginning until its ranks have
+        started, however it ends (its help container's start made the head's wait in
+        dockerd, and its imports take both cores of a small head)."""
+
     async def image_flags(
         self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None, wait: bool = True
     ) -> list[Finding]:

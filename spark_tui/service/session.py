@@ -49,16 +49,18 @@ if TYPE_CHECKING:
     from spark_tui.service.pump import Emit
     from spark_tui.service.status import ClusterReport
 
-__all__ = ["LAUNCH_CODE", "ApiTarget", "Cluster", "Session", "target_from_argv"]
+__all__ = ["LAUNCH_CODE", "READY_CODE", "ApiTarget", "Cluster", "Session", "target_from_argv"]
 
-# What a launch loads beyond what discovery and the fit panel did: its action, its
-# operations' Docker and HTTP clients, the history's records (see Session.load_launch).
+# What a launch loads beyond what discovery and the fit panel did, to make its containers:
+# its action, its operations and their Docker client (see Session.load_launch).
 LAUNCH_CODE = (
     "spark_tui.service.launch",
     "spark_tui.ops.launch",
     "spark_tui.ops.images",
     "spark_tui.service.history",
 )
+# ... and once its ranks run: the API's HTTP client and the history's records.
+READY_CODE = ("httpx", "spark_tui.ops.history")
 
 
 class Session:
@@ -197,16 +199,17 @@ class Session:
             known[cluster.cluster_id] = ([n for _rank, n in cluster.ranks], cluster.utilization)
         return held_memory(self.reachable, known)
 
-    async def load_launch(self) -> None:
-        """Load the launch's code (LAUNCH_CODE) in a worker thread. The cockpit does it
-        while the user picks a recipe, so that its launch key starts containers rather
-        than imports: they took a third of a second before the head's container started
-        on a 2-core machine, over a second when it was busy."""
+    async def load_launch(self, code: Sequence[str] = (*LAUNCH_CODE, *READY_CODE)) -> None:
+        """Load the launch's code (LAUNCH_CODE, READY_CODE) in a worker thread. The cockpit
+        does it while the user picks a recipe, so that its launch key starts containers
+        rather than imports: they took a third of a second before the head's container
+        started on a 2-core machine, over a second when it was busy. A headless launch
+        loads LAUNCH_CODE while it connects and probes, READY_CODE once its ranks run."""
         import asyncio
         import importlib
 
         def load() -> None:
-            for name in LAUNCH_CODE:
+            for name in code:
                 importlib.import_module(name)
 
         await asyncio.to_thread(load)

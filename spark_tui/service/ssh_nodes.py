@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -108,6 +108,13 @@ class SshNodes:
         from spark_tui.ops.image_flags import start_flag_table
 
         start_flag_table(self._pool, head, image, cluster_id)
+
+    def hold_flag_tables(self) -> Callable[[], None]:
+        if self._pool is None:
+            return lambda: None  # not open: no build has begun
+        from spark_tui.ops.image_flags import FlagTables
+
+        return FlagTables.of(self._pool).hold()
 
     async def image_flags(
         self, plan: LaunchPlan, *, pull: bool, emit: Emit[ev.Notice] | None, wait: bool = True

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spark_tui.service import events as ev
-from spark_tui.service.history import keep_stopped_logs
 
 if TYPE_CHECKING:
     from spark_tui.service.pump import Emit
@@ -22,6 +21,10 @@ async def stop_all(
     session.nodes_changed()
     report = await session.nodes.stop(cluster_id, emit)
     if keep_logs:
+        # (The history's records load pydantic: not when a launch replacing a cluster
+        # imports this module.)
+        from spark_tui.service.history import keep_stopped_logs
+
         keep_stopped_logs(session.history, report)
     cluster = session.cluster
     if cluster is not None and cluster_id in (None, cluster.cluster_id):

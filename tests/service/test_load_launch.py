@@ -29,3 +29,23 @@ def test_load_launch_loads_what_a_launch_imports() -> None:
     before, after = json.loads(out.stdout)
     assert before == [], before
     assert after == [*LAUNCH_CODE, "docker", "httpx", "pydantic.main"], after
+
+
+CRITICAL = """
+import json, sys
+from spark_tui.service.session import LAUNCH_CODE
+import spark_tui.remote.probe, spark_tui.service.ssh_nodes, spark_tui.ops.image_flags
+for name in LAUNCH_CODE:
+    __import__(name)
+print(json.dumps([m for m in ("httpx", "pydantic") if m in sys.modules]))
+"""
+
+
+def test_the_code_a_launch_needs_for_its_containers_loads_no_http_client_nor_records() -> None:
+    # httpx and pydantic's models (the API's client, the history's records) took about
+    # a quarter of a second of the CPU before the head's container on a 2-core machine;
+    # a launch loads them once its ranks run (READY_CODE).
+    out = subprocess.run(
+        [sys.executable, "-c", CRITICAL], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(out.stdout) == []

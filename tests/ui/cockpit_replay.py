@@ -231,6 +231,9 @@ class ReplayNodes:
     def start_flag_table(self, head: str, image: str, cluster_id: str) -> None:
         return None  # the flag check below reads a table at once
 
+    def hold_flag_tables(self) -> Callable[[], None]:
+        return lambda: None  # no help run to hold
+
     async def image_flags(
         self, plan: LaunchPlan, *, pull: bool, emit: Emit[Notice] | None, wait: bool = True
     ) -> list[Finding]:

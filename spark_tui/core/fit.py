@@ -49,6 +49,15 @@ WEIGHT_LOAD_FACTOR = 1.015
 # node is at hand, runtime_overhead takes it (measured_non_torch_bytes) in place of this
 # estimate and the compile workers' below, which are part of what it measures.
 NON_TORCH_BYTES = GIB // 2
+# How far vLLM's own non-torch figure moves between starts of one setting on GB10 (measured
+# host-wide, above), so how much smaller a start's KV cache can come out than predicted with
+# nothing in the recipe to say so: the three gemma-3-27b starts with one model and budget on
+# one machine measured 0.09, 2.54 and 2.90 GiB (the held-out logs), 2.81 GiB apart. A KV
+# budget that holds one full-length request by less may not hold it at a given start (vLLM's
+# "max seq len" refusal), and `max_model_len auto` may come out shorter by what it costs.
+# It covers the other GB10 logs too: the TP2 log's two ranks of one run differ by 1.20 GiB,
+# and every GB10 log's available KV is over-predicted by at most 2.79 GiB (the eager one).
+NON_TORCH_SPREAD_BYTES = round((2.90 - 0.09) * GIB)
 # torch.compile (Inductor) keeps a pool of compile workers alive through the profile; on a
 # unified-memory GB10 their host memory counts as non-torch memory (above). Read off the
 # four compiled fitted logs, each at its machine's total: they leave 1.5-4.4 GiB beyond
@@ -819,6 +828,14 @@ def _node_findings(
         return out
     needed = fit.kv_per_request_bytes
     if layout is not None and kv_budget is not None and needed is not None and max_len:
+        tight = (
+            _unified_memory(node)
+            and args.kv_cache_memory_bytes is None  # a fixed KV cache does not move with it
+            and not args.max_model_len_auto  # vLLM fits that length itself (see auto's note)
+            and needed <= kv_budget < needed + NON_TORCH_SPREAD_BYTES
+        )
+        if tight:
+            out.append(_margin_finding(fit, args, layout, max_len, positions, plan))
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
             # Never suggest a length past the model's own positions.
@@ -840,7 +857,7 @@ def _node_findings(
                     "kv_max_seq_len",
                     "vLLM will stop at startup: "
                     + _max_seq_len_message(max_len, needed, kv_budget, estimate),
-                    options[0] + ("; or " + ", or ".join(options[1:]) if options[1:] else ""),
+                    _alternatives(options),
                 )
             )
         elif (
@@ -862,22 +879,83 @@ def _node_findings(
     return out
 
 
+def _margin_finding(
+    fit: NodeFit,
+    args: ServeArgs,
+    layout: KVLayout,
+    max_len: int,
+    positions: int | None,
+    plan: Budget,
+) -> Finding:
+    """The warning for a KV budget that holds one full-length request by less than vLLM's
+    non-torch measurement varies on GB10, with what leaves that much free."""
+    kv_budget, needed = fit.kv_budget_bytes or 0, fit.kv_per_request_bytes or 0
+    spare = kv_budget - needed
+    options = []
+    shorter = layout.max_len_for(kv_budget - NON_TORCH_SPREAD_BYTES, max_len)
+    shorter = min(shorter, positions) if positions else shorter
+    if shorter >= 1:
+        options.append(f"--set max_model_len={shorter}")
+    more = _raise_util(
+        (fit.weights_bytes or 0) + (fit.overhead_bytes or 0) + needed + NON_TORCH_SPREAD_BYTES,
+        fit.memory_total_bytes,
+        plan,
+    ).strip(", ")
+    if more:
+        options.append(more)
+    if not args.kv_cache_dtype.startswith("fp8"):
+        options.append("--set kv_cache_dtype=fp8")
+    return Finding(
+        "warning",
+        "kv_margin_tight",
+        f"one request of the full {max_len} tokens needs {gib(needed)} GiB of KV cache and the "
+        f"predicted {gib(kv_budget)} GiB holds it with {gib(spare)} GiB to spare, less than the "
+        f"{gib(NON_TORCH_SPREAD_BYTES)} GiB by which vLLM's non-torch memory varies between "
+        "starts of one setting on GB10 (it measures it host-wide): a start may stop with "
+        f'"max seq len ({max_len}) ... larger than the available KV cache memory"',
+        "leave the spread free: "
+        + (_alternatives(options) if options else "spread the model over more nodes"),
+    )
+
+
+def _alternatives(options: list[str]) -> str:
+    """`a; or b, or c`: the first remedy, then the others."""
+    return options[0] + ("; or " + ", or ".join(options[1:]) if options[1:] else "")
+
+
 def _auto_max_model_len(
-    fits: list[NodeFit], layout: KVLayout, positions: int
+    fits: list[NodeFit], layout: KVLayout, positions: int, spread: Mapping[str, int]
 ) -> tuple[int, Finding | None]:
     """The length `--max-model-len auto` gives, as vLLM fits it: the model's maximum when one
-    request of it fits every rank's KV cache, else the longest that fits the smallest."""
+    request of it fits every rank's KV cache, else the longest that fits the smallest.
+    `spread`: by how much each node's KV cache may come out smaller at a start (by name)."""
     budgets = [(f.kv_budget_bytes, f.name) for f in fits]
     if not budgets or any(b is None or b <= 0 for b, _ in budgets):
         return positions, None  # unknown or no KV memory: the other findings say so
     smallest, name = min((b, n) for b, n in budgets if b is not None)
     fitted = layout.max_len_for(smallest, positions)
+    # The shortest it may come out at a start where vLLM's non-torch figure is high.
+    least = min(
+        layout.max_len_for(b - spread.get(n, 0), positions) for b, n in budgets if b is not None
+    )
+    varies, remedy = "", "nothing to do"
+    if spread and 1 <= least < min(fitted, positions):
+        varies = (
+            f"; on GB10 vLLM's non-torch memory varies by {gib(max(spread.values()))} GiB "
+            f"between starts, so a start may come out at {least} to {min(fitted, positions)} "
+            "tokens"
+        )
+        remedy = (
+            f"nothing to do; for one length at every start --set max_model_len={least}, "
+            "for longer ones free memory for the KV cache"
+        )
     if fitted >= positions:
         return positions, Finding(
             "info",
             "max_model_len_auto",
-            f"max_model_len auto: the model's maximum of {positions} tokens fits, so vLLM uses it",
-            "nothing to do",
+            f"max_model_len auto: the model's maximum of {positions} tokens fits, so vLLM uses "
+            f"it{varies}",
+            remedy,
         )
     if fitted < 1:
         return positions, None  # not even one token: kv_max_seq_len says what vLLM says
@@ -885,8 +963,10 @@ def _auto_max_model_len(
         "info",
         "max_model_len_auto",
         f"max_model_len auto: the model's maximum of {positions} tokens does not fit the "
-        f"{gib(smallest)} GiB KV cache of {name}, so vLLM reduces it to {fitted} tokens",
-        "nothing to do; for longer requests free memory for the KV cache "
+        f"{gib(smallest)} GiB KV cache of {name}, so vLLM reduces it to {fitted} tokens{varies}",
+        remedy
+        if varies
+        else "nothing to do; for longer requests free memory for the KV cache "
         "(or --set max_model_len=N to fix the length)",
     )
 
@@ -1081,7 +1161,12 @@ def check_fit(
             fit.kv_budget_bytes = fit.budget_bytes - weights - overhead
         fits.append(fit)
     if args.max_model_len_auto and layout is not None and max_len:
-        max_len, auto_finding = _auto_max_model_len(fits, layout, max_len)
+        spread = {
+            node.name: NON_TORCH_SPREAD_BYTES
+            for node in nodes
+            if _unified_memory(node) and args.kv_cache_memory_bytes is None
+        }
+        max_len, auto_finding = _auto_max_model_len(fits, layout, max_len, spread)
         if auto_finding is not None:
             findings.append(auto_finding)
     for fit, node in zip(fits, nodes, strict=True):

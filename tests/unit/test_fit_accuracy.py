@@ -28,6 +28,7 @@ import pytest
 from spark_tui.core.facts import GIB, ModelFacts
 from spark_tui.core.fit import (
     COMPILE_WORKERS_BYTES,
+    NON_TORCH_SPREAD_BYTES,
     Budget,
     RuntimeOverhead,
     runtime_overhead,
@@ -921,3 +922,70 @@ def test_hybrid_attention_block_matches_the_log(fixture: str) -> None:
     logged = _BLOCK.search(text)
     assert layout is not None and logged
     assert layout.attention_block_size() == int(logged.group(1))
+
+
+# --- the spread of vLLM's non-torch figure: check's KV margin warning -------------------
+
+
+def test_spread_is_the_one_measured_between_starts_of_one_setting() -> None:
+    # The three gemma-3-27b-it starts on one machine with one model and budget: vLLM's own
+    # non-torch figures in their logs, 0.09, 2.54 and 2.90 GiB.
+    figures = []
+    for h in HELD_OUT.values():
+        if "gemma3_27b" in h.fixture:
+            figure = logged_non_torch_gib(_text(h.fixture))
+            assert figure is not None
+            figures.append(figure)
+    assert sorted(figures) == [0.09, 2.54, 2.90]
+    assert NON_TORCH_SPREAD_BYTES == round((max(figures) - min(figures)) * GIB)
+
+
+def test_gb10_logs_are_consistent_with_the_margin() -> None:
+    # Every GB10 log's start passed vLLM's "max seq len" check. Where the model's config
+    # gives the KV one request of the log's max_model_len needs, `check` must not have
+    # refused it (predicted KV below one request). A start whose real margin was within the
+    # spread is one `check` may warn of but must not refuse; none of these had one (the
+    # closest held 33.0 GiB over one request), so the warning has no real start against it.
+    configs = {h.fixture: h.config for h in HELD_OUT.values() if h.config is not None}
+    configs["vllm_startup_gb10_gemma4_26b_single_node.log"] = (
+        "constructed_gemma4_26b_a4b_config.json"
+    )
+    rows = available_kv_rows()
+    held = 0
+    for name, row in zip(gb10_kv_logs(), rows, strict=True):
+        if name not in configs:
+            continue
+        text = _text(name)
+        args = _serve_args(text if non_default_args(text) else _text(HEAD_LOG))
+        facts = facts_from_hf_config(args.model, json.loads(_text(configs[name])), None)
+        dtype = _DTYPE.search(text)
+        facts.dtype = facts.dtype or (dtype.group(1) if dtype else None)
+        layout = layout_for(facts, args)
+        length = args.max_model_len or facts.max_position_embeddings
+        if layout is None or not length:
+            continue
+        need = layout.request_bytes(length) / GIB
+        predicted, real = row.predicted_gib - need, row.logged_gib - need
+        print(f"{row.label:52} predicted margin {predicted:6.2f} real {real:6.2f} GiB")
+        assert real >= 0, row.label  # the log's own start
+        assert predicted >= 0, row.label  # check would not have refused it
+        held += 1
+    assert held >= 17
+
+
+def test_the_spread_covers_every_gb10_logs_over_prediction() -> None:
+    # What makes a margin of the spread enough: on no GB10 log is the available KV predicted
+    # higher than vLLM found by more (the eager gemma-3-27b start, 2.79 GiB, is the most).
+    # A log whose miss lies in its weights (a known xfail: its configs are not at hand) is
+    # left out: that miss is no part of non-torch memory.
+    weight_misses = {
+        label for label, h in HELD_OUT.items() if any(k == "weights" for k, _ in h.misses)
+    }
+    over = {
+        r.label: r.predicted_gib - r.logged_gib
+        for r in available_kv_rows()
+        if r.label not in weight_misses
+    }
+    worst = max(over, key=lambda k: over[k])
+    assert worst == "gemma-3-27b-it NVFP4 KV eager (GB10, held out)"
+    assert 0 < over[worst] * GIB <= NON_TORCH_SPREAD_BYTES

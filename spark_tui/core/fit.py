@@ -1082,7 +1082,7 @@ def check_fit(
         Finding(
             "error" if facts.num_experts is not None else "warning", r.code, r.message, r.remedy
         )
-        for r in data_parallel_refusals(args, facts.num_experts)
+        for r in data_parallel_refusals(args, facts.num_experts, cpu=cpu_kv is not None)
     ]
     for token in undeclared_references(argv, env):
         err = undeclared_reference_error(token, recipe.name)

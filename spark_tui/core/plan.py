@@ -931,7 +931,9 @@ def _distributed_argv(
     `--data-parallel-start-rank` naming its replica. vLLM 0.32 refuses the per-node form
     (`--data-parallel-rank` on every node, an API per replica) for a dense model ("Non-MoE
     models do not support external data parallel mode"); this form runs dense and MoE
-    models alike. Under data parallelism vLLM counts `--nnodes`/`--node-rank` over the whole
+    models alike (on the lab's real vLLM a MoE model's replicas form their group across the
+    nodes in it, though the CPU build then stops at the first request in any form: `check`
+    refuses that). Under data parallelism vLLM counts `--nnodes`/`--node-rank` over the whole
     deployment and takes the replica's place from them, while `--master-addr` is the
     replica's own leader (its tensor-parallel group's rendezvous).
     """

@@ -81,9 +81,21 @@ EXTERNAL_DP_WITHOUT_RANK = (
     "rank can be inferred."
 )
 _LB_SWITCHES = ("data-parallel-external-lb", "data-parallel-hybrid-lb")
+# What the CPU build of vLLM 0.32 stops on at a MoE model's first request under data
+# parallelism (vllm/distributed/device_communicators/base_device_communicator.py: the CPU
+# communicator does not implement all_gatherv, which the MoE layers' allgather-reducescatter
+# exchange between data-parallel ranks calls). Seen on the lab's real vLLM with the tiny
+# Qwen3-MoE, DP 2 over two nodes, in the one-API form and in the per-node form alike.
+CPU_MOE_DP_CRASH = (
+    "NotImplementedError (base_device_communicator.py all_gatherv), then "
+    "\"RuntimeError: Worker failed with error '', please check the stack trace above for the "
+    'root cause"'
+)
 
 
-def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal]:
+def data_parallel_refusals(
+    args: ServeArgs, experts: int | None, *, cpu: bool = False
+) -> list[Refusal]:
     """What vLLM refuses in a data-parallel command the launch plan completes.
 
     The plan runs every replica behind the head's API (internal load balancing: the
@@ -91,11 +103,14 @@ def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal
     A recipe that asks for external or hybrid load balancing on top of that makes the head
     an external-LB rank: vLLM refuses it for a dense model (`experts` 0) and, with no
     --data-parallel-rank, for a MoE model too. `experts` None: not known, so said as a
-    warning-worthy refusal of the dense case only.
+    warning-worthy refusal of the dense case only. `cpu`: the command runs on vLLM's CPU
+    build, which cannot run a MoE model's replicas at all.
     """
     if args.data_parallel_size <= 1:
         return []
     out = _spanning_dense_replicas(args, experts)
+    if cpu and experts != 0:
+        out.append(_cpu_moe_replicas(args, experts))
     asked = [f"--{f}" for f in _LB_SWITCHES if args.has(f)]
     if not asked:
         return out
@@ -112,6 +127,23 @@ def data_parallel_refusals(args: ServeArgs, experts: int | None) -> list[Refusal
         words = f"{NON_MOE_EXTERNAL_DP} (if the model is dense; a MoE model: {EXTERNAL_DP_WITHOUT_RANK})"
     code = "external_data_parallel"
     return [*out, Refusal(code, f"vLLM will stop at startup on the head: {words}", remedy)]
+
+
+def _cpu_moe_replicas(args: ServeArgs, experts: int | None) -> Refusal:
+    """A MoE model data parallel on vLLM's CPU build: the replicas start and answer /health,
+    then the first request stops every engine (the MoE layers exchange tokens between the
+    data-parallel ranks with a collective the CPU build lacks)."""
+    tp, pp, dp = args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
+    moe = "the model is MoE" if experts else "if the model is MoE"
+    return Refusal(
+        "cpu_moe_data_parallel",
+        f"vLLM's CPU build will stop at the first request ({moe}): a MoE model's "
+        f"data-parallel replicas exchange every MoE layer's tokens, and the CPU build's "
+        f"communicator cannot ({CPU_MOE_DP_CRASH}); the replicas reach ready first",
+        f"run one replica over the nodes (--set data_parallel=1 --set "
+        f"tensor_parallel={tp * dp}{' --set pipeline_parallel=' + str(pp) if pp > 1 else ''}), "
+        "or a GPU build of vLLM (on the Sparks)",
+    )
 
 
 def _spanning_dense_replicas(args: ServeArgs, experts: int | None) -> list[Refusal]:

@@ -34,6 +34,27 @@ def test_the_recipe_uses_only_flags_real_vllm_has(tmp_path: Path) -> None:
         assert flag in argv
 
 
+def test_the_moe_recipe_differs_from_the_dense_one_only_in_its_model(tmp_path: Path) -> None:
+    dense = vllm_image.write_recipe(tmp_path, 2).read_text()
+    path = vllm_image.write_recipe(tmp_path, 2, moe=True)
+    assert path.name == vllm_image.MOE_RECIPE_FILE
+    recipe = load_recipe_file(path)
+    argv = render_argv(recipe, apply_overrides(recipe, []))
+    assert parse_help(HELP.read_text()).check(argv) == []
+    assert recipe.model == vllm_image.MOE_MODEL_REPO
+    assert argv[argv.index("--served-model-name") + 1] == "tiny-qwen3-moe"
+    changed = [
+        (a, b)
+        for a, b in zip(dense.splitlines(), path.read_text().splitlines(), strict=True)
+        if a != b
+    ]
+    assert [b.split(":")[0].strip() for _a, b in changed] == [
+        "model",
+        "description",
+        "--served-model-name tiny-qwen3-moe \\",
+    ], changed
+
+
 def test_the_image_runs_torch_eagerly_and_names_its_vllm() -> None:
     cfg = vllm_image.image_config("sha256:" + "0" * 64, Path("/v/venv"))
     env = dict(e.split("=", 1) for e in cfg["config"]["Env"])

@@ -288,6 +288,38 @@ def test_the_per_replica_api_form_is_refused_for_a_dense_model_as_vllm_does(
             engine.stop()
 
 
+def test_the_per_replica_api_form_runs_for_a_moe_model_as_vllms_source_allows() -> None:
+    # vLLM 0.32 takes --data-parallel-rank on every node for a MoE model (on GPUs; its CPU
+    # build stops such replicas at the first request, which check refuses): each replica's
+    # own API answers.
+    rpc = free_port()
+    ports = [free_port(), free_port()]
+    ranks = [
+        Engine(
+            serve_argv(
+                "openai/gpt-oss-120b", ports[r], *_dp_argv(rpc), "--data-parallel-rank", str(r)
+            )
+        )
+        for r in (0, 1)
+    ]
+    try:
+        body = {"model": "openai/gpt-oss-120b", "messages": [{"role": "user", "content": "hi"}]}
+        for engine, port in zip(ranks, ports, strict=True):
+            engine.wait_healthy(port)
+            resp = httpx.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                json={**body, "max_tokens": 4},
+                timeout=60,
+            )
+            assert resp.status_code == 200, resp.text
+        for r, engine in enumerate(ranks):
+            assert f"(EngineCore_DP{r} pid=" in engine.output
+            assert "Non-MoE" not in engine.output and "Traceback" not in engine.output
+    finally:
+        for engine in ranks:
+            engine.stop()
+
+
 def test_a_head_whose_worker_never_comes_waits_and_ignores_sigterm() -> None:
     # As real vLLM 0.32: stuck in the process group's init, SIGTERM and SIGINT do nothing
     # and there is no timeout of its own; only SIGKILL ends it.

@@ -122,3 +122,34 @@ def test_a_dense_models_replicas_across_nodes_are_refused(flags: str) -> None:
 @pytest.mark.parametrize(("flags", "experts"), [("-dp 4", 0), ("-tp 2 -dp 2", 128), ("-tp 4", 0)])
 def test_a_replica_per_node_a_moe_model_and_no_dp_are_not(flags: str, experts: int) -> None:
     assert _hang(flags, experts) == []
+
+
+def _cpu(flags: str, experts: int | None, env: dict[str, str]):
+    recipe = Recipe(name="r", model=MODEL, command="vllm serve {model}")
+    argv = shlex.split(f"vllm serve {MODEL} --max-model-len 8192 {flags}")
+    report = check_fit(recipe, argv, env, _nodes(2), _facts(experts))
+    return [f for f in report.findings if f.code == "cpu_moe_data_parallel"]
+
+
+CPU = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def test_a_moe_models_replicas_on_the_cpu_build_are_refused_with_what_vllm_stops_on() -> None:
+    # Real vLLM 0.32's CPU build on the lab, the tiny Qwen3-MoE at DP 2: both forms reach
+    # /health, then the first request stops every engine in all_gatherv.
+    (f,) = _cpu("-dp 2", 4, CPU)
+    assert f.severity == "error" and "NotImplementedError" in f.message
+    assert "Worker failed with error ''" in f.message and "first request" in f.message
+    assert "--set data_parallel=1 --set tensor_parallel=2" in f.remedy
+    (unknown,) = _cpu("-dp 2", None, CPU)
+    assert unknown.severity == "warning" and "if the model is MoE" in unknown.message
+
+
+@pytest.mark.parametrize(
+    ("flags", "experts", "env"),
+    [("-dp 2", 0, CPU), ("-dp 2", 4, {}), ("-tp 2", 4, CPU), ("-dp 1", 4, CPU)],
+)
+def test_a_dense_model_a_gpu_build_or_no_dp_are_not(
+    flags: str, experts: int, env: dict[str, str]
+) -> None:
+    assert _cpu(flags, experts, env) == []

@@ -279,11 +279,12 @@ class Lab:
         load_seconds = vllm_image.load_into([n.docker_socket for n in self.nodes], build)
         for node in self.nodes:
             vllm_image.install_model(Path(build.hub), node.home)
+            vllm_image.install_model(Path(build.moe_hub), node.home, build.moe_model)
         what = "found in the cache" if build.cached else f"built in {build_seconds:.0f} s"
         self.say(
             f"image: {build.image} (real vLLM {build.version}, CPU build) {what}; loaded into "
-            f"{cfg.nodes} dockerd(s) in {load_seconds:.1f} s; model {build.model} "
-            f"in every node's Hugging Face cache"
+            f"{cfg.nodes} dockerd(s) in {load_seconds:.1f} s; models {build.model} and "
+            f"{build.moe_model} in every node's Hugging Face cache"
         )
         return {
             **build.to_dict(),

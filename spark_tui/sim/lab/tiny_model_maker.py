@@ -1,9 +1,10 @@
-"""Make the lab's tiny model with no hub: a random-weight Qwen2ForCausalLM and a BPE tokenizer
-trained on local text, laid out as a Hugging Face hub-cache entry.
+"""Make the lab's tiny models with no hub: a random-weight Qwen2ForCausalLM (dense) or
+Qwen3MoeForCausalLM (mixture of experts) and a BPE tokenizer trained on local text, laid out
+as a Hugging Face hub-cache entry.
 
 Run as a script by the real-vLLM venv's interpreter (it needs torch, transformers and
 tokenizers, which spark-tui itself does not depend on):
-`VENV/bin/python tiny_model_maker.py OUT_HUB_DIR ORG/NAME`. It prints the revision.
+`VENV/bin/python tiny_model_maker.py OUT_HUB_DIR ORG/NAME [moe]`. It prints the revision.
 The weights are random (seeded) but for a planted reply: the model answers every prompt
 with REPLY and stops (see plant_reply); every file vLLM, the tokenizer and spark-tui's probe
 read is real.
@@ -201,6 +202,47 @@ def make_model(
     GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(str(out))
 
 
+def make_moe_model(
+    out: Path,
+    vocab: int,
+    eos_id: int,
+    pad_id: int,
+    reply_ids: list[int],
+    blank_ids: list[int] | None = None,
+) -> None:
+    """The dense model's shape with every MLP a mixture of 4 experts (2 per token): the
+    smallest model real vLLM treats as MoE (its data-parallel ranks step together)."""
+    import torch
+    from transformers import GenerationConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen3MoeConfig(
+        vocab_size=vocab,
+        hidden_size=256,
+        intermediate_size=512,
+        # A multiple of 32: the CPU build's grouped-GEMM MoE kernel needs that alignment.
+        moe_intermediate_size=128,
+        num_experts=4,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=4096,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        bos_token_id=None,
+        torch_dtype="float32",
+    )
+    model = Qwen3MoeForCausalLM(cfg).to(torch.float32)
+    plant_reply(model, reply_ids, eos_id, blank_ids)
+    model.save_pretrained(str(out), safe_serialization=True, max_shard_size="5MB")
+    GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(str(out))
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -231,10 +273,11 @@ def to_hub_cache(files_dir: Path, hub: Path, repo_id: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: tiny_model_maker.py OUT_HUB_DIR ORG/NAME", file=sys.stderr)
+    if len(argv) not in (2, 3) or argv[2:] not in ([], ["moe"]):
+        print("usage: tiny_model_maker.py OUT_HUB_DIR ORG/NAME [moe]", file=sys.stderr)
         return 2
     hub, repo_id = Path(argv[0]), argv[1]
+    maker = make_moe_model if argv[2:] == ["moe"] else make_model
     with tempfile.TemporaryDirectory() as tmp:
         files = Path(tmp)
         vocab = make_tokenizer(files)
@@ -245,7 +288,7 @@ def main(argv: list[str]) -> int:
         pad_id = tok.convert_tokens_to_ids("<|endoftext|>")
         # Each token once: a chain cannot pass through the same token twice.
         reply_ids = list(dict.fromkeys(tok.encode(REPLY, add_special_tokens=False)))
-        make_model(files, vocab, eos_id, pad_id, reply_ids, blank_token_ids(tok))
+        maker(files, vocab, eos_id, pad_id, reply_ids, blank_token_ids(tok))
         json.loads((files / "model.safetensors.index.json").read_text())  # must exist
         revision = to_hub_cache(files, hub, repo_id)
     print(revision)

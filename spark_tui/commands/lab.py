@@ -70,6 +70,7 @@ def _up(args: argparse.Namespace, state_dir: Path) -> int:
     recipe = lab.write_recipe(inventory.parent)
     if recipe is not None:
         _say(f"  recipe for the lab's model written to {recipe}")
+        _say(f"  and for its MoE model to {lab.write_recipe(inventory.parent, moe=True)}")
     if info.registry:
         _say(
             f"  registry: {info.registry['url']} stands in for ghcr.io and Docker Hub; "

@@ -292,11 +292,12 @@ class Lab:
             "load_seconds": load_seconds,
         }
 
-    def write_recipe(self, folder: Path) -> Path | None:
-        """The recipe for the lab's real-vLLM model (None for the stand-in's lab)."""
+    def write_recipe(self, folder: Path, *, moe: bool = False) -> Path | None:
+        """The recipe for the lab's real-vLLM model (`moe`: its MoE model; None for the
+        stand-in's lab)."""
         if self.cfg.engine != "vllm":
             return None
-        return vllm_image.write_recipe(folder, self.cfg.nodes)
+        return vllm_image.write_recipe(folder, self.cfg.nodes, moe=moe)
 
     def _config_dict(self) -> dict[str, Any]:
         c = self.cfg

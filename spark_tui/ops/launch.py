@@ -753,9 +753,10 @@ async def launch(
     api_host: str = "127.0.0.1",
     local_env: Mapping[str, str] | None = None,
     settle: float = 1.0,
+    dockers: Mapping[str, RemoteDocker] | None = None,
 ) -> None:
     """Start the plan's ranks on the pool's (opened) nodes and watch them (see module doc),
-    each event to `emit`.
+    each event to `emit`; over `dockers` (every node's client, left open) when given.
 
     `replace_stale`: called with the stale containers; True removes them. None refuses
     with the remedy (`spark-tui stop`, or `--replace`). A container that is not ours but
@@ -765,12 +766,12 @@ async def launch(
     started. Raises LaunchFailed when a rank fails.
     """
     env = dict(os.environ if local_env is None else local_env)
-    dockers = await open_dockers(pool)
+    own = await open_dockers(pool) if dockers is None else {}
     try:
         await _launch(
             plan,
             pool,
-            dockers,
+            dict(dockers) if dockers is not None else own,
             emit,
             env,
             keep_failed,
@@ -782,7 +783,7 @@ async def launch(
             settle,
         )
     finally:
-        await close_dockers(dockers)
+        await close_dockers(own)
 
 
 async def _launch(

@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_tui.core.errors import SparkError
+
 if TYPE_CHECKING:
     from spark_tui.core.facts import NodeFacts
     from spark_tui.core.fit import Finding
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from spark_tui.ops.diagnose import ClusterDiagnosis
     from spark_tui.ops.events import Emit
     from spark_tui.ops.smoke import SmokeResult
+    from spark_tui.remote.docker_remote import RemoteDocker
     from spark_tui.remote.probe import ProbeDockers
     from spark_tui.remote.ssh import ConnectionPool
     from spark_tui.service import events as ev
@@ -87,10 +90,32 @@ class SshNodes:
             self._probe_dockers = ProbeDockers()
         return list(await probe_pool(self.pool, partial=True, dockers=self._probe_dockers))
 
+    async def _kept_dockers(self) -> dict[str, RemoteDocker]:
+        """The Docker client the probes keep for every reachable node (opened now where
+        none is): a launch's status and its ranks reuse them rather than open each node's
+        socket again (a forward and a ping per node, before the head's container)."""
+        from spark_tui.remote.probe import ProbeDockers
+        from spark_tui.remote.ssh import combine_errors
+
+        if self._probe_dockers is None:
+            self._probe_dockers = ProbeDockers()
+        kept = self._probe_dockers
+        conns = self.pool.reachable
+        got = await asyncio.gather(*(kept.get(c) for c in conns), return_exceptions=True)
+        failed = [g for g in got if isinstance(g, SparkError)]
+        if failed:
+            raise combine_errors(failed, len(conns))
+        for res in got:
+            if isinstance(res, BaseException):
+                raise res
+        return {
+            c.name: d for c, d in zip(conns, got, strict=True) if not isinstance(d, BaseException)
+        }
+
     async def status(self) -> list[ClusterStatus]:
         from spark_tui.ops.cluster import status
 
-        return list(await status(self.pool))
+        return list(await status(self.pool, dockers=await self._kept_dockers()))
 
     async def diagnose(self, cluster: ClusterStatus, cleanup: str | None) -> ClusterDiagnosis:
         from spark_tui.ops.cluster import close_dockers, open_dockers
@@ -146,6 +171,7 @@ class SshNodes:
         await launch(
             plan,
             self.pool,
+            dockers=await self._kept_dockers(),
             replace_stale=replace_stale,
             keep_failed=keep_failed,
             wait_ready=wait_ready,

@@ -714,6 +714,13 @@ def _node_findings(
     from_env = kv_source == CPU_KV_ENV
     plan = plan or Budget(args.gpu_memory_utilization)
     util = args.gpu_memory_utilization
+    # How much smaller this node's KV cache may come out at a start than predicted: every
+    # budget and length a remedy names leaves it free, so following one never lands in it.
+    spread = (
+        NON_TORCH_SPREAD_BYTES
+        if _unified_memory(node) and args.kv_cache_memory_bytes is None
+        else 0
+    )
     total, avail, budget = fit.memory_total_bytes, fit.memory_available_bytes, fit.budget_bytes
     # The CPU backend never holds the utilization against free memory when the variable sizes
     # its KV cache (it checks that KV cache against what is free, below).
@@ -779,7 +786,10 @@ def _node_findings(
                     f"with: {NO_CACHE_BLOCKS}",
                     "spread the model over more nodes (--set tensor_parallel=N with N nodes), "
                     + _raise_util(
-                        weights + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0),
+                        weights
+                        + (fit.overhead_bytes or 0)
+                        + (fit.kv_per_request_bytes or 0)
+                        + spread,
                         total,
                         plan,
                     )
@@ -818,7 +828,10 @@ def _node_findings(
                 f"{gib(weights or 0)} GiB - runtime {gib(fit.overhead_bytes or 0)} GiB = "
                 f"{gib(kv_budget)} GiB; vLLM will stop with: {NO_CACHE_BLOCKS}",
                 _raise_util(
-                    (weights or 0) + (fit.overhead_bytes or 0) + (fit.kv_per_request_bytes or 0),
+                    (weights or 0)
+                    + (fit.overhead_bytes or 0)
+                    + (fit.kv_per_request_bytes or 0)
+                    + spread,
                     total,
                     plan,
                 )
@@ -828,25 +841,30 @@ def _node_findings(
         return out
     needed = fit.kv_per_request_bytes
     if layout is not None and kv_budget is not None and needed is not None and max_len:
-        tight = (
-            _unified_memory(node)
-            and args.kv_cache_memory_bytes is None  # a fixed KV cache does not move with it
-            and not args.max_model_len_auto  # vLLM fits that length itself (see auto's note)
-            and needed <= kv_budget < needed + NON_TORCH_SPREAD_BYTES
-        )
-        if tight:
+        # A fixed KV cache (--kv-cache-memory-bytes) does not move with non-torch memory
+        # (spread 0), and vLLM fits an `auto` length itself (see auto's note).
+        if spread and not args.max_model_len_auto and needed <= kv_budget < needed + spread:
             out.append(_margin_finding(fit, args, layout, max_len, positions, plan))
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
+            clear = layout.max_len_for(kv_budget - spread, max_len)
             # Never suggest a length past the model's own positions.
-            suggested = min(estimate, positions) if positions else estimate
+            longest = min(estimate, positions) if positions else estimate
+            suggested = min(clear, longest) if clear >= 1 else longest
             options = [f"--set max_model_len={suggested}"]
+            if suggested < longest:
+                options[0] += (
+                    f" (vLLM's estimate less the {gib(spread)} GiB its non-torch memory "
+                    "varies by on GB10)"
+                )
             if from_env:
                 options.append(f"set {CPU_KV_ENV}={math.ceil(needed / GIB)} in the recipe's env")
             elif args.kv_cache_memory_bytes is not None:
                 options.append(f"--set kv_cache_memory_bytes={math.ceil(needed / GIB)}G")
             else:
-                more = _raise_util((weights or 0) + (fit.overhead_bytes or 0) + needed, total, plan)
+                more = _raise_util(
+                    (weights or 0) + (fit.overhead_bytes or 0) + needed + spread, total, plan
+                )
                 if more.strip(", "):
                     options.append(more.strip(", "))
             if not args.kv_cache_dtype.startswith("fp8"):

@@ -22,17 +22,20 @@ def gb10() -> list[NodeFacts]:
     return [node("a"), node("b")]
 
 
-def at_margin(margin: int, flags: str = FULL, nodes: list[NodeFacts] | None = None) -> FitReport:
-    """The check with the utilization whose KV budget holds one full request (of the length
-    `flags` give, or the model's) with `margin` bytes to spare (to within 0.0001 x total)."""
-    nodes = nodes or gb10()
-    probe = check_fit(recipe(), argv(flags), {}, nodes, llama70b()).nodes[0]
+def util_for(margin: int, flags: str = FULL, nodes: list[NodeFacts] | None = None) -> float:
+    """The utilization whose KV budget holds one full request (of the length `flags` give,
+    or the model's) with `margin` bytes to spare (to within 0.0001 x total)."""
+    probe = check_fit(recipe(), argv(flags), {}, nodes or gb10(), llama70b()).nodes[0]
     layout = layout_for(llama70b(), parse_serve_args(argv(flags)))
     assert layout is not None and probe.weights_bytes and probe.overhead_bytes
     need = probe.weights_bytes + probe.overhead_bytes + layout.request_bytes(131072) + margin
-    util = math.ceil(need / MEM_128 * 10_000) / 10_000
+    return math.ceil(need / MEM_128 * 10_000) / 10_000
+
+
+def at_margin(margin: int, flags: str = FULL, nodes: list[NodeFacts] | None = None) -> FitReport:
+    util = util_for(margin, flags, nodes)
     return check_fit(
-        recipe(), argv(f"{flags} --gpu-memory-utilization {util}"), {}, nodes, llama70b()
+        recipe(), argv(f"{flags} --gpu-memory-utilization {util}"), {}, nodes or gb10(), llama70b()
     )
 
 
@@ -137,3 +140,21 @@ def test_auto_gives_the_range_when_vllm_shortens_the_length() -> None:
         "a start may come out"
         not in finding(at_margin(-4 * GIB, AUTO, h100), "max_model_len_auto").message
     )
+
+
+def test_following_a_remedy_leaves_the_spread_free() -> None:
+    # The error's remedies and the warning's: each `--set` they name, applied, gives neither.
+    for margin, code in ((-GIB // 2, "kv_max_seq_len"), (GIB, "kv_margin_tight")):
+        util = util_for(margin)
+        r = check_fit(
+            recipe(), argv(f"{FULL} --gpu-memory-utilization {util}"), {}, gb10(), llama70b()
+        )
+        sets = re.findall(r"--set (\w+)=([\w.]+)", finding(r, code).remedy)
+        assert [k for k, _ in sets] == ["max_model_len", "gpu_memory_utilization", "kv_cache_dtype"]
+        for key, value in sets:
+            flags = {"max_model_len": "-tp 2", "gpu_memory_utilization": FULL}.get(key, FULL)
+            if key != "gpu_memory_utilization":
+                flags += f" --gpu-memory-utilization {util}"
+            flags += f" --{key.replace('_', '-')} {value}"
+            after = codes(check_fit(recipe(), argv(flags), {}, gb10(), llama70b()))
+            assert "kv_max_seq_len" not in after and "kv_margin_tight" not in after, (key, value)

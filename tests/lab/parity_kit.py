@@ -29,11 +29,24 @@ How the two are made to measure the same thing:
   and all at once (a near-zero ITL median, a TTFT of the whole reply). `vllm bench serve`
   runs inside that cgroup, so spark-tui's bench process and the head's sshd are moved into it
   too. On real Sparks the client is another machine and sshd has cores to spare.
+- Each side's load generator gets a core of its own, the same for both, and the engine the
+  other (`placement`, "split" by default): the lab recipe binds the engine's compute threads
+  to core 0 (rank r -> core r); the rest of the engine (its API server and engine-core
+  processes) is bound there too, and `vllm bench serve` (taskset in the container),
+  spark-tui's bench process and the head's sshd (whose per-connection children inherit it)
+  to core 1. Here the engine shares two cores with the clients, and spark-tui's client path
+  (httpx and asyncssh's decryption in its process, sshd's encryption on the head) costs more
+  CPU per streamed chunk than `vllm bench serve` on the loopback: unbound, that CPU is taken
+  from the engine during spark-tui's rounds only, and the engine's own clock runs slower then.
+  On a Spark the client is the user's laptop and the engine has a GPU and 20 cores of its
+  own; the binding stands for that. "clients" binds only the load generators (the engine's
+  API server then shares their core), "none" nothing beyond the recipe's compute threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -74,6 +87,16 @@ class Comparison:
     vllm: list[dict[str, float]] = field(default_factory=list)
     spark: list[dict[str, float]] = field(default_factory=list)
     raw: list[dict[str, Any]] = field(default_factory=list)
+    # The 1-minute load average just before each run (per round: vLLM's, spark-tui's).
+    loads: list[tuple[float, float]] = field(default_factory=list)
+    placement: str = "split"
+
+    def extend(self, other: Comparison) -> None:
+        """Add another run of rounds of the same workload and method."""
+        self.vllm += other.vllm
+        self.spark += other.spark
+        self.raw += other.raw
+        self.loads += other.loads
 
     def median(self, who: str, figure: str) -> float:
         rounds = self.vllm if who == "vllm" else self.spark
@@ -89,7 +112,7 @@ class Comparison:
         lines = [
             f"workload: prompt {w.prompt_tokens} tokens (chat template {self.template_tokens} of "
             f"them), output {w.output_tokens}, concurrency {w.concurrency}, {w.requests} "
-            f"requests; {len(self.vllm)} rounds each, medians",
+            f"requests; {len(self.vllm)} rounds each, medians; " + PLACEMENTS[self.placement],
             f"{'figure':<22}{'vllm bench serve':>18}{'spark-tui bench':>18}{'spark/vllm':>12}",
         ]
         for fig, unit, scale in (
@@ -113,6 +136,15 @@ class Comparison:
         for who in ("vllm", "spark"):
             engine, rest = self.ttft_split(who)
             lines.append(f"  {who:<6} engine {engine * 1000:6.1f}  rest {rest * 1000:6.1f}")
+        for i, (v, s, (lv, ls)) in enumerate(
+            zip(self.vllm, self.spark, self.loads, strict=True), 1
+        ):
+            lines.append(
+                f"  round {i}: vllm ttft {v['ttft_p50_s'] * 1000:.1f} ms itl "
+                f"{v['itl_p50_s'] * 1000:.2f} ms {v['output_tps']:.0f} tok/s (load {lv:.1f}) | "
+                f"spark-tui ttft {s['ttft_p50_s'] * 1000:.1f} ms itl "
+                f"{s['itl_p50_s'] * 1000:.2f} ms {s['output_tps']:.0f} tok/s (load {ls:.1f})"
+            )
         return "\n".join(lines)
 
     def ttft_split(self, who: str) -> tuple[float, float]:
@@ -257,9 +289,74 @@ def join_cpu_group(procs: Path, pid: int) -> None:
     procs.write_text(str(pid))
 
 
-def run_spark_bench(target: list[str], w: Workload, group: Path | None = None) -> dict[str, Any]:
+# The cores the lab recipe binds the head's engine (rank 0, tensor parallel 1) to: its
+# VLLM_CPU_OMP_THREADS_BIND is the rank's number (spark_tui.sim.lab.vllm_image.recipe_text).
+ENGINE_CORES = frozenset({0})
+
+
+def client_cores() -> frozenset[int]:
+    """The cores left to the load generators: this process's minus the engine's."""
+    return frozenset(os.sched_getaffinity(0)) - ENGINE_CORES
+
+
+def cores_text(cores: frozenset[int]) -> str:
+    return ",".join(str(c) for c in sorted(cores))
+
+
+# Where each side runs ("split": the engine on its core, the load generators on theirs).
+PLACEMENTS = {
+    "split": "the engine (all its processes) bound to core 0, the load generators "
+    "(each tool's client, the head's sshd) to core 1",
+    "clients": "the load generators (each tool's client, the head's sshd) bound to core 1, "
+    "the engine's compute threads to core 0, its API server anywhere",
+    "none": "nothing bound beyond the engine's compute threads (core 0)",
+}
+
+
+def can_pin() -> str | None:
+    """Why the load generators cannot have a core of their own here, or None."""
+    if not client_cores():
+        return f"no core is left beside the engine's {cores_text(ENGINE_CORES)}"
+    return None
+
+
+def _threads(pid: int) -> list[int]:
+    return [int(t.name) for t in Path(f"/proc/{pid}/task").glob("*")]
+
+
+Bindings = dict[int, dict[int, set[int]]]
+
+
+def bind_group(procs: Path, cores: frozenset[int]) -> Bindings:
+    """Bind every thread of the processes in the cgroup of `procs` to `cores`; each one's
+    binding before (by process, then thread), to put back with `unbind`."""
+    before: Bindings = {}
+    for pid in map(int, procs.read_text().split()):
+        before[pid] = {}
+        for tid in _threads(pid):
+            with contextlib.suppress(ProcessLookupError):
+                before[pid][tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, cores)
+    return before
+
+
+def unbind(before: Bindings) -> None:
+    """Put back the bindings `bind_group` changed; a thread started since then gets its
+    process's main thread's (it inherited the binding of the thread that started it)."""
+    for pid, threads in before.items():
+        for tid in _threads(pid):
+            with contextlib.suppress(ProcessLookupError, KeyError):
+                os.sched_setaffinity(tid, threads.get(tid, threads[pid]))
+
+
+def run_spark_bench(
+    target: list[str],
+    w: Workload,
+    group: Path | None = None,
+    cores: frozenset[int] | None = None,
+) -> dict[str, Any]:
     """`spark-tui bench TARGET --json` (TARGET: --inventory FILE or --base-url URL), in the CPU
-    cgroup `group` when given."""
+    cgroup `group` and bound to `cores` when given."""
     argv = [
         sys.executable,
         "-m",
@@ -280,6 +377,8 @@ def run_spark_bench(target: list[str], w: Workload, group: Path | None = None) -
     def join() -> None:  # runs in the child before it starts spark-tui
         if group is not None:
             join_cpu_group(group, os.getpid())
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
 
     res = subprocess.run(
         argv,
@@ -360,21 +459,39 @@ def compare(
     w: Workload,
     rounds: int = 3,
     sshd_pid: int | None = None,
+    placement: str = "split",
 ) -> Comparison:
     """Alternate `rounds` runs of each tool; the figures of every round. spark-tui runs in the
     head container's CPU cgroup, and so does the head's sshd (`sshd_pid`, its listener: the
-    connections it forks from now on stay there)."""
+    connections it forks from now on stay there). `placement` (PLACEMENTS) says which cores
+    the engine and both tools' load generators (with that sshd) are bound to."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}: one of {', '.join(PLACEMENTS)}")
     group = cpu_group(int(container.attrs["State"]["Pid"]))
     home = cpu_group(sshd_pid) if sshd_pid is not None else None
+    cores = client_cores() if placement != "none" else None
+    if cores is not None and (why := can_pin()) is not None:
+        raise RuntimeError(f"cannot bind the load generators: {why}")
+    sshd_cores = os.sched_getaffinity(sshd_pid) if sshd_pid is not None else None
+    # Before sshd joins the container's cgroup: only the engine's processes are in it.
+    engine_before = bind_group(group, ENGINE_CORES) if placement == "split" else {}
     if sshd_pid is not None:
         join_cpu_group(group, sshd_pid)
+        if cores is not None:
+            os.sched_setaffinity(sshd_pid, cores)
     try:
-        return _rounds(container, base, spark_target, model_repo, served, w, rounds, group)
+        out = _rounds(container, base, spark_target, model_repo, served, w, rounds, group, cores)
+        out.placement = placement
+        return out
     finally:
         # Back where it was: the container's cgroup goes when the container stops, which a
         # process still in it would prevent.
         if sshd_pid is not None and home is not None:
             join_cpu_group(home, sshd_pid)
+        if sshd_pid is not None and sshd_cores is not None:
+            os.sched_setaffinity(sshd_pid, sshd_cores)
+        if engine_before:
+            unbind(engine_before)
 
 
 def _rounds(
@@ -386,18 +503,24 @@ def _rounds(
     w: Workload,
     rounds: int,
     group: Path,
+    cores: frozenset[int] | None,
 ) -> Comparison:
     overhead = template_tokens(base, served)
     out = Comparison(w, overhead)
     argv = vllm_bench_argv(w, model_repo, served)
+    if cores is not None:
+        argv = ["taskset", "-c", cores_text(cores), *argv]
     for _ in range(rounds):
         put_prompts(container, build_prompts(base, served, w))
         start = server_counters(base)
+        load_v = os.getloadavg()[0]
         v = run_vllm_bench(container, argv)
         between = server_counters(base)
         out.vllm.append(vllm_figures(v))
-        s = run_spark_bench(spark_target, w, group)
+        load_s = os.getloadavg()[0]
+        s = run_spark_bench(spark_target, w, group, cores)
         end = server_counters(base)
+        out.loads.append((load_v, load_s))
         out.spark.append(spark_figures(s))
         # What the server saw of each run (spark-tui's count includes its warm-up request).
         server = {"vllm": _since(start, between), "spark": _since(between, end)}

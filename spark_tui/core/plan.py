@@ -720,8 +720,10 @@ def build_plan(
     replica_size = tp * pp
     for rank, node in enumerate(nodes):
         replica, intra = divmod(rank, replica_size)
-        leader = replica * replica_size
-        master_ip = cluster_ips[leader] if not ray else head_ip
+        # Every rank meets at the head, replicas that span nodes too: vLLM keeps them one
+        # torch world (a MoE model's: on the real-vLLM lab TP 2 x DP 2 gives every worker
+        # world_size=4, and a rendezvous per replica leader hung).
+        master_ip = head_ip
         if ray:
             role = "ray-head" if rank == 0 else "ray-worker"
             argv = _ray_argv(rank, head_ip, cluster_ips[rank], ray_port, dashboard)
@@ -934,8 +936,10 @@ def _distributed_argv(
     models alike (on the lab's real vLLM a MoE model's replicas form their group across the
     nodes in it, though the CPU build then stops at the first request in any form: `check`
     refuses that). Under data parallelism vLLM counts `--nnodes`/`--node-rank` over the whole
-    deployment and takes the replica's place from them, while `--master-addr` is the
-    replica's own leader (its tensor-parallel group's rendezvous).
+    deployment and takes the replica's place from them, and `--master-addr` is the head's on
+    every node: a MoE model's replicas that span nodes form one world of TP x PP x DP ranks
+    (on the lab's real vLLM, TP 2 x DP 2 with each replica's own leader as the address hung,
+    two halves each waiting for 4 ranks; with the head's it formed).
     """
     argv = list(base)
     if nnodes > 1 and (dp == 1 or nnodes > dp):

@@ -369,13 +369,12 @@ def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
     plan = build_plan(recipe, apply_overrides(recipe, sets), nodes)
     for rank in plan.ranks:
         replica, intra = divmod(rank.rank, 2)
-        leader_ip = f"192.168.50.{replica * 2 + 1}"
         argv = rank.argv
         # vLLM 0.32 counts nodes over the whole deployment and derives each one's replica
-        # from its node rank; the tensor-parallel group meets at its own leader.
+        # from its node rank; the replicas are one world (a MoE model's), met at the head.
         assert _flag(argv, "--nnodes") == "8"
         assert _flag(argv, "--node-rank") == str(rank.rank)
-        assert _flag(argv, "--master-addr") == leader_ip
+        assert _flag(argv, "--master-addr") == "192.168.50.1"
         assert ("--headless" in argv) == (rank.rank > 0)
         assert _flag(argv, "--data-parallel-size") == "4"
         assert _flag(argv, "--data-parallel-size-local") == "1"
@@ -383,7 +382,7 @@ def test_eight_node_hybrid_tensor_times_data_parallel() -> None:
         assert "--data-parallel-rank" not in argv
         assert _flag(argv, "--data-parallel-address") == "192.168.50.1"
         assert _flag(argv, "--data-parallel-rpc-port") == "14000"
-        assert rank.env["HEAD_IP"] == leader_ip
+        assert rank.env["HEAD_IP"] == "192.168.50.1"
         assert rank.replica == replica
         assert rank.serves_api == (rank.rank == 0)
     # Both flag sets, torch rendezvous first as in the playbook, then data parallel.

@@ -106,6 +106,11 @@ class Context:
         else:
             self.dp_rank = inferred if nnodes > 1 else 0
         self.multi = self.nnodes > 1
+        # Replicas that span nodes stay one torch world of TP x PP x DP ranks (a MoE model's,
+        # as vLLM keeps them): every node meets at --master-addr by its deployment-wide rank.
+        self.one_world = self.multi and self.dp > 1
+        self.world_nodes = nnodes if self.one_world else self.nnodes
+        self.world_rank = args.node_rank if self.one_world else self.node_rank
         self.headless = bool(args.headless) or (self.multi and self.node_rank > 0)
         # The leader of its replica's ranks (its torch rendezvous is at --master-addr).
         self.tp_leader = self.node_rank == 0
@@ -201,7 +206,7 @@ class Context:
             "model": canonical_id(a.model),
             "tensor_parallel_size": a.tensor_parallel_size,
             "pipeline_parallel_size": a.pipeline_parallel_size,
-            "nnodes": self.nnodes,
+            "nnodes": self.world_nodes,
             "max_model_len": a.max_model_len,
             "kv_cache_dtype": a.kv_cache_dtype,
         }
@@ -552,8 +557,8 @@ def _listening_head(
 def _rendezvous(ctx: Context) -> None:
     a = ctx.args
     timeout = ctx.st.rendezvous_timeout_s
-    if ctx.tp_leader:
-        expected = list(range(1, ctx.nnodes))
+    if ctx.world_rank == 0:
+        expected = list(range(1, ctx.world_nodes))
         head = ctx.head = _listening_head(ctx, a.master_port, expected, ctx.fingerprint())
         # Real vLLM's head waits in gloo's init for its workers and SIGTERM/SIGINT do not
         # reach it there: only SIGKILL ends it (a container stop waits its whole timeout).
@@ -561,7 +566,7 @@ def _rendezvous(ctx: Context) -> None:
         try:
             head.wait_all(float("inf") if ctx.st.head_waits_forever else timeout, lambda: False)
         except JoinTimeout as exc:
-            raise failures.clients_timeout(timeout, exc.joined, ctx.nnodes) from exc
+            raise failures.clients_timeout(timeout, exc.joined, ctx.world_nodes) from exc
         finally:
             ctx.deaf = False
         ctx.check()
@@ -570,7 +575,7 @@ def _rendezvous(ctx: Context) -> None:
     member = Member(
         a.master_addr,
         a.master_port,
-        ctx.node_rank,
+        ctx.world_rank,
         ctx.fingerprint(),
         ctx.hostname,
         ctx.st.bind_address,
@@ -592,7 +597,7 @@ def _rendezvous(ctx: Context) -> None:
     except Rejected as exc:
         raise Failure(
             f"RuntimeError: The head node at {a.master_addr}:{a.master_port} rejected rank "
-            f"{ctx.node_rank}: {exc}. Every rank must run the same model and parallel layout.",
+            f"{ctx.world_rank}: {exc}. Every rank must run the same model and parallel layout.",
             failures.DIST_FRAMES,
             "engine",
             log_source="multiproc_executor.py:761",
@@ -1351,6 +1356,9 @@ def run(args: argparse.Namespace) -> int:
             kv = int(_wait_for(ctx, "kv")["kv_bytes"])
             _graphs_phase(ctx, lay, plan)
             _wait_for(ctx, "ready")
+            if ctx.tp_leader and ctx.dp_multi:
+                # Another replica's leader in the head's world: its engine joins the DP group.
+                _dp_rendezvous(ctx)
         else:
             kv = plan.kv_bytes
             if ctx.head is not None:

@@ -332,9 +332,10 @@ class FlagTables:
     nodes are probed and the fit is evaluated, instead of after them; once done, the text
     is kept on this machine per image id (a later build reads it back: the image under a
     tag may have changed meanwhile). `abandon` and `close` cancel builds and wait until
-    their help containers are removed. While a launch makes and starts its ranks
-    (`ranks_first`), a help container waits to start: its imports take both cores of a
-    small head, and the ranks' start is the launch's own time."""
+    their help containers are removed. Until a launch has started its ranks (`hold`, from
+    the launch's beginning; `ranks_first` around the ranks' start), a help container waits
+    to start: its imports take both cores of a small head, and the ranks' start is the
+    launch's own time."""
 
     _of: weakref.WeakKeyDictionary[Any, FlagTables] = weakref.WeakKeyDictionary()
 

@@ -3,7 +3,7 @@ spark-tui's own share of that launch. Prints figures, never fails.
 
     python benchmarks/lab_vllm.py [--fresh-build] [--first-by-hand]
 
-Needs Linux and root; run it under `flock /tmp/spark-tui-realvllm.lock` (it starts real
+Needs Linux and root; run it under `flock /tmp/lab.lock` (it starts real
 vLLM). The image build is done once per vLLM version and cached (see
 spark_tui/sim/lab/vllm_image.py); without --fresh-build the first build's figures are read
 from the cache's record and only the cached check is timed (--fresh-build rebuilds into a

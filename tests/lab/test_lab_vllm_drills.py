@@ -10,7 +10,7 @@ without loss or duplication, and no container the user does not know about.
 
 One real-vLLM lab (the session's) serves the module; the tests run in file order (the ready
 cluster is made by the first test that asks for it). Select them with `-m vllm`; run them
-under `flock /tmp/spark-tui-realvllm.lock` (real vLLM on two cores is slow enough alone).
+under `flock /tmp/lab.lock` (real vLLM on two cores is slow enough alone).
 """
 
 from __future__ import annotations

@@ -51,7 +51,11 @@ EXIT_GRACE_S = 300
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if UNDER_CI:
+    # Not in an xdist worker: a worker unconfigures as soon as it has no more tests, then
+    # waits (alive, rightly) until the controller ends the session, which takes as long as
+    # the other worker's last tests (the serial lab group: longer than the grace). The
+    # controller, or a run without workers, is watched from its own end.
+    if UNDER_CI and not hasattr(config, "workerinput"):
         faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=sys.__stderr__)
 
 

@@ -31,8 +31,25 @@ async def wait_until(
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(
+                f"timed out after {timeout:g} s waiting for {what}\n{shown(pilot.app)}"
+            )
         await pilot.pause(0.05)
+
+
+def shown(app: object) -> str:
+    """What the cockpit showed when a wait timed out (its status and results, what it was
+    busy with, each pane's state): a rare timeout in a full run is read from this alone."""
+    if not isinstance(app, SparkApp):
+        return ""
+    parts = [f"screen: {type(app.screen).__name__}"]
+    try:
+        parts.append(f"busy: {getattr(app.screen, 'busy', None)!r}")
+        parts.append("panes: " + ", ".join(f"{r}={p.state}" for r, p in app.panes.items()))
+        parts.append("results: " + results_text(app).strip())
+    except Exception as exc:  # the main screen may be under a modal or gone
+        parts.append(f"(not all readable: {exc!r})")
+    return "\n".join(parts)
 
 
 async def settle(pilot: Pilot[int]) -> None:

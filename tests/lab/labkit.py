@@ -281,6 +281,36 @@ def docker_client(lab: Lab, index: int, timeout: int = 60) -> docker.DockerClien
     return docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}", timeout=timeout)
 
 
+def real_vllm_to_end(lab: Lab, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run the lab's real-vLLM image on node 1 with `argv` and `env` (the node's Hugging
+    Face cache mounted, host network) until it exits; (exit code, its whole output)."""
+    from spark_tui.sim.lab import vllm_image
+
+    client = docker_client(lab, 1, timeout=600)
+    try:
+        c = client.containers.run(
+            vllm_image.VLLM_IMAGE,
+            argv,
+            environment=env,
+            volumes={
+                f"{lab.node(1).home}/.cache/huggingface": {
+                    "bind": "/root/.cache/huggingface",
+                    "mode": "ro",
+                }
+            },
+            network_mode="host",
+            detach=True,
+        )
+        try:
+            out = b"".join(c.logs(stream=True, follow=True))
+            return int(c.wait(timeout=600)["StatusCode"]), out.decode("utf-8", "replace")
+        finally:
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
+    finally:
+        client.close()
+
+
 def all_containers(lab: Lab) -> dict[str, list[str]]:
     """Every container (any state) on every node, by node name."""
     out = {}

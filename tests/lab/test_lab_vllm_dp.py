@@ -10,7 +10,6 @@ One real-vLLM lab serves the module (its own: select it with `-m vllm`, under th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
@@ -18,10 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 import pytest
-from labkit import cli, docker_client, lab_guard, launched
+from labkit import cli, lab_guard, launched, real_vllm_to_end
 
 from spark_tui.sim.lab import Lab, vllm_image
 
@@ -81,7 +79,6 @@ def _generated(log: str, engine: int) -> list[float]:
 
 def _real_refusal(lab: Lab) -> tuple[int, str]:
     """Real vLLM on node 1 given the per-node form (its own API, --data-parallel-rank 0)."""
-    client = docker_client(lab, 1, timeout=600)
     args = [
         "--dtype",
         "float32",
@@ -97,28 +94,11 @@ def _real_refusal(lab: Lab) -> tuple[int, str]:
         "--data-parallel-rpc-port",
         "13345",
     ]
-    try:
-        c = client.containers.run(
-            vllm_image.VLLM_IMAGE,
-            ["vllm", "serve", vllm_image.MODEL_REPO, *args],
-            environment={"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
-            volumes={
-                f"{lab.node(1).home}/.cache/huggingface": {
-                    "bind": "/root/.cache/huggingface",
-                    "mode": "ro",
-                }
-            },
-            network_mode="host",
-            detach=True,
-        )
-        try:
-            out = b"".join(c.logs(stream=True, follow=True))
-            return int(c.wait(timeout=600)["StatusCode"]), out.decode("utf-8", "replace")
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True)
-    finally:
-        client.close()
+    return real_vllm_to_end(
+        lab,
+        ["vllm", "serve", vllm_image.MODEL_REPO, *args],
+        {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
+    )
 
 
 def test_check_predicts_vllms_refusal_of_the_per_node_form(

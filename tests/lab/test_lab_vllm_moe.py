@@ -26,7 +26,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from labkit import cli, docker_client, lab_guard, launched
+from labkit import cli, docker_client, lab_guard, launched, real_vllm_to_end
 
 from spark_tui.core import serve_rules
 from spark_tui.sim.lab import Lab, vllm_image
@@ -199,29 +199,7 @@ def test_the_per_node_form_of_a_moe_model(vllm_lab: Lab, files: dict[str, Path])
 
 def _real_exit(lab: Lab, rank: dict[str, Any], argv: list[str]) -> tuple[int, str]:
     """Real vLLM on node 1 run with `argv` (to its end); (exit code, output)."""
-    client = docker_client(lab, 1, timeout=600)
-    try:
-        c = client.containers.run(
-            vllm_image.VLLM_IMAGE,
-            argv,
-            environment=rank["env"],
-            volumes={
-                f"{lab.node(1).home}/.cache/huggingface": {
-                    "bind": "/root/.cache/huggingface",
-                    "mode": "ro",
-                }
-            },
-            network_mode="host",
-            detach=True,
-        )
-        try:
-            out = b"".join(c.logs(stream=True, follow=True))
-            return int(c.wait(timeout=600)["StatusCode"]), out.decode("utf-8", "replace")
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True)
-    finally:
-        client.close()
+    return real_vllm_to_end(lab, argv, rank["env"])
 
 
 def test_check_predicts_vllms_refusal_of_external_lb_for_moe(

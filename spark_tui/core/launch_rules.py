@@ -7,7 +7,10 @@ import re
 from collections.abc import Sequence
 
 from spark_tui.core import logclass
+from spark_tui.core.errors import InputError
 from spark_tui.core.plan import MASTER_ADDR, MASTER_PORT, RankSpec, flag_value
+from spark_tui.core.serve_args import parse_serve_args
+from spark_tui.core.serve_rules import cpu_moe_dp_remedy
 
 # torch's TCPStore client ("The client socket has timed out after 600000ms while trying to
 # connect to (10.0.0.1, 29501).") and the rendezvous wrappers around it.
@@ -46,16 +49,49 @@ def usage_error_remedy(lines: Sequence[str]) -> str | None:
     return None
 
 
+# The frame vLLM's CPU build raises from when a MoE model's data-parallel replicas exchange
+# tokens (its communicator has no all_gatherv); the exception itself carries no message.
+_MISSING_ALL_GATHERV = re.compile(r'device_communicator\.py", line \d+, in all_gatherv\b')
+
+
+def _parallel(ranks: Sequence[RankSpec]) -> tuple[int, int, int] | None:
+    """(TP, PP, DP) of the head's command, or None when it does not parse."""
+    try:
+        args = parse_serve_args(ranks[0].argv)
+    except InputError:
+        return None
+    return args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size
+
+
+def cpu_moe_dp_failure_remedy(lines: Sequence[str], ranks: Sequence[RankSpec]) -> str | None:
+    """The remedy when a MoE model's data-parallel replicas stopped on vLLM's CPU build at
+    their first request (the collective it lacks), or None for any other failure."""
+    if not ranks or not any(_MISSING_ALL_GATHERV.search(line) for line in lines):
+        return None
+    sizes = _parallel(ranks)
+    if sizes is None or sizes[2] <= 1:
+        return None
+    tp, pp, dp = sizes
+    return (
+        "this vLLM build cannot run a MoE model's data-parallel replicas: they exchange every "
+        "MoE layer's tokens with all_gatherv, which its communicator lacks (vLLM's CPU build; "
+        "`spark-tui check` refuses this layout there); " + cpu_moe_dp_remedy(tp, pp, dp)
+    )
+
+
 def rank_failure_remedy(
     lines: Sequence[str], ranks: Sequence[RankSpec], *, never_met: bool = False
 ) -> str | None:
     """A remedy for failures the command line or the plan explains: vLLM refusing a flag,
-    or (naming this cluster's port, addresses and firewall) a rendezvous that could not be
-    reached, or `never_met`: workers that never got past it before the ready timeout; None
-    for the others."""
+    a MoE model's replicas on a build without their collective, or (naming this cluster's
+    port, addresses and firewall) a rendezvous that could not be reached, or `never_met`:
+    workers that never got past it before the ready timeout; None for the others."""
     refused = usage_error_remedy(lines)
     if refused is not None:
         return refused
+    collective = cpu_moe_dp_failure_remedy(lines, ranks)
+    if collective is not None:
+        return collective
     if not ranks or not (never_met or rendezvous_timeout(lines)):
         return None
     head = ranks[0]

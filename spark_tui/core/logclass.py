@@ -80,6 +80,12 @@ _EXCEPTION = re.compile(
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
+# An exception raised without a message ("NotImplementedError"): only the frame that raised
+# it says what failed, so that frame is kept beside it.
+_BARE_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\s*$")
+# vLLM's dump of the engine's config and scheduler state when it crashes: evidence for a bug
+# report, never the cause, and a single line of thousands of characters.
+_STATE_DUMP = re.compile(r"\[dump_input\.py:\d+\]")
 
 # Messages that name a known cause of failure: vLLM's and its neighbours' own wording.
 _KNOWN_CAUSES: tuple[tuple[str, str], ...] = (
@@ -349,12 +355,17 @@ def explain_failure(lines: list[str], max_lines: int = 6) -> list[str]:
     candidates: list[tuple[int, int, str]] = []  # (score, index, cleaned line)
     seen: set[str] = set()
     wrapping = False  # the previous kept line was an exception message that may wrap
+    last_frame: dict[str, tuple[int, str]] = {}  # process -> its last traceback frame line
     tracker = StreamClassifier()
     for index, raw in enumerate(lines):
         p = _parse(raw)
         kind = tracker.classify(raw).kind
         body = p.body.strip()
         text = clean(raw).strip()
+        if _FRAME.match(p.body):
+            last_frame[p.process] = (index, text)
+        if _STATE_DUMP.search(raw):
+            continue
         is_exception = bool(_EXCEPTION.match(p.body) or _PYDANTIC_ERROR.search(p.body))
         if wrapping and p.level is None and body[:1].islower():
             # A wrapped exception message ("... is less than" / "desired GPU memory ...").
@@ -371,6 +382,10 @@ def explain_failure(lines: list[str], max_lines: int = 6) -> list[str]:
             continue
         seen.add(body)
         wrapping = is_exception
+        frame = last_frame.get(p.process)
+        if _BARE_EXCEPTION.match(body) and frame is not None and frame[1] not in seen:
+            seen.add(frame[1])
+            candidates.append((2, frame[0], frame[1]))
         cause = _known_cause(body)
         # A known cause outranks the generic "engine failed" consequence lines.
         score = 3 if cause and cause not in _CONSEQUENCES else (2 if is_exception else 1)

@@ -140,9 +140,17 @@ def _cpu_moe_replicas(args: ServeArgs, experts: int | None) -> Refusal:
         f"vLLM's CPU build will stop at the first request ({moe}): a MoE model's "
         f"data-parallel replicas exchange every MoE layer's tokens, and the CPU build's "
         f"communicator cannot ({CPU_MOE_DP_CRASH}); the replicas reach ready first",
+        cpu_moe_dp_remedy(tp, pp, dp),
+    )
+
+
+def cpu_moe_dp_remedy(tp: int, pp: int, dp: int) -> str:
+    """What serves a MoE model on vLLM's CPU build in place of `dp` data-parallel replicas of
+    TP `tp` x PP `pp`: one replica over the same nodes."""
+    pipeline = f" --set pipeline_parallel={pp}" if pp > 1 else ""
+    return (
         f"run one replica over the nodes (--set data_parallel=1 --set "
-        f"tensor_parallel={tp * dp}{' --set pipeline_parallel=' + str(pp) if pp > 1 else ''}), "
-        "or a GPU build of vLLM (on the Sparks)",
+        f"tensor_parallel={tp * dp}{pipeline}), or a GPU build of vLLM (on the Sparks)"
     )
 
 

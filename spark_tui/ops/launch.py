@@ -482,21 +482,21 @@ class ClusterWatch:
                 r.follower.close()
         reason, lines = reasons[first.rank]
         where = f"rank {first.rank} on {first.node}"
+        said = [line for _, ls in reasons.values() for line in ls]
+        specs = [r.spec for r in self.ranks if r.spec is not None]
+        # Real vLLM's ranks that cannot reach the head say nothing until torch's own
+        # timeout (10 min): a ready timeout with workers stuck there is that case.
+        never_met = any(w == "timeout" for _, w in failed) and self._stuck_at_rendezvous()
+        cause = rank_failure_remedy(said, specs, never_met=never_met)
         if self.keep_failed:
             self.emit(Notice("warning", "the other ranks are kept for inspection (--keep-failed)"))
-            remedy = "inspect them (`spark-tui logs`), then `spark-tui stop`"
+            kept = "inspect them (`spark-tui logs`), then `spark-tui stop`"
+            remedy = f"{cause}; the ranks are kept: {kept}" if cause else kept
         else:
             targets = [(r.node, r.name, r.rank) for r in self.ranks]
             dockers = {r.node: r.docker for r in self.ranks}
             await remove_ranks(dockers, targets, emit=self._stopped_emit, stop_timeout=5)
-            said = [line for _, ls in reasons.values() for line in ls]
-            specs = [r.spec for r in self.ranks if r.spec is not None]
-            # Real vLLM's ranks that cannot reach the head say nothing until torch's own
-            # timeout (10 min): a ready timeout with workers stuck there is that case.
-            never_met = any(w == "timeout" for _, w in failed) and self._stuck_at_rendezvous()
-            remedy = rank_failure_remedy(said, specs, never_met=never_met) or (
-                "read the lines above; fix the cause and launch again"
-            )
+            remedy = cause or "read the lines above; fix the cause and launch again"
         if not lines:
             # A rank killed from outside says nothing; the ranks that lost it often do.
             others = [reasons[r.rank][1] for r, _ in failed[1:] if reasons[r.rank][1]]

@@ -283,6 +283,10 @@ def test_the_plans_form_forms_the_group_then_stops_at_the_first_request(
     assert res.returncode == 1, said[-4000:]
     for words in CRASH:
         assert words in said, said[-4000:]
+    # The failure's remedy names the layout that serves (not "read the lines above").
+    remedy = said[said.rindex("remedy:") :]
+    assert "all_gatherv" in remedy, remedy
+    assert "--set data_parallel=1 --set tensor_parallel=2" in remedy, remedy
 
 
 def test_the_remedy_one_replica_over_the_nodes_serves(

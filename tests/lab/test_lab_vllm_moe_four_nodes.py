@@ -93,3 +93,5 @@ def test_hybrid_tp2_dp2_of_a_moe_model_forms_one_world_at_the_head(
     assert res.returncode == 1, said[-4000:]
     for words in CRASH:
         assert words in said, said[-4000:]
+    remedy = said[said.rindex("remedy:") :]
+    assert "--set data_parallel=1 --set tensor_parallel=4" in remedy, remedy

@@ -4,6 +4,7 @@ demo quit) leaves no command of it running on this machine."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from pathlib import Path
@@ -54,3 +55,33 @@ async def test_a_probe_given_up_kills_the_commands_it_ran(
         while left := {p: c for p, c in running_children().items() if p not in before}:
             assert time.monotonic() < deadline, f"left running: {left}"
             await asyncio.sleep(0.05)
+
+
+def _unfinished_subprocesses() -> list[asyncio.SubprocessTransport]:
+    """Subprocess transports whose process has not been seen to exit: left behind, each is
+    closed by the garbage collector, after the loop is gone ("Event loop is closed")."""
+    return [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, asyncio.SubprocessTransport) and o.get_returncode() is None
+    ]
+
+
+async def test_a_probe_given_up_has_waited_for_the_commands_it_killed(
+    sim_scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = "sleep 47; echo done"
+    monkeypatch.setitem(pc.SECTIONS, "hf_cache", slow)
+    async with SimCluster(sim_scenario(1)) as sim:
+        before = {id(t) for t in _unfinished_subprocesses()}
+        probe = asyncio.ensure_future(sim.nodes[0].answer_probe())
+        deadline = time.monotonic() + 30
+        while not any(slow in c for c in running_children().values()):
+            assert time.monotonic() < deadline, "the slow section never started"
+            await asyncio.sleep(0.05)
+        probe.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await probe
+        # At once, with no loop iteration in between: the probe itself waited for them.
+        left = [t for t in _unfinished_subprocesses() if id(t) not in before]
+        assert not left, left

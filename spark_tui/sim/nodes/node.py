@@ -289,6 +289,10 @@ class SimNode:
             # not outlive it, e.g. blocked writing into a pipe nobody reads any more.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.pid, signal.SIGKILL)
+            # Seen to exit before the probe gives up: a transport left to the garbage
+            # collector closes itself on a loop that may be gone by then.
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(child.wait(), 5)
             raise
         finally:
             self.command_groups.discard(child.pid)

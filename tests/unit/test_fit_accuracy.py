@@ -1009,8 +1009,8 @@ def test_gb10_logs_are_consistent_with_the_margin() -> None:
 def test_the_spread_covers_every_gb10_logs_over_prediction() -> None:
     # What makes a margin of the spread enough: on no GB10 log is the available KV predicted
     # higher than vLLM found by more (the eager gemma-3-27b start, 2.79 GiB, is the most).
-    # A log whose miss lies in its weights (a known xfail: its configs are not at hand) is
-    # left out: that miss is no part of non-torch memory.
+    # A log whose miss lies in its weights (a known xfail: memory no checkpoint accounts for)
+    # is left out: that miss is no part of non-torch memory.
     weight_misses = {
         label for label, h in HELD_OUT.items() if any(k == "weights" for k, _ in h.misses)
     }

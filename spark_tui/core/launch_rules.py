@@ -4,13 +4,17 @@ for a reason the plan or the command line can explain."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from spark_tui.core import logclass
 from spark_tui.core.errors import InputError
 from spark_tui.core.plan import MASTER_ADDR, MASTER_PORT, RankSpec, flag_value
 from spark_tui.core.serve_args import parse_serve_args
-from spark_tui.core.serve_rules import cpu_moe_dp_remedy
+from spark_tui.core.serve_rules import (
+    cpu_moe_dp_remedy,
+    dense_replicas_hang,
+    dense_replicas_remedy,
+)
 
 # torch's TCPStore client ("The client socket has timed out after 600000ms while trying to
 # connect to (10.0.0.1, 29501).") and the rendezvous wrappers around it.
@@ -79,19 +83,78 @@ def cpu_moe_dp_failure_remedy(lines: Sequence[str], ranks: Sequence[RankSpec]) -
     )
 
 
+# Each rank's line as it joins the torch world (vllm/distributed/parallel_state.py,
+# init_distributed_environment): "world_size=4 rank=1 local_rank=0
+# distributed_init_method=tcp://10.77.101.11:29501 backend=gloo".
+_WORLD_LINE = re.compile(
+    r"\bworld_size=(\d+) rank=\d+ local_rank=\d+ distributed_init_method=(\S+)"
+)
+
+
+def world_size_mismatch_remedy(
+    logged: Mapping[int, Sequence[str]], ranks: Sequence[RankSpec]
+) -> str | None:
+    """The remedy when ranks that share one rendezvous logged different world sizes, or
+    None. They never meet and nothing fails: a dense model's data-parallel replicas that
+    span nodes, where vLLM runs each replica's engine alone (a world of TP x PP) while the
+    replica's other nodes join a world of every replica (TP x PP x DP). `logged`: each
+    launch rank's lines, by rank."""
+    # rendezvous -> world size -> the launch ranks that logged it there
+    seen: dict[str, dict[int, list[int]]] = {}
+    for rank, lines in sorted(logged.items()):
+        for line in lines:
+            m = _WORLD_LINE.search(line)
+            if m is not None:
+                sizes = seen.setdefault(m.group(2), {})
+                group = sizes.setdefault(int(m.group(1)), [])
+                if rank not in group:
+                    group.append(rank)
+    split = [(init, sizes) for init, sizes in seen.items() if len(sizes) > 1]
+    if not split:
+        return None
+    init, sizes = split[0]
+    nodes = {r.rank: r.node for r in ranks}
+
+    def who(group: list[int]) -> str:
+        named = [f"rank {n} on {nodes[n]}" if n in nodes else f"rank {n}" for n in group]
+        return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+    said = ", ".join(
+        f"{who(group)} said world_size={size}" for size, group in sorted(sizes.items())
+    )
+    met = f"the ranks never met at the rendezvous {init}: {said}"
+    parallel = _parallel(ranks) if ranks else None
+    if parallel is None or parallel[2] <= 1:
+        return f"{met}; `spark-tui check RECIPE --inventory FILE` names a layout that forms"
+    tp, pp, dp = parallel
+    return (
+        f"{met}; {dense_replicas_hang(tp, pp, dp)} (`spark-tui check` refuses this layout); "
+        + dense_replicas_remedy(tp, pp, dp)
+    )
+
+
 def rank_failure_remedy(
-    lines: Sequence[str], ranks: Sequence[RankSpec], *, never_met: bool = False
+    lines: Sequence[str],
+    ranks: Sequence[RankSpec],
+    *,
+    never_met: bool = False,
+    logged: Mapping[int, Sequence[str]] | None = None,
 ) -> str | None:
     """A remedy for failures the command line or the plan explains: vLLM refusing a flag,
-    a MoE model's replicas on a build without their collective, or (naming this cluster's
-    port, addresses and firewall) a rendezvous that could not be reached, or `never_met`:
-    workers that never got past it before the ready timeout; None for the others."""
+    a MoE model's replicas on a build without their collective, ranks that joined one
+    rendezvous as worlds of different sizes (`logged`: every rank's lines, by rank), or
+    (naming this cluster's port, addresses and firewall) a rendezvous that could not be
+    reached, or `never_met`: workers that never got past it before the ready timeout; None
+    for the others."""
     refused = usage_error_remedy(lines)
     if refused is not None:
         return refused
     collective = cpu_moe_dp_failure_remedy(lines, ranks)
     if collective is not None:
         return collective
+    mismatch = world_size_mismatch_remedy(logged or {}, ranks)
+    if mismatch is not None:
+        return mismatch
     if not ranks or not (never_met or rendezvous_timeout(lines)):
         return None
     head = ranks[0]

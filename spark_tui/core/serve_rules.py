@@ -171,11 +171,27 @@ def _spanning_dense_replicas(args: ServeArgs, experts: int | None) -> list[Refus
         Refusal(
             "dense_replicas_across_nodes",
             f"vLLM will hang at startup ({dense}): TP {tp} x PP {pp} x DP {dp} makes each "
-            f"data-parallel replica span {tp * pp} nodes; vLLM runs a dense model's replica "
-            f"as an independent engine of {tp * pp} ranks, but the replica's other nodes "
-            f"wait for a world of {tp * pp * dp} ranks, so the replica never forms",
-            f"run a replica per node (--set tensor_parallel=1 --set pipeline_parallel=1 "
-            f"--set data_parallel={tp * pp * dp}), or one replica over the nodes "
-            "(--set data_parallel=1)",
+            f"data-parallel replica span {tp * pp} nodes; {dense_replicas_hang(tp, pp, dp)}",
+            dense_replicas_remedy(tp, pp, dp),
         )
     ]
+
+
+def dense_replicas_hang(tp: int, pp: int, dp: int) -> str:
+    """Why vLLM never forms a dense model's `dp` replicas of TP `tp` x PP `pp` that span
+    nodes (each node one GPU)."""
+    return (
+        f"vLLM runs a dense model's replica as an independent engine of {tp * pp} ranks, "
+        f"but the replica's other nodes wait for a world of {tp * pp * dp} ranks, so the "
+        "replica never forms"
+    )
+
+
+def dense_replicas_remedy(tp: int, pp: int, dp: int) -> str:
+    """What serves a dense model in place of `dp` replicas of TP `tp` x PP `pp` that span
+    nodes: a replica per node, or one replica over the nodes."""
+    return (
+        f"run a replica per node (--set tensor_parallel=1 --set pipeline_parallel=1 "
+        f"--set data_parallel={tp * pp * dp}), or one replica over the nodes "
+        "(--set data_parallel=1)"
+    )

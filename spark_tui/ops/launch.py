@@ -487,7 +487,8 @@ class ClusterWatch:
         # Real vLLM's ranks that cannot reach the head say nothing until torch's own
         # timeout (10 min): a ready timeout with workers stuck there is that case.
         never_met = any(w == "timeout" for _, w in failed) and self._stuck_at_rendezvous()
-        cause = rank_failure_remedy(said, specs, never_met=never_met)
+        logged = {r.rank: list(r.lines) for r in self.ranks}
+        cause = rank_failure_remedy(said, specs, never_met=never_met, logged=logged)
         if self.keep_failed:
             self.emit(Notice("warning", "the other ranks are kept for inspection (--keep-failed)"))
             kept = "inspect them (`spark-tui logs`), then `spark-tui stop`"

@@ -383,10 +383,19 @@ def _config_phase(ctx: Context) -> ModelSpec:
     return spec
 
 
-def _distributed_phase(ctx: Context) -> None:
+def _distributed_phase(ctx: Context, moe: bool) -> None:
     """Engine init, the rendezvous with the other ranks, NCCL, rank assignment."""
     a = ctx.args
     master = f"{a.master_addr}:{a.master_port}"
+    # Replicas that span nodes count one world of every replica (TP x PP x DP ranks, each
+    # offset by its replica), except a dense model's replica engine: vLLM runs it alone as a
+    # DP 1 engine (reconfigure_for_independent_dp_rank), a world of TP x PP, while its
+    # replica's other nodes (headless workers) still count every replica at the same
+    # rendezvous. Those two never meet.
+    alone = ctx.one_world and not moe and ctx.tp_leader
+    world, rank, dp_rank = ctx.world, ctx.rank, 0
+    if ctx.one_world and not alone:
+        world, rank, dp_rank = ctx.world * ctx.dp, ctx.dp_rank * ctx.world + ctx.rank, ctx.dp_rank
     if ctx.headless and ctx.tp_leader and ctx.dp > 1:
         ctx.bare.info(
             "serve.py:239",
@@ -397,7 +406,7 @@ def _distributed_phase(ctx: Context) -> None:
     if ctx.multi and ctx.tp_leader:
         (ctx.engine or ctx.runner).info(
             "multiproc_executor.py:153",
-            f"DP group leader: node_rank={a.node_rank}, "
+            f"DP group leader: node_rank={0 if alone else a.node_rank}, "
             f"node_rank_within_dp=0, master_addr={a.master_addr}, mq_connect_ip="
             f"{a.master_addr} (local), world_size={ctx.world}, "
             f"local_world_size={ctx.local_world}",
@@ -416,9 +425,10 @@ def _distributed_phase(ctx: Context) -> None:
         init = f"tcp://{_own_ip(ctx)}:{29500 + (ctx.pid % 30000)}"
     runner.info(
         "parallel_state.py:1906",
-        f"world_size={ctx.world} rank={ctx.rank} local_rank=0 "
-        f"distributed_init_method={init} backend=nccl",
+        f"world_size={world} rank={rank} local_rank=0 distributed_init_method={init} backend=nccl",
     )
+    if ctx.one_world and not moe:
+        _never_meet(ctx)
     if ctx.multi:
         _rendezvous(ctx)
     if ctx.ray:
@@ -445,16 +455,29 @@ def _distributed_phase(ctx: Context) -> None:
             "dispatch order) for group 'tp:0' out of potential backends: "
             "['FLASHINFER', 'NCCL_SYMM_MEM', 'CUSTOM', 'SYMM_MEM', 'PYNCCL'].",
         )
-    ep = f"EP rank {ctx.rank}" if ctx.ep else "EP rank N/A"
+    ep = f"EP rank {rank}" if ctx.ep else "EP rank N/A"
     runner.info(
         "parallel_state.py:2350",
-        f"rank {ctx.rank} in world size {ctx.world} is assigned "
-        f"as DP rank 0, PP rank {ctx.pp_rank}, PCP rank 0, TP rank {ctx.tp_rank}, "
+        f"rank {rank} in world size {world} is assigned "
+        f"as DP rank {dp_rank}, PP rank {ctx.pp_rank}, PCP rank 0, TP rank {ctx.tp_rank}, "
         f"ETP rank {ctx.tp_rank}, {ep}, "
         "EPLB rank N/A",
     )
     if ctx.worker is not None:
         ctx.worker.prefix = ctx.worker_prefix()
+
+
+def _never_meet(ctx: Context) -> None:
+    """Wait at a rendezvous whose ranks expect worlds of different sizes, as real vLLM's
+    ranks do: no error and no progress (torch's own timeout is far past any launch's wait)
+    until the rank is stopped. The head's API process waits deaf to SIGTERM/SIGINT, as in
+    `_rendezvous`; the headless nodes stop on it."""
+    ctx.deaf = not ctx.headless
+    try:
+        while True:
+            ctx.pause(1.0)
+    finally:
+        ctx.deaf = False
 
 
 def _ray_phase(ctx: Context) -> None:
@@ -1348,7 +1371,7 @@ def run(args: argparse.Namespace) -> int:
         if ctx.engine is not None:
             ctx.pause(0.5)
             ctx.engine.info("core.py:133", _engine_config_line(ctx, spec, lay))
-        _distributed_phase(ctx)
+        _distributed_phase(ctx, spec.is_moe)
         plan = _load_phase(ctx, spec, lay, node)
         _profile_phase(ctx, spec, lay, plan)
         if ctx.member is not None:

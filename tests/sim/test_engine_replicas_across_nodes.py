@@ -8,10 +8,20 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from engine_harness import Engine, free_port, serve_argv
 
 WORLD = re.compile(r"\[parallel_state\.py:\d+\] world_size=(\d+) rank=(\d+) local_rank=0 ")
+# Real vLLM 0.32 on the lab's four nodes, the dense tiny model at TP 2 x DP 2 in this form.
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-cpu-dense-tp2-dp2-worlds.log"
+
+
+def _real_worlds() -> list[tuple[int, int]]:
+    """(world size, rank) each rank of the real launch logged, in rank order."""
+    text = REAL.read_text()
+    assert text.startswith("# source: real vLLM 0.32.0")
+    return [(int(m.group(1)), int(m.group(2))) for m in WORLD.finditer(text)]
 
 
 def _four(model: str) -> tuple[list[Engine], int, int]:
@@ -45,9 +55,12 @@ def _worlds(engines: list[Engine]) -> list[tuple[int, int]]:
 def test_a_dense_models_replicas_across_nodes_never_meet_and_say_nothing() -> None:
     engines, api, master = _four("Qwen/Qwen3-8B")
     try:
-        # vLLM 0.32's numbers: the replica engines (node ranks 0 and 2) a world of TP x PP,
+        # Real vLLM's numbers: the replica engines (node ranks 0 and 2) a world of TP x PP,
         # rank 0; their headless nodes TP x PP x DP, offset by their replica.
-        assert _worlds(engines) == [(2, 0), (4, 1), (2, 0), (4, 3)]
+        assert _real_worlds() == [(2, 0), (4, 1), (2, 0), (4, 3)]
+        assert _worlds(engines) == _real_worlds()
+        # The second replica's engine leads a replica of its own (vLLM renumbers its node 0).
+        assert "DP group leader: node_rank=0, node_rank_within_dp=0" in engines[2].output
         for e in engines:
             assert f"distributed_init_method=tcp://127.0.0.1:{master} " in e.output
         # Long past where the replicas would have met and served at this pace (the MoE test

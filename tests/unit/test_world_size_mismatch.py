@@ -25,10 +25,10 @@ def _world(pid: int, size: int, rank: int, init: str) -> str:
     )
 
 
-def _ranks(n: int, *sets: str) -> list[RankSpec]:
+def _ranks(n: int, *sets: str, names: str = "spark-{}", first: int = 0) -> list[RankSpec]:
     nodes = [
         NodeFacts(
-            name=f"spark-{i}",
+            name=names.format(i + first),
             address=f"10.0.0.{i + 1}",
             memory_total_bytes=128 * GIB,
             interfaces=[
@@ -46,6 +46,32 @@ def _ranks(n: int, *sets: str) -> list[RankSpec]:
 
 
 HEAD = "tcp://192.168.50.1:29501"
+
+
+def real_dense_hybrid_worlds() -> dict[int, list[str]]:
+    """Each rank's lines of real vLLM 0.32 on the lab's four nodes, the dense tiny model at
+    TP 2 x DP 2 forced past check (it hung until the ready timeout)."""
+    text = (FIXTURES / "vllm-0.32.0-cpu-dense-tp2-dp2-worlds.log").read_text()
+    assert text.startswith("# source: real vLLM 0.32.0")
+    logged: dict[int, list[str]] = {}
+    for line in text.splitlines()[1:]:
+        if line.startswith("# rank "):
+            rank = int(line.split()[2])
+            logged[rank] = []
+        else:
+            logged[rank].append(line)
+    return logged
+
+
+def test_the_real_hang_gets_the_remedy_naming_who_said_what() -> None:
+    ranks = _ranks(4, "tensor_parallel=2", "data_parallel=2", names="spark-lab-{}", first=1)
+    remedy = rank_failure_remedy([], ranks, never_met=True, logged=real_dense_hybrid_worlds())
+    assert remedy == (
+        "the ranks never met at the rendezvous tcp://10.77.117.11:29501: rank 0 on "
+        "spark-lab-1 and rank 2 on spark-lab-3 said world_size=2, rank 1 on spark-lab-2 and "
+        f"rank 3 on spark-lab-4 said world_size=4; {dense_replicas_hang(2, 1, 2)} "
+        f"(`spark-tui check` refuses this layout); {dense_replicas_remedy(2, 1, 2)}"
+    )
 
 
 def test_a_dense_hybrid_launch_that_never_formed_names_who_said_what_and_checks_remedy() -> None:

@@ -408,7 +408,7 @@ def _distributed_phase(ctx: Context, moe: bool) -> None:
             "multiproc_executor.py:153",
             f"DP group leader: node_rank={0 if alone else a.node_rank}, "
             f"node_rank_within_dp=0, master_addr={a.master_addr}, mq_connect_ip="
-            f"{a.master_addr} (local), world_size={ctx.world}, "
+            f"{_own_ip(ctx)} (local), world_size={ctx.world}, "
             f"local_world_size={ctx.local_world}",
         )
     if ctx.headless and not ctx.tp_leader:

@@ -68,12 +68,19 @@ def kill_left(pane_pid: int) -> None:
 def assert_demo_runs_on_this_python_in_a_terminal(pane_pid: int) -> None:
     """The pane runs the demo with this interpreter (the venv's, so its Python version),
     its stdin and stdout on the pane's pseudo-terminal."""
-    demos = []
+    found: dict[int, tuple[str, int]] = {}  # pid -> (interpreter, parent pid)
     for pid in {pane_pid} | descendants(pane_pid):
-        argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+        try:
+            argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:  # ended since it was listed
+            continue
         if argv[1:4] == ["-m", "spark_tui", "demo"]:
-            demos.append((pid, argv[0]))
-    assert len(demos) == 1, demos
+            found[pid] = (argv[0], int(stat.rsplit(")", 1)[1].split()[1]))
+    # A child the demo is forking (a simulated node's command, an engine) carries the demo's
+    # command line until it execs: the demo is the one whose parent is not a demo.
+    demos = [(pid, python) for pid, (python, parent) in found.items() if parent not in found]
+    assert len(demos) == 1, found
     pid, python = demos[0]
     assert python == sys.executable
     for fd in (0, 1):

@@ -290,8 +290,9 @@ class SimNode:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.pid, signal.SIGKILL)
             # Seen to exit before the probe gives up: a transport left to the garbage
-            # collector closes itself on a loop that may be gone by then.
-            with contextlib.suppress(BaseException):
+            # collector closes itself on a loop that may be gone by then. GeneratorExit (the
+            # coroutine closed with its loop) is not swallowed.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(child.wait(), 5)
             raise
         finally:

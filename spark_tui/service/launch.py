@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,10 @@ from spark_tui.service.image_flags import PENDING
 from spark_tui.service.images import refuse_unresolved
 from spark_tui.service.stop import stop_all
 from spark_tui.service.watch import settled
+
+# How long a launch interrupted before its cluster was up waits for the stop of what it
+# started (the Docker stops' own timeouts bound it well below this).
+STOP_ON_CANCEL_WAIT = 60.0
 
 __all__ = ["LaunchFailed", "LaunchOptions", "launch", "launched_until_ready"]
 
@@ -359,8 +364,17 @@ async def _follow(
         stopped = session.cluster is not cluster
         if started and not cluster.ready and not session.keep_on_cancel and not stopped:
             cluster.failed = True
-            with contextlib.suppress(SparkError):
-                await asyncio.shield(session.nodes.stop(plan.cluster_id, None))
+            # Finished before this launch ends, even when cancelled again meanwhile: a stop
+            # left running by cluster id would remove what the next launch of the same
+            # cluster (a sweep's "leave the best running") starts.
+            stopping = asyncio.ensure_future(session.nodes.stop(plan.cluster_id, None))
+            deadline = time.monotonic() + STOP_ON_CANCEL_WAIT
+            while not stopping.done() and time.monotonic() < deadline:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({stopping}, timeout=deadline - time.monotonic())
+            if stopping.done() and not stopping.cancelled():
+                with contextlib.suppress(SparkError):
+                    stopping.result()
         raise
     except SparkError as exc:
         cluster.failed = True

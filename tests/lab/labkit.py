@@ -281,19 +281,21 @@ def docker_client(lab: Lab, index: int, timeout: int = 60) -> docker.DockerClien
     return docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}", timeout=timeout)
 
 
-def real_vllm_to_end(lab: Lab, argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Run the lab's real-vLLM image on node 1 with `argv` and `env` (the node's Hugging
-    Face cache mounted, host network) until it exits; (exit code, its whole output)."""
+def real_vllm_to_end(
+    lab: Lab, argv: list[str], env: dict[str, str], index: int = 1
+) -> tuple[int, str]:
+    """Run the lab's real-vLLM image on node `index` with `argv` and `env` (the node's
+    Hugging Face cache mounted, host network) until it exits; (exit code, its whole output)."""
     from spark_tui.sim.lab import vllm_image
 
-    client = docker_client(lab, 1, timeout=600)
+    client = docker_client(lab, index, timeout=600)
     try:
         c = client.containers.run(
             vllm_image.VLLM_IMAGE,
             argv,
             environment=env,
             volumes={
-                f"{lab.node(1).home}/.cache/huggingface": {
+                f"{lab.node(index).home}/.cache/huggingface": {
                     "bind": "/root/.cache/huggingface",
                     "mode": "ro",
                 }

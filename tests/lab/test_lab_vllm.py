@@ -10,7 +10,6 @@ come last. Select them with `-m vllm`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import httpx
 import pytest
 import yaml
 from labkit import cli as _cli
-from labkit import lab_guard
+from labkit import docker_client, lab_guard, real_vllm_to_end
 
 from spark_tui.core import logclass
 from spark_tui.sim.lab import Lab, vllm_image
@@ -52,36 +51,13 @@ def files(vllm_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 
 
 def _client(lab: Lab, index: int) -> docker.DockerClient:
-    return docker.DockerClient(base_url=f"unix://{lab.node(index).docker_socket}", timeout=600)
+    return docker_client(lab, index, timeout=600)
 
 
 def _real_vllm_once(lab: Lab, index: int, args: list[str]) -> tuple[int, str]:
     """Run real `vllm serve MODEL ARGS` in the lab image on node `index`; (exit, output)."""
-    client = _client(lab, index)
-    try:
-        c = client.containers.run(
-            vllm_image.VLLM_IMAGE,
-            ["vllm", "serve", vllm_image.MODEL_REPO, *args],
-            environment={"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
-            volumes={
-                f"{lab.node(index).home}/.cache/huggingface": {
-                    "bind": "/root/.cache/huggingface",
-                    "mode": "ro",
-                }
-            },
-            network_mode="host",
-            detach=True,
-        )
-        try:
-            # Follow the log to the end (it ends when the process does), then the exit code.
-            out = b"".join(c.logs(stream=True, follow=True))
-            code = int(c.wait(timeout=600)["StatusCode"])
-            return code, out.decode("utf-8", "replace")
-        finally:
-            with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True)
-    finally:
-        client.close()
+    env = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    return real_vllm_to_end(lab, ["vllm", "serve", vllm_image.MODEL_REPO, *args], env, index)
 
 
 # --- what lab up made ----------------------------------------------------------------------

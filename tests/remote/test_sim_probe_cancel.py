@@ -32,6 +32,15 @@ def running_children() -> dict[int, str]:
     return found
 
 
+async def started(command: str, probe: asyncio.Future[str]) -> None:
+    """Wait until `command` runs as this process's child (the probe still going)."""
+    deadline = time.monotonic() + 30
+    while not any(command in c for c in running_children().values()):
+        assert time.monotonic() < deadline, "the slow section never started"
+        assert not probe.done(), probe
+        await asyncio.sleep(0.05)
+
+
 async def test_a_probe_given_up_kills_the_commands_it_ran(
     sim_scenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -43,11 +52,7 @@ async def test_a_probe_given_up_kills_the_commands_it_ran(
         node = sim.nodes[0]
         before = set(running_children())
         probe = asyncio.ensure_future(node.answer_probe())
-        deadline = time.monotonic() + 30
-        while not any(slow in c for c in running_children().values()):
-            assert time.monotonic() < deadline, "the slow section never started"
-            assert not probe.done(), probe
-            await asyncio.sleep(0.05)
+        await started(slow, probe)
         probe.cancel()
         with pytest.raises(asyncio.CancelledError):
             await probe
@@ -75,10 +80,7 @@ async def test_a_probe_given_up_has_waited_for_the_commands_it_killed(
     async with SimCluster(sim_scenario(1)) as sim:
         before = {id(t) for t in _unfinished_subprocesses()}
         probe = asyncio.ensure_future(sim.nodes[0].answer_probe())
-        deadline = time.monotonic() + 30
-        while not any(slow in c for c in running_children().values()):
-            assert time.monotonic() < deadline, "the slow section never started"
-            await asyncio.sleep(0.05)
+        await started(slow, probe)
         probe.cancel()
         with pytest.raises(asyncio.CancelledError):
             await probe

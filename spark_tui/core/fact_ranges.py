@@ -51,6 +51,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "mtp_layers": _COUNT0,
     "ple_table_bytes": _BYTES,
     "encoder_bytes": _BYTES,
+    "unbacked_encoder_bytes": _BYTES,
     "num_experts": _COUNT0,
 }
 

@@ -97,6 +97,9 @@ class ModelFacts:
     # The vision tower and projector of a multimodal checkpoint: --language-model-only
     # leaves them unloaded.
     encoder_bytes: int | None = None
+    # An encoder vLLM builds from config.json although the checkpoint holds none of its
+    # tensors (an audio_config added to a model without audio): allocated on every rank.
+    unbacked_encoder_bytes: int | None = None
     # The sampler's logits are vocab_size wide (the fit check's runtime overhead).
     vocab_size: int | None = None
     # Routed experts (0: a dense model); vLLM runs some data-parallel forms only for MoE.

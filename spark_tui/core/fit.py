@@ -378,7 +378,8 @@ def weights_per_rank_bytes(
     facts: ModelFacts, args: ServeArgs, env: Mapping[str, str]
 ) -> int | None:
     """Weight memory of one rank: weights / (TP x PP), as loaded, less a PLE table kept on
-    disk and, with --language-model-only, less the multimodal encoders vLLM does not build."""
+    disk and, with --language-model-only, less the multimodal encoders vLLM does not build;
+    plus an audio tower vLLM builds from config.json that the checkpoint does not hold."""
     if facts.weight_bytes is None:
         return None
     weights = facts.weight_bytes
@@ -387,7 +388,27 @@ def weights_per_rank_bytes(
     if args.has("language-model-only") and facts.encoder_bytes:
         weights -= min(facts.encoder_bytes, weights)
     shards = max(1, args.tensor_parallel_size) * max(1, args.pipeline_parallel_size)
-    return int(weights / shards * WEIGHT_LOAD_FACTOR)
+    loaded = int(weights / shards * WEIGHT_LOAD_FACTOR)
+    if facts.unbacked_encoder_bytes and builds_audio_tower(args):
+        # Not sharded: transformers builds the tower whole on every rank.
+        loaded += facts.unbacked_encoder_bytes
+    return loaded
+
+
+def builds_audio_tower(args: ServeArgs) -> bool:
+    """Whether vLLM builds a model's audio tower: not with --language-model-only, nor with
+    --limit-mm-per-prompt giving audio no item (vLLM then skips the tower)."""
+    if args.has("language-model-only"):
+        return False
+    raw = args.flags.get("--limit-mm-per-prompt")
+    try:
+        limits = json.loads(raw) if raw else None
+    except ValueError:
+        return True
+    audio = limits.get("audio") if isinstance(limits, Mapping) else None
+    if isinstance(audio, Mapping):
+        audio = audio.get("count")
+    return audio != 0
 
 
 def _divisors(n: int, limit: int) -> list[int]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from spark_tui.core.encoder_weights import encoder_bytes
+from spark_tui.core.encoder_weights import encoder_bytes, unbacked_encoder_bytes
 from spark_tui.core.errors import RecipeError
 from spark_tui.core.facts import ModelFacts, NodeFacts
 from spark_tui.core.recipe import Recipe
@@ -101,6 +101,7 @@ _INT_FIELDS = (
     "mtp_layers",
     "ple_table_bytes",
     "encoder_bytes",
+    "unbacked_encoder_bytes",
     "vocab_size",
     "num_experts",
 )
@@ -636,6 +637,9 @@ class HubFacts:
     parameters: dict[str, int] = field(default_factory=dict)
     gated: bool = False
     cached: bool = False
+    # The checkpoint's tensor names up to their second dot (`model.vision_tower`), from
+    # the safetensors headers: which encoders it holds. None: not read.
+    modules: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -655,6 +659,7 @@ class HubFacts:
             "dtype": self.dtype,
             "parameters": dict(self.parameters),
             "gated": self.gated,
+            "modules": None if self.modules is None else list(self.modules),
         }
 
     @classmethod
@@ -671,7 +676,14 @@ class HubFacts:
             parameters=dict(params) if isinstance(params, Mapping) else {},
             gated=bool(data.get("gated")),
             cached=cached,
+            modules=_modules(data.get("modules")),
         )
+
+
+def _modules(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list | tuple):
+        return None
+    return tuple(sorted({str(m) for m in value}))
 
 
 # safetensors dtype names, as the Hub's metadata spells them, to config.json's.
@@ -705,6 +717,19 @@ def facts_from_hub(model_id: str, hub: HubFacts) -> ModelFacts:
     if facts.params is None and hub.parameters:
         extra["params"] = sum(hub.parameters.values())
         sources["params"] = f"{hub.label} (safetensors headers)"
+    if hub.modules is not None:
+        # Which encoders the checkpoint holds decides what an audio_config adds.
+        elem = dtype_bytes(facts.dtype) or 2
+        held = encoder_bytes(hub.config, facts.hidden_size, elem, hub.modules)
+        if held is not None and held != facts.encoder_bytes:
+            extra["encoder_bytes"] = held
+            sources["encoder_bytes"] = f"{hub.label} (config.json's encoders it holds)"
+        unbacked = unbacked_encoder_bytes(hub.config, facts.hidden_size, elem, hub.modules)
+        if unbacked is not None:
+            extra["unbacked_encoder_bytes"] = unbacked
+            sources["unbacked_encoder_bytes"] = (
+                f"{hub.label} (config.json's audio_config; the safetensors hold no audio tower)"
+            )
     return replace(facts, sources=sources, **extra)
 
 

@@ -308,10 +308,12 @@ def _fetch(
         raise ValueError("config.json is not an object")
     shards = _shards(api, repo_id, sha, sizes, files)
     parameters: dict[str, int] = {}
+    modules: set[str] = set()
     for name in shards:
         meta = api.parse_safetensors_file_metadata(repo_id, name, revision=sha, timeout=TIMEOUT_S)
         for kind, count in meta.parameter_count.items():
             parameters[str(kind)] = parameters.get(str(kind), 0) + int(count)
+        modules.update(".".join(t.split(".")[:2]) for t in meta.tensors)
     known = [sizes.get(name) for name in shards]
     weight_bytes = sum(s for s in known if s) if known and all(known) else None
     dominant = max(parameters, key=lambda d: parameters[d]) if parameters else None
@@ -325,6 +327,7 @@ def _fetch(
         dtype=safetensors_dtype(dominant) if dominant else None,
         parameters=parameters,
         gated=gated,
+        modules=tuple(sorted(modules)) if shards else None,
     )
 
 

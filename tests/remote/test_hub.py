@@ -303,3 +303,48 @@ def test_the_simulated_hub_lists_a_tree_as_list_repo_tree_reads_it() -> None:
     assert weights.lfs is not None and weights.lfs.size == 4096
     assert set(every) == {"a", "a/b", "a/b/c.txt", "config.json", "model.safetensors"}
     assert under == ["a/b"]
+
+
+def test_the_shard_headers_say_which_encoders_the_checkpoint_holds(
+    hub: SimulatedHub, tmp_path: Path
+) -> None:
+    # An audio_config added to a model without audio: vLLM builds the tower the shards lack.
+    from spark_tui.core.encoder_weights import gemma4_audio_params
+    from spark_tui.core.model_facts import facts_from_hub
+    from spark_tui.sim.hub.repos import SafetensorsFile
+
+    config = json.loads(
+        (FIXTURES / "constructed_aeon_gemma4_26b_a4b_nvfp4_config.json").read_text()
+    )
+    lm = ("model.language_model.embed_tokens.weight", "model.language_model.norm.weight")
+    towers = ("model.vision_tower.patch_embedder.input_proj.weight", "model.embed_vision.w")
+    audio = ("model.audio_tower.output_proj.weight", "model.embed_audio.embedding_projection.w")
+    shards = {
+        "model-00001-of-00002.safetensors": SafetensorsFile(lm, 1 << 20),
+        "model-00002-of-00002.safetensors": SafetensorsFile(towers, 1 << 20),
+    }
+    hub.add(model_repo("org/no-audio", config, shards))
+    with_audio = {
+        **shards,
+        "model-00002-of-00002.safetensors": SafetensorsFile(towers + audio, 1 << 20),
+    }
+    hub.add(model_repo("org/with-audio", config, with_audio))
+    env = env_for(hub, SPARK_TUI_CACHE_DIR=str(tmp_path))
+    lacking = fetch_repo_facts("org/no-audio", None, env)
+    holding = fetch_repo_facts("org/with-audio", None, env)
+    assert isinstance(lacking, HubFacts) and isinstance(holding, HubFacts)
+    assert lacking.modules == ("model.embed_vision", "model.language_model", "model.vision_tower")
+    assert holding.modules == (
+        "model.audio_tower",
+        "model.embed_audio",
+        "model.embed_vision",
+        "model.language_model",
+        "model.vision_tower",
+    )
+    tower = gemma4_audio_params(config["audio_config"], 2816)
+    assert tower
+    assert facts_from_hub("org/no-audio", lacking).unbacked_encoder_bytes == tower * 2
+    assert facts_from_hub("org/with-audio", holding).unbacked_encoder_bytes is None
+    # The cache keeps what the headers said.
+    again = fetch_repo_facts("org/no-audio", None, {**env, "HF_HUB_OFFLINE": "1"})
+    assert isinstance(again, HubFacts) and again.cached and again.modules == lacking.modules

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -98,6 +99,9 @@ def sweep_stale_test_labs() -> None:
     """Take down test labs whose pytest process is gone (a run that was killed). A lab whose
     owner cannot be read is left alone: it may be another session's, still under test."""
     for d in TEST_STATE_ROOT.glob(TEST_STATE_GLOB):
+        if d.name.endswith(OWNER_SUFFIX) and not d.with_name(d.name[: -len(OWNER_SUFFIX)]).exists():
+            _drop_orphan_mark(d)
+            continue
         if not d.is_dir():
             continue
         owner = 0
@@ -112,8 +116,30 @@ def sweep_stale_test_labs() -> None:
         lab = Lab.load(d)
         if lab is not None:
             lab.down(quiet=True)
+        elif not _mounted_under(d):
+            # Killed before its state was written: no namespace or daemon was recorded to
+            # take down, and nothing is mounted there, so only its files (images, a
+            # node's docker root: gigabytes) are left.
+            shutil.rmtree(d, ignore_errors=True)
         if not d.exists():
             owner_file(d).unlink(missing_ok=True)
+
+
+def _drop_orphan_mark(mark: Path) -> None:
+    """An owner mark left by a lab whose folder is gone: dropped once its owner is."""
+    try:
+        owner = int(mark.read_text())
+    except (OSError, ValueError):
+        return
+    if not procs.alive(owner):
+        mark.unlink(missing_ok=True)
+
+
+def _mounted_under(d: Path) -> bool:
+    """Whether any mount point lies in d (a lab killed half-way may leave its overlays)."""
+    root = str(d.resolve()) + "/"
+    with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
+        return any((line.split()[4] + "/").startswith(root) for line in mounts)
 
 
 @dataclass

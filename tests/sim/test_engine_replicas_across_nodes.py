@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from engine_harness import Engine, free_port, serve_argv
+from world_lines import ranks_of, world_lines
 
 WORLD = re.compile(r"\[parallel_state\.py:\d+\] world_size=(\d+) rank=(\d+) local_rank=0 ")
 # Real vLLM 0.32 on the lab's four nodes, the dense tiny model at TP 2 x DP 2 in this form.
@@ -71,6 +72,11 @@ def test_a_dense_models_replicas_across_nodes_never_meet_and_say_nothing() -> No
             assert " ERROR " not in e.output and "Traceback" not in e.output, e.output
             assert "is assigned as DP rank" not in e.output, e.output
         assert "Application startup complete" not in engines[0].output
+        # Every line the real ranks logged about their replica and world, said alike.
+        real = ranks_of(REAL.read_text())
+        assert [world_lines(r, head="10.77.117.11") for r in real] == [
+            world_lines(e.output.splitlines(), head="127.0.0.1") for e in engines
+        ]
     finally:
         for e in engines:
             e.stop()
@@ -83,8 +89,40 @@ def test_a_moe_models_replicas_across_nodes_form_one_world_and_serve() -> None:
         # ranks 0-3, and "rank 2 in world size 4 is assigned as DP rank 1".
         assert _worlds(engines) == [(4, 0), (4, 1), (4, 2), (4, 3)]
         engines[0].wait_healthy(api, timeout=60)
-        line = engines[2].wait_for_line("rank 2 in world size 4 is assigned as DP rank 1")
-        assert "TP rank 0" in line
+        for e in engines:
+            e.wait_for_line("is assigned as DP rank")
+        # What vLLM 0.32's source makes of the dense capture's layout for a MoE model: no
+        # replica runs alone (reconfigure_for_independent_dp_rank is for dense models), so each
+        # replica leader keeps its deployment-wide node rank and every rank its place in the
+        # one world, its EP rank that place (the EP group is every DP x TP rank).
+        expected = []
+        for r in range(4):
+            lines = [
+                f"({'MainProcess' if r else 'APIServer'}) [arg_utils.py:2472] Inferred "
+                f"data_parallel_rank {r // 2} from node_rank {r}"
+            ]
+            if r == 2:
+                lines.append(
+                    "(MainProcess) [serve.py:239] Launching 1 data parallel engine(s) in "
+                    "headless mode, with head node address tcp://ADDRESS:PORT."
+                )
+            if r % 2 == 0:
+                lines.append(
+                    f"(EngineCore_DP{r // 2}) [multiproc_executor.py:153] DP group leader: "
+                    f"node_rank={r}, node_rank_within_dp=0, master_addr=HEAD, "
+                    "mq_connect_ip=OWN (local), world_size=2, local_world_size=1"
+                )
+            lines += [
+                f"(Worker) [parallel_state.py:1906] world_size=4 rank={r} local_rank=0 "
+                "distributed_init_method=tcp://ADDRESS:PORT backend=nccl",
+                f"(Worker) [parallel_state.py:2350] rank {r} in world size 4 is assigned as DP "
+                f"rank {r // 2}, PP rank 0, PCP rank 0, TP rank {r % 2}, ETP rank {r % 2}, "
+                f"EP rank {r}, EPLB rank N/A",
+            ]
+            expected.append(lines)
+        assert [world_lines(e.output.splitlines(), head="127.0.0.1") for e in engines] == expected
+        # Past its place in the world each rank's worker is named for it, as vLLM does.
+        assert "(Worker_DP1_TP0 pid=" in engines[2].output
     finally:
         for e in engines:
             e.stop()

@@ -1,7 +1,9 @@
 """The stand-in's startup log and /version held against real vLLM 0.32.0's (the head log of a
 TP 2 lab launch, tests/fixtures/vllm-0.32.0-cpu-tp2-head.log): the version it prints, and for
 every message both print, the same source location and the same wording. The stand-in marks
-itself simulated with a local version label (`0.32.0+sparktui.sim`), nothing else."""
+itself simulated with a local version label (`0.32.0+sparktui.sim`), nothing else. And a MoE
+model's DP 2 ranks' lines about their torch world, against both ranks' logs of a real DP 2
+launch (tests/fixtures/vllm-0.32.0-cpu-moe-dp2-*.log)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,15 @@ from pathlib import Path
 
 import httpx
 from engine_harness import Engine, free_port
+from world_lines import endpoints, world_lines
 
 from spark_tui.sim.engine import RELEASE, VERSION
 
-REAL_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.32.0-cpu-tp2-head.log"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REAL_LOG = FIXTURES / "vllm-0.32.0-cpu-tp2-head.log"
+# Real vLLM 0.32.0 (CPU build), a MoE model at DP 2 x TP 1 on two nodes in the launch plan's
+# form: the head's log and the headless replica's.
+REAL_DP2 = [FIXTURES / f"vllm-0.32.0-cpu-moe-dp2-{role}.log" for role in ("head", "worker")]
 LINE = re.compile(r"^\((\w+)[^)]*\) (\w+) \S+ \S+ \[([^\]]+)\] (.*)$")
 # Where the CPU build and the GPU build (which the stand-in simulates) log from different
 # files, or print device-specific words.
@@ -124,3 +131,67 @@ def test_the_fingerprint_names_the_layout_as_real_vllm_does() -> None:
         )
     )
     assert "-tp2-pp2-dp2-ep-" in many
+
+
+def _stand_in_dp2() -> list[list[str]]:
+    """The two ranks' output of a MoE model at DP 2 x TP 1 in the launch plan's form: one API
+    on the head, the other replica headless with its start rank, both pointed at the head's
+    DP address (no --nnodes: each replica is one node)."""
+    api, rpc = free_port(), free_port()
+    dp = ["--data-parallel-size", "2", "--data-parallel-size-local", "1"]
+    dp += ["--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(rpc)]
+    common = ["--max-model-len", "2048", "--dtype", "float32", "--enforce-eager", *dp]
+    model = "Qwen/Qwen3-30B-A3B"
+    head = Engine(["serve", model, "--port", str(api), "--api-server-count", "1", *common])
+    other = Engine(
+        ["serve", model, "--port", str(free_port()), *common]
+        + ["--headless", "--data-parallel-start-rank", "1"]
+    )
+    try:
+        head.wait_healthy(api, timeout=90)
+        other.wait_for_line("is assigned as DP rank", timeout=60)
+    finally:
+        for engine in (head, other):
+            engine.stop()
+    return [head.output.splitlines(), other.output.splitlines()]
+
+
+def test_a_moe_models_dp_ranks_log_the_world_real_vllm_logs() -> None:
+    real = []
+    for path in REAL_DP2:
+        lines = path.read_text().splitlines()
+        assert lines[0].startswith("# source: real vLLM 0.32.0")
+        real.append(lines[1:])
+    # What the real ranks said: one world of both replicas' ranks (each replica's executor a
+    # world of its own TP x PP), EP ranks by DP rank, met at the DP head's address.
+    assert [world_lines(lines) for lines in real] == [
+        [
+            "(EngineCore_DP0) [multiproc_executor.py:153] DP group leader: node_rank=0, "
+            "node_rank_within_dp=0, master_addr=127.0.0.1, mq_connect_ip=OWN (local), "
+            "world_size=1, local_world_size=1",
+            "(Worker) [parallel_state.py:1906] world_size=2 rank=0 local_rank=0 "
+            "distributed_init_method=tcp://ADDRESS:PORT backend=nccl",
+            "(Worker) [parallel_state.py:2350] rank 0 in world size 2 is assigned as DP rank 0, "
+            "PP rank 0, PCP rank 0, TP rank 0, ETP rank 0, EP rank 0, EPLB rank N/A",
+        ],
+        [
+            "(MainProcess) [serve.py:239] Launching 1 data parallel engine(s) in headless mode, "
+            "with head node address tcp://ADDRESS:PORT.",
+            "(EngineCore_DP1) [multiproc_executor.py:153] DP group leader: node_rank=0, "
+            "node_rank_within_dp=0, master_addr=127.0.0.1, mq_connect_ip=OWN (local), "
+            "world_size=1, local_world_size=1",
+            "(Worker) [parallel_state.py:1906] world_size=2 rank=1 local_rank=0 "
+            "distributed_init_method=tcp://ADDRESS:PORT backend=nccl",
+            "(Worker) [parallel_state.py:2350] rank 1 in world size 2 is assigned as DP rank 1, "
+            "PP rank 0, PCP rank 0, TP rank 0, ETP rank 0, EP rank 1, EPLB rank N/A",
+        ],
+    ]
+    sim = _stand_in_dp2()
+    assert [world_lines(lines) for lines in sim] == [world_lines(lines) for lines in real]
+    # Both ranks meet at the DP head's address (the one the headless replica's handshake
+    # names), on one port that is not the handshake's.
+    for head, other in (real, sim):
+        handshake = endpoints(other)["serve.py:239"]
+        world = endpoints(other)["parallel_state.py:1906"]
+        assert endpoints(head)["parallel_state.py:1906"] == world
+        assert world[0] == handshake[0] and world[1] != handshake[1]

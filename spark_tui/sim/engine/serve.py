@@ -119,7 +119,12 @@ class Context:
         self.tp_rank = self.rank % self.tp
         self.pp_rank = self.rank // self.tp
         self.ep = bool(args.enable_expert_parallel)
-        self.multiproc = self.world > 1
+        # vLLM runs its multiproc executor (a Worker process per rank) whenever TP x PP x DP
+        # is more than 1, a replica of one rank too.
+        self.multiproc = self.world > 1 or self.dp > 1
+        # The size of the DP group this rank's world holds (1 while it is not formed, and for a
+        # dense model's replicas, which vLLM runs as independent DP 1 engines).
+        self.dp_group = 1
         # The Ray executor: one Ray node per rank, this process drives them all.
         self.ray = ray_path.wanted(args) and self.world > 1 and args.nnodes <= 1
         self.ray_workers: ray_path.RayWorkers | None = None
@@ -128,11 +133,15 @@ class Context:
         if self.headless:
             self.api: Channel | None = None
             self.engine: Channel | None = None
-            self.bare = self.log.channel(None)
+            # Under data parallelism real vLLM 0.32's headless nodes name their main process
+            # (the lab's DP captures: "(MainProcess pid=1)"); a TP worker's capture has none.
+            self.bare = self.log.channel(f"MainProcess pid={pid}" if self.dp > 1 else None)
         else:
             self.api = self.log.channel(f"APIServer pid={pid}")
             self.engine = self.log.channel(f"EngineCore{dp_tag} pid={pid}")
             self.bare = self.api
+        # The engine core's own lines (a headless replica's too: its DP group leader).
+        self.core = self.engine or self.log.channel(f"EngineCore{dp_tag} pid={pid}")
         self.worker: Channel | None = None
         if self.multiproc:
             self.worker = self.log.channel(f"Worker pid={pid}")
@@ -150,6 +159,7 @@ class Context:
         self.member: Member | None = None
         self.dp_head: Head | None = None
         self.dp_member: Member | None = None
+        self.world_store: socket.socket | None = None  # a MoE DP world's port (DP head)
         self.server: api.SimHTTPServer | None = None
         self.state: api.ApiState | None = None
         self.scheduler: Scheduler | None = None
@@ -187,14 +197,18 @@ class Context:
         return self.st.bind_address or self.args.host or "0.0.0.0"
 
     def worker_prefix(self) -> str:
-        """`Worker_TP0`, `Worker_PP1_TP0`, `Worker_TP1_EP1` as vLLM names the rank's process."""
+        """`Worker_TP0`, `Worker_DP1_PP1_TP0`, `Worker_TP1_EP1` as vLLM names the rank's
+        process."""
         parts = []
+        if self.dp_group > 1:
+            parts.append(f"DP{self.dp_rank}")
         if self.pp > 1:
             parts.append(f"PP{self.pp_rank}")
         if self.tp > 1:
             parts.append(f"TP{self.tp_rank}")
         if self.ep:
-            parts.append(f"EP{self.rank}")
+            # Its rank in the expert-parallel group: DP x TP ranks of its pipeline stage.
+            parts.append(f"EP{(self.dp_rank if self.dp_group > 1 else 0) * self.tp + self.tp_rank}")
         return (
             "Worker_" + "_".join(parts) + f" pid={self.pid}" if parts else f"Worker pid={self.pid}"
         )
@@ -339,7 +353,7 @@ def _config_phase(ctx: Context) -> ModelSpec:
         )
     if a.nnodes > 1:
         out.info(
-            "arg_utils.py:2429",
+            "arg_utils.py:2472",
             f"Inferred data_parallel_rank {ctx.dp_rank} from node_rank {a.node_rank}",
         )
     spec_cfg = a.speculative_config or {}
@@ -393,18 +407,24 @@ def _distributed_phase(ctx: Context, moe: bool) -> None:
     # replica's other nodes (headless workers) still count every replica at the same
     # rendezvous. Those two never meet.
     alone = ctx.one_world and not moe and ctx.tp_leader
+    # A MoE model's replicas that each fit their own node(s) form one world too, at the DP
+    # head's address (vLLM's data_parallel_master_ip) on a port the DP head's first rank binds
+    # when it gets there (an ephemeral one) and the others learn through the DP handshake.
+    dp_world = moe and ctx.dp_multi and not ctx.one_world
     world, rank, dp_rank = ctx.world, ctx.rank, 0
-    if ctx.one_world and not alone:
+    if (ctx.one_world and not alone) or dp_world:
         world, rank, dp_rank = ctx.world * ctx.dp, ctx.dp_rank * ctx.world + ctx.rank, ctx.dp_rank
+        ctx.dp_group = ctx.dp
     if ctx.headless and ctx.tp_leader and ctx.dp > 1:
         ctx.bare.info(
             "serve.py:239",
             f"Launching {ctx.dp_local} data parallel engine(s) in headless mode, with head "
-            f"node address tcp://{a.data_parallel_address or a.master_addr}:"
-            f"{a.data_parallel_rpc_port or 29550}.",
+            f"node address tcp://{_dp_address(ctx)}:{a.data_parallel_rpc_port or 29550}.",
         )
-    if ctx.multi and ctx.tp_leader:
-        (ctx.engine or ctx.runner).info(
+    # Every replica's leader runs vLLM's multiproc executor under data parallelism (vLLM picks
+    # it whenever TP x PP x DP > 1), which names the replica's group leader.
+    if (ctx.multi or ctx.dp > 1) and ctx.tp_leader:
+        ctx.core.info(
             "multiproc_executor.py:153",
             f"DP group leader: node_rank={0 if alone else a.node_rank}, "
             f"node_rank_within_dp=0, master_addr={a.master_addr}, mq_connect_ip="
@@ -421,12 +441,24 @@ def _distributed_phase(ctx: Context, moe: bool) -> None:
     runner = ctx.runner
     if ctx.multi:
         init = f"tcp://{master}"
+    elif dp_world and ctx.dp_rank > 0:
+        # The other replicas wait for the DP head to publish its port (vLLM's coordination
+        # store, reached through the DP handshake) before they log their world.
+        init = f"tcp://{_dp_address(ctx)}:{int(_dp_rendezvous(ctx)['world_port'])}"
+    elif dp_world:
+        init = f"tcp://{_dp_address(ctx)}:{_dp_world_port(ctx)}"
     else:
         init = f"tcp://{_own_ip(ctx)}:{29500 + (ctx.pid % 30000)}"
+    # nccl where the real captures (vLLM's CPU build) say gloo: the backend is the platform's
+    # (CpuPlatform.dist_backend "gloo", CudaPlatform's "nccl"), and the stand-in is a GPU node.
     runner.info(
         "parallel_state.py:1906",
         f"world_size={world} rank={rank} local_rank=0 distributed_init_method={init} backend=nccl",
     )
+    if dp_world and ctx.dp_rank == 0:
+        # The DP head's first rank logs its world once it bound the port, then waits there
+        # for every replica.
+        _dp_rendezvous(ctx, {"world_port": _dp_world_port(ctx)})
     if ctx.one_world and not moe:
         _never_meet(ctx)
     if ctx.multi:
@@ -455,7 +487,9 @@ def _distributed_phase(ctx: Context, moe: bool) -> None:
             "dispatch order) for group 'tp:0' out of potential backends: "
             "['FLASHINFER', 'NCCL_SYMM_MEM', 'CUSTOM', 'SYMM_MEM', 'PYNCCL'].",
         )
-    ep = f"EP rank {rank}" if ctx.ep else "EP rank N/A"
+    # vLLM makes an expert-parallel group for every MoE model (with or without
+    # --enable-expert-parallel): its DP x TP ranks of one pipeline stage, by DP rank then TP.
+    ep = f"EP rank {dp_rank * ctx.tp + ctx.tp_rank}" if moe else "EP rank N/A"
     runner.info(
         "parallel_state.py:2350",
         f"rank {rank} in world size {world} is assigned "
@@ -465,6 +499,22 @@ def _distributed_phase(ctx: Context, moe: bool) -> None:
     )
     if ctx.worker is not None:
         ctx.worker.prefix = ctx.worker_prefix()
+
+
+def _dp_address(ctx: Context) -> str:
+    """The DP head's address (vLLM's data_parallel_master_ip)."""
+    return ctx.args.data_parallel_address or ctx.args.master_addr
+
+
+def _dp_world_port(ctx: Context) -> int:
+    """The port of the DP world's store, bound on the DP head on first use (kept open, as
+    vLLM's TCPStore is, so no other process takes it while the engines run)."""
+    if ctx.world_store is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind((ctx.st.bind_address or "0.0.0.0", 0))
+        sock.listen(8)
+        ctx.world_store = sock
+    return int(ctx.world_store.getsockname()[1])
 
 
 def _never_meet(ctx: Context) -> None:
@@ -628,8 +678,9 @@ def _rendezvous(ctx: Context) -> None:
     _wait_for(ctx, "start")
 
 
-def _dp_rendezvous(ctx: Context) -> None:
-    """Data-parallel ranks on several nodes meet at --data-parallel-address:rpc-port."""
+def _dp_rendezvous(ctx: Context, start: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Data-parallel ranks on several nodes meet at --data-parallel-address:rpc-port; the DP
+    head sends `start` to the others when all are there. Returns the start message."""
     a = ctx.args
     addr = a.data_parallel_address or a.master_addr
     port = a.data_parallel_rpc_port or 29550
@@ -651,11 +702,12 @@ def _dp_rendezvous(ctx: Context) -> None:
         except JoinTimeout as exc:
             raise failures.clients_timeout(timeout, exc.joined, len(expected) + 1) from exc
         ctx.check()
-        head.broadcast({"type": "start"})
+        message = {"type": "start", **(start or {})}
+        head.broadcast(message)
         ctx.log.channel(f"VLLM_DP_Coordinator pid={coordinator_pid}").info(
             "coordinator.py:258", "All engine subscriptions received by DP coordinator"
         )
-        return
+        return message
     member = Member(
         addr,
         port,
@@ -680,7 +732,19 @@ def _dp_rendezvous(ctx: Context) -> None:
             "engine",
             log_source="multiproc_executor.py:761",
         ) from exc
-    _wait_for(ctx, "start", member)
+    return _wait_for(ctx, "start", member)
+
+
+def _replicas_ready(ctx: Context) -> None:
+    """The replicas' engines meet before the API serves: a dense model's only now (at the DP
+    coordinator); a MoE model's met already as one world, and its DP head waits for every
+    other replica's engine to be ready."""
+    if ctx.dp_member is not None:
+        ctx.dp_member.send({"type": "ready"})
+    elif ctx.dp_head is not None:
+        _gather(ctx, "ready", ctx.dp_head)
+    else:
+        _dp_rendezvous(ctx)
 
 
 def _wait_for(ctx: Context, kind: str, member: Member | None = None) -> dict[str, Any]:
@@ -701,14 +765,16 @@ def _wait_for(ctx: Context, kind: str, member: Member | None = None) -> dict[str
             raise Interrupted()
 
 
-def _gather(ctx: Context, kind: str) -> list[dict[str, Any]]:
-    """Wait for `kind` from every other rank (head side); a rank failure raises Interrupted."""
-    assert ctx.head is not None
+def _gather(ctx: Context, kind: str, head: Head | None = None) -> list[dict[str, Any]]:
+    """Wait for `kind` from every other rank of `head` (the torch rendezvous's by default);
+    a rank failure raises Interrupted."""
+    head = head or ctx.head
+    assert head is not None
     got: dict[int, dict[str, Any]] = {}
-    while len(got) < len(ctx.head.expected):
+    while len(got) < len(head.expected):
         ctx.check()
         try:
-            msg = ctx.head.inbox.get(timeout=0.05)
+            msg = head.inbox.get(timeout=0.05)
         except queue.Empty:
             continue
         if msg.get("type") == kind:
@@ -1187,6 +1253,8 @@ def _close(ctx: Context) -> None:
     for member in (ctx.member, ctx.dp_member):
         if member is not None:
             member.close()
+    if ctx.world_store is not None:
+        ctx.world_store.close()
 
 
 def _peer_failure(ctx: Context) -> int:
@@ -1289,15 +1357,19 @@ def _fail(ctx: Context, failure: Failure) -> int:
         failures.report_config_failure(failure, ctx.bare)
     elif ctx.headless:
         assert ctx.worker is not None
-        failures.report_engine_failure(failure, ctx.worker, None, ctx.worker)
+        # A headless replica's leader runs an engine core of its own; a TP/PP worker node
+        # only its workers.
+        engine = ctx.core if ctx.dp > 1 and ctx.tp_leader else ctx.worker
+        failures.report_engine_failure(failure, engine, None, ctx.worker)
     else:
         assert ctx.engine is not None
         failures.report_engine_failure(
             failure, ctx.engine, ctx.api, ctx.worker if ctx.multiproc else None
         )
-    if ctx.member is not None:
-        ctx.member.send({"type": "failed", "error": failure.exc_line.split("\n")[0]})
-        time.sleep(0.05)
+    for member in (ctx.member, ctx.dp_member):
+        if member is not None:
+            member.send({"type": "failed", "error": failure.exc_line.split("\n")[0]})
+            time.sleep(0.05)
     for head in (ctx.head, ctx.dp_head):
         if head is not None:
             head.broadcast({"type": "abort", "reason": failure.exc_line.split("\n")[0]})
@@ -1400,7 +1472,7 @@ def run(args: argparse.Namespace) -> int:
             if ctx.head is not None:
                 ctx.head.broadcast({"type": "ready"})
             if ctx.dp_multi:
-                _dp_rendezvous(ctx)
+                _replicas_ready(ctx)
             if not ctx.headless:
                 _api_phase(ctx, spec, lay, plan)
         ctx.ready = True

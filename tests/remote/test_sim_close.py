@@ -1,14 +1,17 @@
 """Simulated nodes stop while a client is still connected (Python 3.12+'s
-`Server.wait_closed` waits for every accepted connection to end)."""
+`Server.wait_closed` waits for every accepted connection to end), and leave nothing behind
+for the garbage collector to close after their loop is gone: no command, no task."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import asyncssh
 import pytest
 
 from spark_tui.sim.nodes import SimCluster
+from spark_tui.sim.nodes.loop_thread import LoopThread
 
 
 @pytest.mark.parametrize("own_loop", [False, True])
@@ -31,3 +34,61 @@ async def test_nodes_stop_while_a_client_is_connected(sim_scenario, own_loop: bo
         await asyncio.wait_for(conn.wait_closed(), 10)
     finally:
         conn.abort()
+
+
+def unfinished_subprocesses() -> list[asyncio.SubprocessTransport]:
+    """Subprocess transports not closed yet: one left behind is closed by the garbage
+    collector, on a loop that may be gone by then ("Event loop is closed")."""
+    return [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, asyncio.SubprocessTransport) and not o.is_closing()
+    ]
+
+
+async def test_a_node_closed_during_a_command_has_waited_for_it(sim_scenario) -> None:
+    async with SimCluster(sim_scenario(1)) as sim:
+        node = sim.nodes[0]
+        conn = await asyncssh.connect(
+            node.address,
+            node.port,
+            username=node.user,
+            client_keys=[str(sim.identity_file)],
+            known_hosts=str(sim.known_hosts_path),
+            config=None,
+        )
+        try:
+            before = {id(t) for t in unfinished_subprocesses()}
+            process = await conn.create_process("echo started; exec sleep 47")
+            assert await asyncio.wait_for(process.stdout.readline(), 30) == "started\n"
+            await asyncio.wait_for(node.close(), 30)
+            # At once, with no loop iteration in between: the node waited for its command.
+            left = [t for t in unfinished_subprocesses() if id(t) not in before]
+            assert not left, left
+        finally:
+            conn.abort()
+
+
+def test_tasks_left_on_the_nodes_loop_end_before_it_closes() -> None:
+    """A task still on the nodes' own loop when it stops (an SSH session's handler) is
+    cancelled and runs its cleanup while the loop can still run it, as asyncio.run does."""
+    thread = LoopThread("test-loop")
+    cleaned: list[str] = []
+
+    async def lingering() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0)  # its cleanup needs the loop: closed, it would fail
+            cleaned.append("cleaned up")
+
+    async def leave_it() -> None:
+        asyncio.get_running_loop().create_task(lingering())
+        await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        await thread.run(leave_it())
+        await thread.stop()
+
+    asyncio.run(main())
+    assert cleaned == ["cleaned up"]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import html
+import io
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from textual.pilot import Pilot
@@ -52,6 +55,18 @@ def shown(app: object) -> str:
     return "\n".join(parts)
 
 
+@asynccontextmanager
+async def cockpit(app: SparkApp, size: tuple[int, int], **run: Any) -> AsyncIterator[Pilot[int]]:
+    """`app.run_test(size=size, **run)`, then the app's session closed, as `run_cockpit`
+    closes it after the app: however the test ends (not by its quit key, or failing), the
+    simulated Sparks and the SSH connections it opened end with it, on its event loop."""
+    try:
+        async with app.run_test(size=size, **run) as pilot:
+            yield pilot
+    finally:
+        await asyncio.wait_for(app.session.close(), 30 * SLACK)
+
+
 async def settle(pilot: Pilot[int]) -> None:
     """Flush every log pane's pending lines and let the screen catch up."""
     app = pilot.app
@@ -73,7 +88,7 @@ def static_text(app: SparkApp, selector: str) -> str:
 
 def plain(renderable: object) -> str:
     """Any renderable as plain text (wide enough not to wrap)."""
-    console = Console(width=400, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=400, record=True, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 

@@ -5,10 +5,11 @@ at 80x24; Esc during a sweep asks what to leave running. max_num_seqs 8192 does 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
-from cockpit_helpers import plain, settle, wait_until
+from cockpit_helpers import cockpit, plain, settle, wait_until
 from rich.console import Console
 
 from spark_tui.ops.bench import BenchConfig
@@ -37,7 +38,7 @@ def demo_app() -> SparkApp:
 
 
 def rendered(renderable: object, width: int) -> str:
-    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 
@@ -61,7 +62,7 @@ async def start_sweep(pilot, app: SparkApp) -> None:  # type: ignore[no-untyped-
 @pytest.mark.parametrize("size", [(160, 48), (80, 24)])
 async def test_sweep_from_the_edit_dialog_table_and_chart(size: tuple[int, int]) -> None:
     app = demo_app()
-    async with app.run_test(size=size) as pilot:
+    async with cockpit(app, size) as pilot:
         await start_sweep(pilot, app)
         await wait_until(pilot, lambda: app.busy == "sweep", 10, "the sweep")
         await wait_until(
@@ -117,7 +118,7 @@ async def test_sweep_from_the_edit_dialog_table_and_chart(size: tuple[int, int])
 
 async def test_escape_during_a_sweep_asks_what_to_leave_running() -> None:
     app = demo_app()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with cockpit(app, (80, 24)) as pilot:
         await start_sweep(pilot, app)
         await wait_until(
             pilot,

@@ -5,6 +5,7 @@ discover, pick, check, launch, ready, smoke, edit one setting, relaunch, compare
 from __future__ import annotations
 
 from cockpit_helpers import (
+    cockpit,
     head_text,
     live_children,
     plain,
@@ -13,10 +14,12 @@ from cockpit_helpers import (
     wait_until,
     wait_until_gone,
 )
+from textual.message import Message
 
 from spark_tui.core.workload import Workload
 from spark_tui.ops.bench import BenchConfig
 from spark_tui.sim.nodes import random_loopback_base
+from spark_tui.ui import messages as msg
 from spark_tui.ui.app import SparkApp
 from spark_tui.ui.demo_session import DemoSession, SimulatedNodes
 from spark_tui.ui.screens.dialogs import Dialog, HostKeyDialog
@@ -31,7 +34,8 @@ async def test_whole_flow_on_simulated_sparks() -> None:
         pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=quick
     )
     app = SparkApp(backend, recipe="glm-5.3-flash", auto_refresh=False, handle_signals=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+    states = RankStates()
+    async with cockpit(app, (120, 40), message_hook=states.record) as pilot:
         # discover: both simulated Sparks, probed over SSH
         await wait_until(pilot, app.discovered.is_set, 30, "discovery")
         assert len(app.nodes) == 2
@@ -45,15 +49,18 @@ async def test_whole_flow_on_simulated_sparks() -> None:
         await pilot.pause(0.05)
         assert app.selected.name == "glm-5.3-flash"
         assert static_text(app, "#fit-body").lstrip().startswith("fits")
-        # launch: progress in the pane headers, then both ranks ready
+        # launch: each rank's pane loads with progress, then both ranks ready. Loading is
+        # recorded as the panes are told, not polled: with the quick pace it can come and go
+        # between two looks at a loaded machine's screen.
         await pilot.press("l")
-        await wait_until(
-            pilot, lambda: any(p.state == "loading" for p in app.panes.values()), 30, "loading"
-        )
+        await wait_until(pilot, lambda: states.went_through("loading"), 30, "loading")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 60, "ready")
         await wait_until(
             pilot, lambda: all(p.state == "ready" for p in app.panes.values()), 10, "both ready"
         )
+        for rank in app.panes:
+            assert states.of(rank)[-2:] == ["loading", "ready"], states.of(rank)
+            assert states.loaded_with_progress(rank), states.of(rank)
         first_id = app.cluster.cluster_id
         assert "ready" in head_text(app, 0) and "ready" in head_text(app, 1)
         assert "ready" in results_text(app)
@@ -100,6 +107,40 @@ async def test_whole_flow_on_simulated_sparks() -> None:
     await wait_until_gone(before)
 
 
+class RankStates:
+    """Each rank's states in the order the cockpit's panes were told them (a message hook:
+    a state that lasts less than one look at the screen is still seen)."""
+
+    def __init__(self) -> None:
+        self.states: dict[int, list[str]] = {}
+        self.progress: dict[int, list[float]] = {}
+        # Each message reaches the rank's pane and the panes' container: counted once (held
+        # here, so no other message can take its id).
+        self._recorded: dict[int, msg.RankChanged] = {}
+
+    def record(self, message: Message) -> None:
+        if not isinstance(message, msg.RankChanged) or id(message) in self._recorded:
+            return
+        self._recorded[id(message)] = message
+        event = message.event
+        seen = self.states.setdefault(event.rank, [])
+        if not seen or seen[-1] != event.state.value:  # one entry per state, not per message
+            seen.append(event.state.value)
+        if event.state.value == "loading" and event.progress is not None:
+            self.progress.setdefault(event.rank, []).append(event.progress)
+
+    def of(self, rank: int) -> list[str]:
+        return self.states.get(rank, [])
+
+    def went_through(self, state: str) -> bool:
+        return any(state in seen for seen in self.states.values())
+
+    def loaded_with_progress(self, rank: int) -> bool:
+        """The rank's loading carried a progress that rose."""
+        shown = self.progress.get(rank, [])
+        return len(shown) > 1 and shown[-1] > shown[0]
+
+
 class FreshKeys(SimulatedNodes):
     """The demo's Sparks, but with an empty known_hosts: every node's key must be confirmed."""
 
@@ -118,7 +159,7 @@ async def test_unknown_host_keys_are_confirmed_with_their_fingerprint() -> None:
         pace=0.05, token_scale=0.05, base_address=random_loopback_base(), nodes_type=FreshKeys
     )
     app = SparkApp(backend, auto_refresh=False, handle_signals=False)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with cockpit(app, (120, 40)) as pilot:
         seen: list[str] = []
         while not app.discovered.is_set():
             await wait_until(

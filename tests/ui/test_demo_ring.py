@@ -4,7 +4,7 @@ simulated nodes): the nodes panel names the ring, and the demo refuses a ring of
 from __future__ import annotations
 
 import pytest
-from cockpit_helpers import static_text, wait_until
+from cockpit_helpers import cockpit, static_text, wait_until
 
 from spark_tui.commands.demo import check_layout
 from spark_tui.core.errors import InputError
@@ -18,7 +18,7 @@ async def test_demo_on_a_ring_of_three_shows_the_ring() -> None:
         nodes=3, pace=0.05, token_scale=0.05, base_address=random_loopback_base(3), ring=True
     )
     app = SparkApp(backend, auto_refresh=False, handle_signals=False)
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with cockpit(app, (160, 48)) as pilot:
         await wait_until(pilot, app.discovered.is_set, 30, "discovery")
         nodes = static_text(app, "#nodes")
         assert "ring of 3" in nodes, nodes

@@ -19,6 +19,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# How long the tasks still on the loop when it stops get to finish once cancelled.
+END_TASKS_S = 5.0
+
 
 class LoopThread:
     """A daemon thread running a fresh asyncio loop; `run` awaits a coroutine on it."""
@@ -37,10 +40,27 @@ class LoopThread:
             self.loop.run_forever()
         finally:
             try:
+                self.loop.run_until_complete(self._end_tasks())
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
                 self.loop.run_until_complete(self.loop.shutdown_default_executor())
             finally:
                 self.loop.close()
+
+    async def _end_tasks(self) -> None:
+        """Cancel the tasks still on the loop (an SSH session's handler, a forwarder) and let
+        them finish, as asyncio.run does before closing its loop: a task left pending would
+        be destroyed by the garbage collector once the loop is closed, and its cleanup fail
+        with "Event loop is closed"."""
+        me = asyncio.current_task()
+        deadline = self.loop.time() + END_TASKS_S
+        # Again while cancelling one starts another (a connection's close, its cleanup).
+        while tasks := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                return
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks, timeout=remaining)
 
     @property
     def running(self) -> bool:
@@ -51,7 +71,8 @@ class LoopThread:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
     async def stop(self) -> None:
-        """Stop the loop (after its pending callbacks) and wait for the thread to end."""
+        """Stop the loop (after its pending callbacks; the tasks still on it cancelled and
+        let finish) and wait for the thread to end."""
         if not self._thread.is_alive():
             return
         self.loop.call_soon_threadsafe(self.loop.stop)

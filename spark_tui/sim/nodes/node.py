@@ -7,7 +7,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import tempfile
 import time
 from datetime import datetime
@@ -20,6 +19,7 @@ from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.remote import link_sample
 from spark_tui.remote import probe_commands as pc
 from spark_tui.sim.nodes import gb10
+from spark_tui.sim.nodes.commands import RealCommands, kill_group
 from spark_tui.sim.nodes.docker_api import DockerApiServer
 from spark_tui.sim.nodes.docker_engine import SimContainer, SimDockerEngine
 from spark_tui.sim.nodes.hf_cache import populate_hf_cache
@@ -117,8 +117,7 @@ class SimNode:
         self._host_key: asyncssh.SSHKey | None = None
         self._server: Any = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
-        self.command_groups: set[int] = set()  # process groups of commands run for real
-        self.closing = False  # set once close() began: no command may start any more
+        self.commands = RealCommands()  # the commands it runs for real, while they run
         self.exec_sessions = 0  # exec sessions opened on its SSH server (what a probe costs)
         self.connections_accepted = 0  # SSH connections made to it, ever (handshakes)
         # Every node of the simulation (the cluster sets it): a rank's link traffic is its
@@ -278,17 +277,16 @@ class SimNode:
             cwd=str(self.home),
             start_new_session=True,
         )
-        # Registered so that stopping the node kills a section still running.
-        self.command_groups.add(child.pid)
+        # Held so that stopping the node kills a section still running and waits for it.
+        self.commands.add(child)
         try:
-            if self.closing:  # the node stopped while the command was being started
+            if self.commands.closing:  # the node stopped while the command was being started
                 raise asyncio.CancelledError
             out, err = await child.communicate()
         except BaseException:
             # The probe went away (its connection, the node, the demo): the command must
             # not outlive it, e.g. blocked writing into a pipe nobody reads any more.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
+            kill_group(child.pid)
             # Seen to exit before the probe gives up: a transport left to the garbage
             # collector closes itself on a loop that may be gone by then. GeneratorExit (the
             # coroutine closed with its loop) is not swallowed.
@@ -296,7 +294,7 @@ class SimNode:
                 await asyncio.wait_for(child.wait(), 5)
             raise
         finally:
-            self.command_groups.discard(child.pid)
+            self.commands.discard(child)
         code = child.returncode or 0
         return (
             out.decode(errors="replace"),
@@ -340,8 +338,9 @@ class SimNode:
         self.port = sockets[0].getsockname()[1] if sockets else self.requested_port
 
     async def close(self) -> None:
-        """Stop serving, drop every SSH connection, kill every process this node started."""
-        self.closing = True
+        """Stop serving, drop every SSH connection, kill every process this node started
+        and wait for each to end."""
+        self.commands.closing = True
         if self._server is not None:
             self._server.close()
         # Closing the listener keeps open connections: close them, which ends their commands.
@@ -356,9 +355,7 @@ class SimNode:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
             self._server = None
-        for group in list(self.command_groups):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signal.SIGKILL)
+        await self.commands.end()
         await self.engine.close()
         await self.docker.close()
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
 from spark_tui.remote import probe_commands as pc
+from spark_tui.sim.nodes.commands import RealCommands, kill_group
 
 if TYPE_CHECKING:
     from spark_tui.sim.nodes.node import SimNode
@@ -100,7 +99,7 @@ def process_handler(node: SimNode) -> Callable[[asyncssh.SSHServerProcess[bytes]
             process.exit(code)
             return
         status = await run_command(
-            process, command, node.shell_env(), str(node.home), node.command_groups
+            process, command, node.shell_env(), str(node.home), node.commands
         )
         if status is not None:
             process.exit(status)
@@ -113,13 +112,13 @@ async def run_command(
     command: str,
     env: dict[str, str],
     cwd: str,
-    groups: set[int],
+    commands: RealCommands,
 ) -> int | None:
     """Run `command` with /bin/sh, copying its output to the channel by hand.
 
     Returns its exit status (128 + N when killed by signal N), or None when the channel
-    closed first: then the command's whole process group has been killed. The group id is
-    in `groups` while it runs, so the node can kill it when it stops.
+    closed first: then the command's whole process group has been killed. It is held in
+    `commands` until it has ended, so the node can kill it and wait for it when it stops.
     """
     try:
         child = await asyncio.create_subprocess_exec(
@@ -137,7 +136,7 @@ async def run_command(
         process.stderr.write(f"sh: {exc}\n".encode())
         return 127
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    groups.add(child.pid)
+    commands.add(child)
 
     async def copy(src: asyncio.StreamReader, dst: Any) -> None:
         while chunk := await src.read(65536):
@@ -165,13 +164,14 @@ async def run_command(
     try:
         await asyncio.wait({done, closed}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        groups.discard(child.pid)
         feeder.cancel()
         closed.cancel()
         if not done.done():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
+            kill_group(child.pid)
             done.cancel()
-            with contextlib.suppress(BaseException):
+            # Until it has exited, its transport is open (see RealCommands.end).
+            # GeneratorExit (the coroutine closed with its loop) is not swallowed.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await child.wait()
+        commands.discard(child)
     return done.result() if done.done() and not done.cancelled() else None

@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         return _refuse_unknown(parser, args.command, unknown)
     name = args.command or "cockpit"
+    args.argv = argv  # what the user typed: a command that says how to go on repeats it
     try:
         resolve_host_sources(args)
         module = importlib.import_module(f"spark_tui.commands.{name}")

@@ -33,8 +33,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {name} on {node}")
     for node, name in done.killed:
         print(f"  {name} on {node} ignored SIGTERM: it was killed (SIGKILL)", file=sys.stderr)
-    if not removed:
+    # A stop of one cluster leaves the others serving: say only what is true of this one.
+    ours = f"of cluster {done.cluster_id} " if done.cluster_id else ""
+    if not removed and ours:
+        print(
+            f"no spark-tui container {ours}on these nodes (`spark-tui status` lists ours)",
+            file=sys.stderr,
+        )
+    elif not removed:
         print("no spark-tui containers on these nodes", file=sys.stderr)
     else:
-        print("checked again: no spark-tui container is left", file=sys.stderr)
+        print(f"checked again: no spark-tui container {ours}is left", file=sys.stderr)
     return EXIT_OK

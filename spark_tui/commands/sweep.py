@@ -46,6 +46,17 @@ def _progress(event: ev.SweepProgressed) -> str:
     return f"sweep {event.done}/{event.total} done,{what} {event.phase}{eta}"
 
 
+def resume_command(args: argparse.Namespace) -> str:
+    """The command as typed, with --resume: the same nodes, cluster, targets and benchmark
+    settings (a resume that drops them is another sweep, or judged by other targets)."""
+    import shlex
+
+    argv = list(getattr(args, "argv", None) or ["tune", args.recipe, "--sweep", args.sweep])
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return "spark-tui " + shlex.join(argv)
+
+
 def _interrupt_choice(args: argparse.Namespace) -> str:
     """What to leave running after Ctrl+C: the flag's answer, else asked on a terminal,
     else the baseline's settings (the service as it was before the sweep)."""
@@ -147,6 +158,6 @@ async def _after_interrupt(
         task.uncancel()  # the clean-up below awaits; a second Ctrl+C cancels it again
     result.interrupted = True
     err(result.text())
-    err(f"resume with: spark-tui tune {result.recipe} --sweep {args.sweep} --resume ...")
+    err(f"resume with: {resume_command(args)}")
     choice = _interrupt_choice(args)
     await consume(s.leave_after_sweep(recipe, result, choice), flags=flags, on_event=on_event)

@@ -197,6 +197,11 @@ class SweepResult:
             out.append(cells)
         return out
 
+    def goal_text(self) -> str:
+        """`targets: ttft_p95<=2000 ms@c4; objective: maximize tok_s@c4`."""
+        targets = ", ".join(t.text() for t in self.targets) or "none"
+        return f"targets: {targets}; objective: {self.objective.text()}"
+
     def text(self) -> str:
         """The table and what it means, for the terminal and the export."""
         table = self.table()
@@ -205,9 +210,7 @@ class SweepResult:
             f"sweep of {self.setting} on {self.recipe}: "
             + ", ".join(self.raws)
             + ("" if self.done else " (interrupted)" if self.interrupted else " (running)"),
-            "targets: "
-            + (", ".join(t.text() for t in self.targets) or "none")
-            + f"; objective: {self.objective.text()}",
+            self.goal_text(),
         ]
         for i, r in enumerate(table):
             lines.append("  ".join(c.ljust(widths[j]) for j, c in enumerate(r)).rstrip())

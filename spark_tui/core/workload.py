@@ -299,6 +299,9 @@ class Workload(BaseModel):
     file: str | None = None
     file_digest: str | None = None
     file_entries: int = 0
+    # How many of the file's lines give their own output length (the rest take
+    # `output_tokens`): what the summary says of the output; the digest decides likeness.
+    file_outputs: int = 0
     entries: tuple[WorkloadEntry, ...] = Field(default=(), exclude=True)
     shared_prefix: float = Field(default=0.0, ge=0.0, lt=1.0)
     context_depths: tuple[int, ...] = (0,)
@@ -329,6 +332,7 @@ class Workload(BaseModel):
                 "file": str(path),
                 "file_digest": hashlib.sha256(raw).hexdigest()[:16],
                 "file_entries": len(entries),
+                "file_outputs": sum(1 for e in entries if e.output_tokens is not None),
                 "entries": tuple(entries),
             }
         )
@@ -375,7 +379,12 @@ class Workload(BaseModel):
             parts = [f"workload file {Path(self.file).name} ({self.file_entries} lines)"]
         else:
             parts = [f"prompt {self.prompt_tokens} tokens"]
-        parts.append(f"output {self.output_tokens} tokens")
+        if self.file and self.file_outputs >= self.file_entries > 0:
+            parts.append("output as each line gives")
+        elif self.file and self.file_outputs:
+            parts.append(f"output {self.output_tokens} tokens where a line gives none")
+        else:
+            parts.append(f"output {self.output_tokens} tokens")
         if self.shared_prefix:
             parts.append(f"shared prefix {self.shared_prefix * 100:.0f} %")
         if self.context_depths != (0,):
@@ -391,6 +400,7 @@ class Workload(BaseModel):
         data = self.model_dump(mode="json")
         data.pop("goodput", None)
         data.pop("file", None)  # the digest says whether it is the same workload
+        data.pop("file_outputs", None)  # read from the file: the digest covers it
         return data
 
 

@@ -567,9 +567,8 @@ class Session:
         on_result: Callable[[SweepResult], None] | None = None,
     ) -> AsyncIterator[ev.SweepEvent]:
         """Each value of one setting measured against one baseline, judged against the
-        targets; the best value left running with `apply_best`, else the baseline's
-        settings (see `service.sweep`)."""
-        from spark_tui.core.sweep import default_objective
+        targets (resumed without targets or objective: the sweep's own); the best value
+        left running with `apply_best`, else the baseline's settings (see `service.sweep`)."""
         from spark_tui.service.sweep import LEAVE_BASELINE, LEAVE_BEST, sweep
 
         return self._pumped(
@@ -581,7 +580,7 @@ class Session:
                 setting,
                 values,
                 targets,
-                objective or default_objective(targets),
+                objective,
                 resume=resume,
                 leave_at_end=LEAVE_BEST if apply_best else LEAVE_BASELINE,
                 baseline=baseline,

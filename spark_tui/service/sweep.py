@@ -66,8 +66,11 @@ def typed_values(
     return typed
 
 
-def _resumable(session: Session, fresh: SweepResult) -> SweepResult | None:
-    """The latest unfinished record of this same sweep, if any."""
+def _resumable(session: Session, fresh: SweepResult, judge_anew: bool) -> SweepResult | None:
+    """The latest unfinished record of this same sweep, if any. `judge_anew`: the resumed
+    run gave targets or an objective of its own, which then judge every value; without,
+    the sweep keeps its own (a resume that names none must not drop them and pass values
+    the interrupted sweep failed)."""
     from spark_tui.core.sweep_result import SweepResult
 
     for run in reversed(session.history.list_runs("sweep")):
@@ -78,8 +81,8 @@ def _resumable(session: Session, fresh: SweepResult) -> SweepResult | None:
             continue
         if old.same_sweep(fresh) and not old.done:
             old.run_id = run.id
-            # The targets and the objective are this run's: a resumed sweep may judge anew.
-            old.targets, old.objective = fresh.targets, fresh.objective
+            if judge_anew:
+                old.targets, old.objective = fresh.targets, fresh.objective
             return old
     return None
 
@@ -102,7 +105,7 @@ async def sweep(
     setting: str,
     raws: Sequence[str],
     targets: Sequence[Target],
-    objective: Objective,
+    objective: Objective | None,
     *,
     resume: bool = False,
     leave_at_end: str = LEAVE_BASELINE,
@@ -110,8 +113,11 @@ async def sweep(
     new_baseline: bool = False,
     on_result: Callable[[SweepResult], None] | None = None,
 ) -> None:
-    """The sweep action (see module doc). `on_result` gets the result as soon as it exists
-    (an interface keeps it to offer `leave` after an interrupt)."""
+    """The sweep action (see module doc). `objective` None: total tokens/s at the targets'
+    level (a resumed sweep: its own targets and objective when neither is given). `on_result`
+    gets the result as soon as it exists (an interface keeps it to offer `leave` after an
+    interrupt)."""
+    from spark_tui.core.sweep import default_objective
     from spark_tui.core.sweep_result import SweepResult
     from spark_tui.ops.bench import BenchConfig
 
@@ -126,11 +132,12 @@ async def sweep(
         raws=list(raws),
         values=values,
         targets=list(targets),
-        objective=objective,
+        objective=objective or default_objective(targets),
         overrides=overrides,
         cluster_key=cluster_key,
     )
-    result = (_resumable(session, fresh) if resume else None) or fresh
+    judge_anew = bool(targets) or objective is not None
+    result = (_resumable(session, fresh, judge_anew) if resume else None) or fresh
     if resume and result is fresh:
         emit(ev.Notice("info", "no unfinished sweep like this one: starting it afresh"))
     elif resume:
@@ -138,7 +145,8 @@ async def sweep(
             ev.Notice(
                 "info",
                 f"resuming sweep {result.run_id}: {len(result.rows)} of {len(raws)} values "
-                "already measured",
+                "already measured"
+                + ("" if judge_anew else f"; judged as before: {result.goal_text()}"),
             )
         )
     result.interrupted = False
@@ -296,7 +304,9 @@ async def _measure(
         phase("relaunch")
         running = session.cluster
         if running is not None and running.ready:
-            emit(ev.Notice("info", f"stopping {running.cluster_id} to relaunch with {raw}"))
+            emit(
+                ev.Notice("info", f"stopping {running.cluster_id} to relaunch with {setting}={raw}")
+            )
             await stop_all(session, seen, running.cluster_id)
         cluster = await _relaunch(session, seen, ask, recipe, {**result.overrides, setting: raw})
         ready = True

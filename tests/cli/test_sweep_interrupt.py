@@ -69,5 +69,7 @@ def test_ctrl_c_leaves_what_the_user_chose_and_says_how_to_resume(choice: str) -
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert f"left {choice} running, best 2" in out and "closed" in out
-    assert "max_num_seqs=2,8 --resume" in err and "(interrupted)" in err
+    # The command to resume is the one typed: the same nodes (and targets, and benchmark).
+    typed = " ".join([*ARGS, "--on-interrupt", choice])
+    assert f"resume with: spark-tui {typed} --resume\n" in err and "(interrupted)" in err
     assert "Traceback" not in err

@@ -126,6 +126,9 @@ def test_two_services_on_two_plus_two_nodes(cli: Cli, four: SimProcess) -> None:
     # Stopping one leaves the other serving; with one left, no --cluster is needed.
     stopped = _ok(cli.run("stop", "--inventory", str(every), "--cluster", a, timeout=60))
     assert all(a in line for line in stopped.stdout.splitlines() if line.startswith("removed"))
+    # What it checked again is said of a alone: b's containers are still there.
+    assert f"no spark-tui container of cluster {a} is left" in stopped.stderr, _out(stopped)
+    assert "no spark-tui container is left" not in stopped.stderr, _out(stopped)
     assert set(_status(cli, every)) == {b}
     smoke = _json(cli.run("smoke", "--inventory", str(every), "--json"))
     assert smoke["ok"]

@@ -92,8 +92,15 @@ def test_a_workload_file_of_counts_and_of_real_prompts(tmp_path: Path) -> None:
         (300, None, 77),  # no output length in the line: the setting's
         (100, None, 20),  # from the top again
     ]
+    # The summary says where the output lengths come from (the lines, else the setting).
+    assert "output 77 tokens where a line gives none" in w.summary()
+    every = tmp_path / "every.jsonl"
+    every.write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n")
+    assert "output as each line gives" in Workload().with_file(every).summary()
+    assert "output 128 tokens" not in Workload().with_file(every).summary()
     # Stored without the lines; read again (and checked) when the run is repeated.
     stored = Workload.model_validate(w.model_dump(mode="json"))
+    assert stored.summary() == w.summary()
     assert stored.entries == () and stored.reloaded().entries == w.entries
     path.write_text(json.dumps({"prompt_tokens": 5}) + "\n")
     with pytest.raises(InputError, match="changed since"):

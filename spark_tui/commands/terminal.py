@@ -35,13 +35,17 @@ def targets(args: argparse.Namespace) -> Targets:
 def session(args: argparse.Namespace, *, nodes_needed: bool = True, **kw: Any) -> Session:
     """A session over the nodes the flags name, only the ones `--on` picks (none for
     `--base-url` alone)."""
+    from spark_tui.core.selection import pick_nodes
     from spark_tui.service.session import Session
-    from spark_tui.service.targets import picked_inventory
+    from spark_tui.service.targets import given_inventory
 
     t = targets(args)
-    nodes, unpicked = picked_inventory(t) if (nodes_needed or t.given) else ([], None)
+    wanted = nodes_needed or t.given
+    given = given_inventory(t) if wanted else []
+    nodes, unpicked = pick_nodes(given, t.picked) if wanted else ([], None)
     kw.setdefault("cluster_id", getattr(args, "cluster", None))
     s = Session(nodes, accept_new_host_keys=t.accept_new_host_keys, unpicked=unpicked, **kw)
+    s.node_order = [n.name for n in given]
     if t.given:
         s.where = t.as_flags(live=True)
     return s

@@ -28,3 +28,12 @@ def tunnel_command(node: InventoryNode, api_port: int, local_port: int | None = 
 def head_node(inventory: Sequence[InventoryNode], name: str) -> InventoryNode | None:
     """The inventory entry of the node called `name`."""
     return next((n for n in inventory if n.name == name), None)
+
+
+def tunnel_port(names: Sequence[str], head: str, api_port: int) -> int:
+    """The local port of a cluster's tunnel: its head's API port plus the head's place
+    among the nodes given (`names`, in the user's order). Clusters side by side have
+    different heads, so their tunnels can be open at once, and a launch (which sees only
+    its own nodes), `status` and the cockpit give a cluster the same port whichever other
+    clusters they see."""
+    return api_port + (list(names).index(head) if head in names else 0)

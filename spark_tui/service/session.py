@@ -27,7 +27,7 @@ from spark_tui.service import events as ev
 from spark_tui.service.api import ApiTarget, find_target, target_from_argv
 from spark_tui.service.cluster import Cluster, SeenCluster, clusters_seen
 from spark_tui.service.discover import discover, host_key_question
-from spark_tui.service.endpoint import head_node, tunnel_command
+from spark_tui.service.endpoint import head_node, tunnel_command, tunnel_port
 from spark_tui.service.pump import Ask, E, pump
 
 # The evaluation (and with it the fit model and the plan) is imported where it is first
@@ -111,6 +111,9 @@ class Session:
         # The user's nodes this session was made without (`--on` picked the others; None:
         # no pick): the fit and the plan name them as left out.
         self.unpicked: list[str] | None = None if unpicked is None else list(unpicked)
+        # Every node the user gave, in their order, picked or not (empty: the inventory's):
+        # a cluster's tunnel port follows its head's place there, the same for every command.
+        self.node_order: list[str] = []
         # The cluster of ours the actions act on when several run side by side (the CLI's
         # `--cluster ID`, the cockpit's choice); None: the only one (several is an error
         # naming them: an action never picks one on its own).
@@ -126,6 +129,10 @@ class Session:
     @property
     def inventory(self) -> list[InventoryNode]:
         return self.nodes.inventory
+
+    def node_names(self) -> list[str]:
+        """Every node the user gave, in their order (see `node_order`)."""
+        return self.node_order or [n.name for n in self.inventory]
 
     @property
     def simulated(self) -> bool:
@@ -346,12 +353,7 @@ class Session:
         `local_port` on this machine (default: the API's own port)."""
         node = head_node(self.inventory, head)
         address = node.host if node else head
-        local = local_port
-        if local is None:
-            # Several of ours side by side: each tunnel its own local port, in the order
-            # (by id) `status` gives them.
-            ids = [c.cluster_id for c in self.clusters_seen()]
-            local = api_port + (ids.index(cluster_id) if cluster_id in ids else 0)
+        local = local_port or tunnel_port(self.node_names(), head, api_port)
         tunnel = (
             tunnel_command(node, api_port, local)
             if node

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from spark_tui.ops.diagnose import cluster_cleanup
 from spark_tui.service.cluster import api_port
+from spark_tui.service.endpoint import tunnel_port
 
 if TYPE_CHECKING:
     from spark_tui.ops.cluster import ClusterStatus
@@ -53,7 +54,7 @@ async def status(session: Session, cleanup: str | None = None) -> list[ClusterRe
         port = api_port(list(head.command))
         # Each cluster's tunnel its own local port, so both tunnels can be open at once
         # (clusters on disjoint nodes may well serve on the same port of their heads).
-        local = port
+        local = tunnel_port(session.node_names(), head.node, port)
         while local in taken:
             local += 1
         taken.add(local)

@@ -58,12 +58,20 @@ def _status(cli: Cli, inventory: Path) -> dict[str, Any]:
 
 
 def _launched(cli: Cli, inventory: Path, *sets: str) -> str:
+    return _launch_and_tunnel(cli, inventory, *sets)[0]
+
+
+def _launch_and_tunnel(cli: Cli, inventory: Path, *sets: str) -> tuple[str, str]:
+    """The cluster id a launch made ready and the tunnel command it printed."""
     res = _ok(
         cli.run("launch", RECIPE, "--inventory", str(inventory), *sets, "--wait", timeout=120)
     )
     ready = [line.split()[1] for line in res.stdout.splitlines() if line.startswith("cluster ")]
-    assert ready, _out(res)
-    return ready[0]
+    tunnels = [
+        line.split(": ", 1)[1] for line in res.stderr.splitlines() if "from your machine:" in line
+    ]
+    assert ready and tunnels, _out(res)
+    return ready[0], tunnels[0]
 
 
 def _refuses_unnamed(res: subprocess.CompletedProcess[str], ids: list[str]) -> None:
@@ -144,12 +152,19 @@ def test_two_services_picked_with_on_and_one_tuned_where_it_runs(
 ) -> None:
     every = str(four.inventory)
     names = [n["name"] for n in yaml.safe_load(four.inventory.read_text())["nodes"]]
-    a = _launched(cli, four.inventory, "--on", ",".join(names[:2]))
-    b = _launched(cli, four.inventory, "--on", ",".join(names[2:]))
+    a, tunnel_a = _launch_and_tunnel(cli, four.inventory, "--on", ",".join(names[:2]))
+    b, tunnel_b = _launch_and_tunnel(cli, four.inventory, "--on", ",".join(names[2:]))
     four.snapshot()
     clusters = _status(cli, four.inventory)
     assert set(clusters) == {a, b}
     assert [r["node"] for r in clusters[b]["ranks"]] == names[2:]
+    # Each launch printed the tunnel `status` gives its cluster (a launch sees only its own
+    # nodes): the first one opened from the launch's words stays open beside the second.
+    assert tunnel_a != tunnel_b
+    assert [clusters[a]["endpoint"]["tunnel"], clusters[b]["endpoint"]["tunnel"]] == [
+        tunnel_a,
+        tunnel_b,
+    ]
 
     # Without --on the layout takes the first two nodes, a's: refused, naming it.
     res = cli.run("launch", RECIPE, "--inventory", every, "--set", "max_num_seqs=4")

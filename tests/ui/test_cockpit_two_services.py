@@ -93,14 +93,16 @@ async def test_two_clusters_are_shown_and_s_stops_the_chosen_one() -> None:
             )
             await wait_until(pilot, lambda: f"cluster {other} 2/2" in _title(app), 10, "title")
             assert [p.node for p in app.panes.values()] == names[other]
-            # Its tunnel to its own local port, as `status` gives it: both can be open.
+            # Its tunnel to its own local port, as `status` gives it (the API's port plus
+            # its head's place in the inventory): both can be open.
             await wait_until(
                 pilot,
                 lambda: app.main.bar.endpoint and app.main.bar.endpoint.cluster_id == other,
                 10,
                 "its endpoint",
             )
-            assert app.main.bar.endpoint.tunnel.startswith("ssh -N -L 8001:127.0.0.1:8000 ")
+            local = 8000 + [n.name for n in inventory].index(names[other][0])
+            assert app.main.bar.endpoint.tunnel.startswith(f"ssh -N -L {local}:127.0.0.1:8000 ")
             await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 30, "its ready")
 
             # s stops the chosen one only.

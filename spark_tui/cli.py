@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SparkError as exc:
         if isinstance(exc, NoClusterError):
             # Raised where the nodes are a pool: the remedy names them as the user did.
-            exc = NoClusterError(_node_flags(args))
+            exc = exc.for_nodes(_node_flags(args))
         print(f"spark-tui: {exc.message}", file=sys.stderr)
         print(f"  remedy: {exc.remedy}", file=sys.stderr)
         return exc.exit_code

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # the thing checked failed: does not fit, a smoke check failed
 EXIT_USAGE = 2  # usage or input error
@@ -62,15 +64,30 @@ class OperationFailed(SparkError):
 
 class NoClusterError(OperationFailed):
     """No cluster of ours runs on the nodes (exit 1: a state of the nodes, not a usage error);
-    the remedy is the launch that makes one, on the nodes `where` names as CLI flags."""
+    the remedy is the launch that makes one, on the nodes `where` names as CLI flags. `ended`:
+    clusters of ours still there with a rank that exited (failed, or kept for inspection),
+    which a launch onto their nodes would meet: they are named, with `status` and `stop`."""
 
     MESSAGE = "no spark-tui cluster is running on these nodes"
 
-    def __init__(self, where: str = "--inventory FILE") -> None:
-        super().__init__(
-            self.MESSAGE, f"launch one first: `spark-tui launch RECIPE {where} --wait`"
-        )
+    def __init__(self, where: str = "--inventory FILE", ended: Sequence[str] = ()) -> None:
+        launch = f"`spark-tui launch RECIPE {where} --wait`"
+        if ended:
+            ids = ", ".join(ended)
+            message = f"{self.MESSAGE}: cluster {ids} of ours is there, but a rank of it exited"
+            remedy = (
+                f"`spark-tui status {where}` says which rank and why; `spark-tui stop {where} "
+                f"--cluster {ended[0]}` removes it; then launch again: {launch}"
+            )
+        else:
+            message, remedy = self.MESSAGE, f"launch one first: {launch}"
+        super().__init__(message, remedy)
         self.where = where
+        self.ended = tuple(ended)
+
+    def for_nodes(self, where: str) -> NoClusterError:
+        """The same answer for the nodes as the user named them (`where`, as CLI flags)."""
+        return NoClusterError(where, self.ended)
 
 
 class LaunchFailed(OperationFailed):

@@ -39,7 +39,7 @@ def pick_cluster(clusters: list[ClusterStatus], cluster_id: str | None = None) -
         )
     running = [c for c in clusters if any(r.running for r in c.ranks)]
     if not running:
-        raise NoClusterError()
+        raise NoClusterError(ended=[c.cluster_id for c in clusters])
     if len(running) > 1:
         raise several_clusters(running)
     return running[0]

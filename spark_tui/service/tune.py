@@ -73,7 +73,8 @@ async def adopt_running(session: Session) -> Cluster:
         await session.connect(strict=True)
         found = await running(session)
         if found is None:
-            raise NoClusterError(session.where)
+            ended = [c.cluster_id for c in await session.nodes.status() if not c.running]
+            raise NoClusterError(session.where, ended)
         api = await session.nodes.find_api(found.cluster_id)
         head = found.ranks[0]
         argv = api.ranks[0].get("argv") if api.ranks else head.command

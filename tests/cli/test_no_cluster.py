@@ -39,3 +39,42 @@ def test_status_and_stop_answer_that_nothing_is_there(
     res = cli.run(command, "--inventory", str(sim.inventory), timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "no spark-tui containers on these nodes" in res.stderr
+
+
+def test_a_cluster_whose_rank_exited_is_named_with_status_and_stop(
+    cli: Cli, sim: SimProcess
+) -> None:
+    """Not "launch one first" (that launch would be refused: the cluster is still on its
+    nodes) but which cluster is there, and the status and stop that deal with it."""
+    import docker
+
+    where = f"--inventory {sim.inventory}"
+    launched = cli.run("launch", "glm-5.3-flash", *where.split(), "--wait", timeout=120)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    cluster = next(
+        line.split()[1] for line in launched.stdout.splitlines() if line.startswith("cluster ")
+    )
+    # The worker's engine dies (OOM-killed, a crash), the head's after it (as vLLM's does
+    # when its peer is gone), and nothing has cleaned up yet.
+    for rank in (1, 0):
+        socket = sim.inventory.parent / "state" / "sockets" / f"{rank + 1}.docker.sock"
+        client = docker.DockerClient(base_url=f"unix://{socket}", timeout=30)
+        try:
+            client.containers.get(f"spark-tui-{cluster}-r{rank}").kill()
+        finally:
+            client.close()
+    try:
+        for command in ("smoke", "bench", "tune"):
+            res = cli.run(*NEEDS_A_CLUSTER[command], *where.split(), timeout=90)
+            said = res.stdout + res.stderr
+            assert res.returncode == 1 and "Traceback" not in said, said
+            assert res.stderr.splitlines()[-2:] == [
+                f"spark-tui: no spark-tui cluster is running on these nodes: cluster {cluster} "
+                "of ours is there, but a rank of it exited",
+                f"  remedy: `spark-tui status {where}` says which rank and why; "
+                f"`spark-tui stop {where} --cluster {cluster}` removes it; then launch again: "
+                f"`spark-tui launch RECIPE {where} --wait`",
+            ], said
+    finally:
+        stopped = cli.run("stop", *where.split(), "--all", timeout=60)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr

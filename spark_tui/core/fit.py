@@ -730,7 +730,10 @@ def _node_findings(
     positions: int | None = None,
     kv_source: str = "--kv-cache-memory-bytes",
     plan: Budget | None = None,
+    fp8_fits: bool = True,
 ) -> list[Finding]:
+    """What the node's fit says. `fp8_fits`: an fp8 KV cache would hold one full-length
+    request with the spread free (else no remedy names it)."""
     out: list[Finding] = []
     from_env = kv_source == CPU_KV_ENV
     plan = plan or Budget(args.gpu_memory_utilization)
@@ -865,7 +868,7 @@ def _node_findings(
         # A fixed KV cache (--kv-cache-memory-bytes) does not move with non-torch memory
         # (spread 0), and vLLM fits an `auto` length itself (see auto's note).
         if spread and not args.max_model_len_auto and needed <= kv_budget < needed + spread:
-            out.append(_margin_finding(fit, args, layout, max_len, positions, plan))
+            out.append(_margin_finding(fit, args, layout, max_len, positions, plan, fp8_fits))
         if needed > kv_budget:
             estimate = layout.max_len_for(kv_budget, max_len)
             clear = layout.max_len_for(kv_budget - spread, max_len)
@@ -888,7 +891,7 @@ def _node_findings(
                 )
                 if more.strip(", "):
                     options.append(more.strip(", "))
-            if not args.kv_cache_dtype.startswith("fp8"):
+            if fp8_fits and not args.kv_cache_dtype.startswith("fp8"):
                 options.append("--set kv_cache_dtype=fp8")
             out.append(
                 Finding(
@@ -925,6 +928,7 @@ def _margin_finding(
     max_len: int,
     positions: int | None,
     plan: Budget,
+    fp8_fits: bool = True,
 ) -> Finding:
     """The warning for a KV budget that holds one full-length request by less than vLLM's
     non-torch measurement varies on GB10, with what leaves that much free."""
@@ -942,7 +946,7 @@ def _margin_finding(
     ).strip(", ")
     if more:
         options.append(more)
-    if not args.kv_cache_dtype.startswith("fp8"):
+    if fp8_fits and not args.kv_cache_dtype.startswith("fp8"):
         options.append("--set kv_cache_dtype=fp8")
     return Finding(
         "warning",
@@ -955,6 +959,34 @@ def _margin_finding(
         "leave the spread free: "
         + (_alternatives(options) if options else "spread the model over more nodes"),
     )
+
+
+def _fp8_kv_fits(
+    args: ServeArgs,
+    facts: ModelFacts,
+    env: Mapping[str, str],
+    node: NodeFacts,
+    fit: NodeFit,
+    max_len: int | None,
+) -> bool:
+    """Whether `--set kv_cache_dtype=fp8` would hold one request of `max_len` on this node
+    with the spread free. fp8 halves the request's KV, but on GB10 it also moves attention
+    to FlashInfer, whose CUDA graphs can take more than it saves on a small budget; True
+    when that cannot be told (as before: the remedy is offered)."""
+    fp8 = replace(args, kv_cache_dtype="fp8")
+    layout = layout_for(facts, fp8)
+    unified = _unified_memory(node)
+    if layout is None or not max_len:
+        return True
+    if args.kv_cache_memory_bytes is not None:
+        kv_budget = args.kv_cache_memory_bytes
+    elif fit.budget_bytes is None or fit.weights_bytes is None:
+        return True
+    else:
+        overhead = runtime_overhead(fp8, facts, unified=unified, env=env).total_bytes
+        kv_budget = fit.budget_bytes - fit.weights_bytes - overhead
+    spread = NON_TORCH_SPREAD_BYTES if unified and args.kv_cache_memory_bytes is None else 0
+    return layout.request_bytes(max_len) + spread <= kv_budget
 
 
 def _alternatives(options: list[str]) -> str:
@@ -1215,7 +1247,8 @@ def check_fit(
                 fit.kv_tokens = layout.reported_tokens(fit.kv_budget_bytes, max_len)
                 fit.max_concurrency = layout.max_concurrency(fit.kv_budget_bytes, max_len)
         kv_source = CPU_KV_ENV if cpu_kv is not None else "--kv-cache-memory-bytes"
-        for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source, plan):
+        fp8 = _fp8_kv_fits(args, facts, env, node, fit, max_len)
+        for f in _node_findings(node, fit, args, layout, max_len, limit, kv_source, plan, fp8):
             per_node.append((node.name, f))
     findings += _group_findings(per_node, len(nodes))
     if missing:

@@ -158,3 +158,26 @@ def test_following_a_remedy_leaves_the_spread_free() -> None:
             flags += f" --{key.replace('_', '-')} {value}"
             after = codes(check_fit(recipe(), argv(flags), {}, gb10(), llama70b()))
             assert "kv_max_seq_len" not in after and "kv_margin_tight" not in after, (key, value)
+
+
+def test_fp8_kv_is_offered_only_where_it_holds_the_request() -> None:
+    # fp8 halves the request's KV, but on GB10 it also moves attention to FlashInfer, whose
+    # CUDA graphs take memory of their own: far enough short of one request, fp8 does not
+    # leave the spread free (the remedies' rule) and is not named.
+    for margin, offered in ((-8 * GIB, False), (-GIB // 2, True)):
+        util = util_for(margin)
+        r = check_fit(
+            recipe(), argv(f"{FULL} --gpu-memory-utilization {util}"), {}, gb10(), llama70b()
+        )
+        remedy = finding(r, "kv_max_seq_len").remedy
+        assert ("--set kv_cache_dtype=fp8" in remedy) is offered, (margin, remedy)
+        fp8 = check_fit(
+            recipe(),
+            argv(f"{FULL} --gpu-memory-utilization {util} --kv-cache-dtype fp8"),
+            {},
+            gb10(),
+            llama70b(),
+        )
+        # Offered where following it clears the error and the spread; not where it does not.
+        clear = not {"kv_max_seq_len", "kv_margin_tight"} & set(codes(fp8))
+        assert clear is offered, (margin, codes(fp8))

@@ -108,7 +108,8 @@ def _gib(value: int | None) -> str:
 
 
 def ci_text(ci95: dict[str, list[float]]) -> str:
-    """`TTFT p50 41.0-45.2 ms, tok/s 380.12-402.50` for the main figures' intervals."""
+    """`TTFT p50 41.00 to 45.20 ms, tok/s 380.12 to 402.50` for the main figures' intervals
+    (as the cockpit says them: with a dash, a negative lower bound read as a range)."""
     parts = []
     for name, label in (
         ("ttft_p50_s", "TTFT p50"),
@@ -120,7 +121,7 @@ def ci_text(ci95: dict[str, list[float]]) -> str:
             low, high = ci95[name]
             unit = " ms" if name.endswith("_s") else ""
             scale = 1000 if unit else 1
-            parts.append(f"{label} {low * scale:.2f}-{high * scale:.2f}{unit}")
+            parts.append(f"{label} {low * scale:.2f} to {high * scale:.2f}{unit}")
     return ", ".join(parts)
 
 

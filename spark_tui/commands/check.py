@@ -70,9 +70,11 @@ _HEADER = [
     "KV",
     "KV/req",
     "KV tokens",
-    "max conc",
+    "conc",
     "headroom",
 ]
+# The table stays within an 80-column terminal: one space between columns when two would not.
+WIDTH = 80
 
 
 def render_report(
@@ -92,14 +94,16 @@ def render_report(
     ]
     rows = [_HEADER] + [_row(n) for n in report.nodes]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
+    gap = "  " if sum(widths) + 2 * (len(widths) - 1) <= WIDTH else " "
     for i, row in enumerate(rows):
         cells = [row[0].ljust(widths[0])] + [
             c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
         ]
-        lines.append("  ".join(cells).rstrip())
+        lines.append(gap.join(cells).rstrip())
         if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    lines.append("(GiB; KV/req = KV cache one request at max_model_len needs)")
+            lines.append(gap.join("-" * w for w in widths))
+    lines.append("(GiB; KV/req = KV cache one request at max_model_len needs;")
+    lines.append(" conc = how many such requests it holds at once)")
     if sources:
         lines.append("")
         lines.append("model facts from")

@@ -32,45 +32,94 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
     ).config()
 
 
+# Columns after which a table too wide for an 80-column terminal is cut in two: the latency
+# figures, then the throughput and the server's gauges (each with the level's columns).
+WIDTH = 80
+_LATENCY_COLUMNS = 7
+
+
 def format_table(result: BenchResult) -> str:
     """The levels as a fixed-width table (a depth column when measured at depths, goodput
-    when targets were set, each figure's 95 % interval below its level with repeats)."""
+    when targets were set, each figure's 95 % interval below its level with repeats); two
+    tables, latency then throughput, when one would not fit 80 columns."""
     from spark_tui.core.wording import depth_label
 
     workload = result.config.workload
     depths = workload.context_depths != (0,)
-    head = (
-        f"{'depth ' if depths else ''}{'conc':>4} {'reqs':>5} {'err':>3} {'TTFT p50':>10} "
-        f"{'TTFT p95':>10} {'ITL mean':>10} {'ITL p95':>10} {'tok/s/req':>9} {'tok/s':>8} "
-        f"{'req/s':>6} {'KV max':>6} {'run':>4} {'wait':>4}"
-        + (f" {'goodput':>7}" if workload.goodput else "")
-    )
-    lines = [head]
+    header = [
+        ("conc", 4), ("reqs", 5), ("err", 3), ("TTFT p50", 10), ("TTFT p95", 10),
+        ("ITL mean", 10), ("ITL p95", 10), ("tok/s/req", 9), ("tok/s", 8), ("req/s", 6),
+        ("KV max", 6), ("run", 4), ("wait", 4),
+    ]  # fmt: skip
+    if workload.goodput:
+        header.append(("goodput", 7))
+    rows: list[tuple[str, list[str], str | None]] = []
     for lv in result.levels:
         f = lv.figures
-        depth = f"{depth_label(lv.context_depth):>5} " if depths else ""
         kv = lv.metrics.get("kv_cache_usage_perc", {}).get("max")
         run = lv.metrics.get("num_requests_running", {}).get("max")
         wait = lv.metrics.get("num_requests_waiting", {}).get("max")
-        goodput = (
-            f" {fmt_figure('goodput_rps', f.get('goodput_rps')):>7}" if workload.goodput else ""
-        )
-        lines.append(
-            f"{depth}{lv.concurrency:>4} {lv.requests:>5} {lv.errors:>3} "
-            f"{fmt_figure('ttft_p50_s', f.get('ttft_p50_s')):>10} "
-            f"{fmt_figure('ttft_p95_s', f.get('ttft_p95_s')):>10} "
-            f"{fmt_figure('itl_mean_s', f.get('itl_mean_s')):>10} "
-            f"{fmt_figure('itl_p95_s', f.get('itl_p95_s')):>10} "
-            f"{fmt_figure('tps_per_request_mean', f.get('tps_per_request_mean')):>9} "
-            f"{fmt_figure('total_output_tps', f.get('total_output_tps')):>8} "
-            f"{fmt_figure('requests_per_s', f.get('requests_per_s')):>6} "
-            f"{'-' if kv is None else f'{kv * 100:.0f}%':>6} "
-            f"{'-' if run is None else f'{run:.0f}':>4} "
-            f"{'-' if wait is None else f'{wait:.0f}':>4}{goodput}"
-        )
-        if lv.ci95:
-            lines.append("      95% CI over repeats: " + ci_text(lv.ci95))
+        cells = [
+            str(lv.concurrency),
+            str(lv.requests),
+            str(lv.errors),
+            *(
+                fmt_figure(name, f.get(name))
+                for name in (
+                    "ttft_p50_s",
+                    "ttft_p95_s",
+                    "itl_mean_s",
+                    "itl_p95_s",
+                    "tps_per_request_mean",
+                    "total_output_tps",
+                    "requests_per_s",
+                )  # fmt: skip
+            ),
+            "-" if kv is None else f"{kv * 100:.0f}%",
+            "-" if run is None else f"{run:.0f}",
+            "-" if wait is None else f"{wait:.0f}",
+        ]
+        if workload.goodput:
+            cells.append(fmt_figure("goodput_rps", f.get("goodput_rps")))
+        depth = f"{depth_label(lv.context_depth):>5} " if depths else ""
+        ci = _wrapped("      95% CI over repeats: ", ci_parts(lv.ci95)) if lv.ci95 else None
+        rows.append((depth, cells, ci))
+
+    def table(columns: list[int], with_ci: bool) -> list[str]:
+        lines = [("depth " if depths else "") + " ".join(_cell(header[i]) for i in columns)]
+        for depth, cells, ci in rows:
+            lines.append(depth + " ".join(cells[i].rjust(header[i][1]) for i in columns))
+            if ci and with_ci:
+                lines.append(ci)
+        return lines
+
+    every = list(range(len(header)))
+    whole = table(every, True)
+    if len(whole[0]) <= WIDTH:
+        return "\n".join(whole)
+    latency = table(every[:_LATENCY_COLUMNS], True)
+    rest = table([0, *every[_LATENCY_COLUMNS:]], False)
+    return "\n".join([*latency, *rest])
+
+
+def _wrapped(head: str, items: list[str], sep: str = ", ") -> str:
+    """`head` then the items, wrapped at 80 columns between items (never inside one: a
+    figure stays with its unit), the next lines under `head`'s indent."""
+    indent = " " * (len(head) - len(head.lstrip()) + 2)
+    lines, line = [], head
+    for i, item in enumerate(items):
+        piece = item + (sep if i < len(items) - 1 else "")
+        if len(line) + len(piece.rstrip()) > WIDTH and line.strip() != head.strip():
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def _cell(column: tuple[str, int]) -> str:
+    name, width = column
+    return name.rjust(width)
 
 
 def format_link(result: BenchResult) -> str:
@@ -95,7 +144,7 @@ def format_link(result: BenchResult) -> str:
         lines = ["link: no rank interface named (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)"]
     mem = [f"{m.node} {_gib(m.min_available)}/{_gib(m.total)} GiB" for m in result.memory]
     if mem:
-        lines.append("memory free at least: " + " · ".join(mem))
+        lines.append(_wrapped("memory free at least: ", mem, " · "))
     return "\n".join(lines)
 
 
@@ -110,6 +159,11 @@ def _gib(value: int | None) -> str:
 def ci_text(ci95: dict[str, list[float]]) -> str:
     """`TTFT p50 41.00 to 45.20 ms, tok/s 380.12 to 402.50` for the main figures' intervals
     (as the cockpit says them: with a dash, a negative lower bound read as a range)."""
+    return ", ".join(ci_parts(ci95))
+
+
+def ci_parts(ci95: dict[str, list[float]]) -> list[str]:
+    """Each main figure's interval, as `ci_text` joins them."""
     parts = []
     for name, label in (
         ("ttft_p50_s", "TTFT p50"),
@@ -122,7 +176,7 @@ def ci_text(ci95: dict[str, list[float]]) -> str:
             unit = " ms" if name.endswith("_s") else ""
             scale = 1000 if unit else 1
             parts.append(f"{label} {low * scale:.2f} to {high * scale:.2f}{unit}")
-    return ", ".join(parts)
+    return parts
 
 
 def report(done: object, as_json: bool) -> None:

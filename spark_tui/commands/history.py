@@ -7,9 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import EXIT_OK, InputError
 from spark_tui.service.history import RunHistory
+
+if TYPE_CHECKING:
+    from spark_tui.service.history import Run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +33,12 @@ def run(args: argparse.Namespace) -> int:
         if len(args.runs) != 1:
             raise InputError("show takes one run id", "spark-tui history show RUN_ID")
         detail = history.show(args.runs[0])
-        print(json.dumps(detail.to_dict(), indent=2) if args.json else detail.text())
+        if args.json:
+            print(json.dumps(detail.to_dict(), indent=2))
+        else:
+            print("\n".join([detail.headline(), *_figures(detail.run), *detail.lines()]))
+            if detail.comparison is not None:
+                print(detail.comparison.to_text())
         return EXIT_OK
     if action == "compare":
         if len(args.runs) != 2:
@@ -54,6 +63,22 @@ def run(args: argparse.Namespace) -> int:
     raise InputError(
         f"unknown history action {action!r}", "use list, show, compare, export or baseline"
     )
+
+
+def _figures(run: Run) -> list[str]:
+    """What a benchmark measured (its table, as `bench` printed it) or a sweep's table: what
+    `history show` is asked for, not only its one-line summary."""
+    if run.kind == "bench" and run.results.get("bench"):
+        from spark_tui.commands.bench import format_table
+        from spark_tui.service.bench import BenchResult
+
+        result = BenchResult.from_dict(run.results["bench"])
+        return [f"workload: {result.config.workload.summary()}", format_table(result)]
+    if run.kind == "sweep" and run.results.get("sweep"):
+        from spark_tui.core.sweep_result import SweepResult
+
+        return [SweepResult.from_dict(run.results["sweep"]).text()]
+    return []
 
 
 def _baseline(history: RunHistory, args: argparse.Namespace) -> int:

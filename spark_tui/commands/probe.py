@@ -61,8 +61,25 @@ def summary(nodes: list[NodeFacts]) -> str:
     if len(nodes) > 1:
         wiring = wiring_of(nodes)
         lines.append(f"wiring  {wiring.summary}")
-        lines += [f"  link    {line}" for line in wiring.describe()]
+        for line in wiring.describe():
+            lines += _wrapped(f"  link    {line}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _wrapped(line: str, width: int = 80) -> list[str]:
+    """A link line within an 80-column terminal: wrapped between its parts (each node's end
+    of the link, the speed, ...: they are two spaces apart), never inside one."""
+    if len(line) <= width:
+        return [line]
+    head, *parts = line.split("  link    ", 1)[-1].split("  ")
+    out, current = [], f"  link    {head}"
+    for part in parts:
+        if len(current) + 2 + len(part) > width:
+            out.append(current)
+            current = " " * 10 + part
+        else:
+            current += "  " + part
+    return [*out, current]
 
 
 async def _probe(args: argparse.Namespace) -> tuple[list[NodeFacts], list[str]]:

@@ -70,6 +70,10 @@ def _facts_cell(missing: list[str]) -> str:
     return f"{len(missing)} missing"
 
 
+# Wider than this, the model and runtime go on a line of their own under each recipe.
+WIDTH = 80
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
     headers = ("NAME", "MODEL", "RUNTIME", "NODES", "SOURCE", "FACTS")
     lines: list[tuple[str, ...]] = [headers]
@@ -82,12 +86,24 @@ def _table(rows: list[dict[str, Any]]) -> str:
         source = row["origin"] + (" (shadowed)" if row["shadowed"] else "")
         nodes = row["_nodes"]
         lines.append((row["ref"], row["model"], row["runtime"], nodes, source, facts))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers) - 1)]
+    wide = _columns(lines)
+    if max(len(line) for line in wide) <= WIDTH:
+        return "\n".join(wide)
+    narrow = _columns([(ref, nodes, src, facts) for ref, _m, _r, nodes, src, facts in lines])
+    out = [narrow[0]]
+    for line, (_ref, model, runtime, *_rest) in zip(narrow[1:], lines[1:], strict=True):
+        out += [line, f"  {model}  {runtime}"]
+    return "\n".join(out)
+
+
+def _columns(lines: list[tuple[str, ...]]) -> list[str]:
+    """Each line's cells in columns two spaces apart (the last one as long as it is)."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
     out = []
     for line in lines:
         cells = [cell.ljust(widths[i]) for i, cell in enumerate(line[:-1])]
         out.append("  ".join([*cells, line[-1]]).rstrip())
-    return "\n".join(out)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

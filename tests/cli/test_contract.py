@@ -68,6 +68,10 @@ def test_recipes_table(cli: Cli) -> None:
     assert any(line.startswith("glm-5.3-flash ") for line in lines), _out(res)
     assert any(line.startswith("qwen3.8-flash-next ") for line in lines), _out(res)
     assert "nvidia/GLM-5.3-Flash-FP4-Local" in res.stdout
+    # Within 80 columns: a recipe's model and runtime on an indented line under it.
+    assert all(len(line) <= 80 for line in lines), _out(res)
+    glm = lines.index(next(line for line in lines if line.startswith("glm-5.3-flash ")))
+    assert lines[glm + 1].split() == ["nvidia/GLM-5.3-Flash-FP4-Local", "vllm-distributed"]
 
 
 # --- check -----------------------------------------------------------------------------------

@@ -327,7 +327,11 @@ def test_recipes_shows_the_nodes_plan_runs_each_recipe_on(
         assert row["nodes"] == (r["ranks"] if r in VLLM else None), r["name"]
     code, table, err = run_cli(capsys, "recipes")
     assert code == 0, err
-    cells = {line.split()[0]: line.split()[3] for line in table.splitlines()[1:]}
+    # The NODES column wherever the layout puts it (within 80 columns, each recipe's model
+    # and runtime are on an indented line of their own).
+    header, *rows = table.splitlines()
+    at = header.split().index("NODES")
+    cells = {line.split()[0]: line.split()[at] for line in rows if not line.startswith(" ")}
     assert cells["4x-spark-cluster/qwen3.5-397b-int4-autoround"] == "4"
     assert cells["nemotron-3-ultra-nvfp4"] == "4"  # in 4x-spark-cluster/, its name unique
     assert cells["3x-spark-cluster/qwen3.5-397b-int4-autoround"] == "3"

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         if not rows:
             print(f"no runs recorded yet in {history.root}")
         for row in rows:
-            print(row.line())
+            print("\n".join(row.lines()))
         return EXIT_OK
     if action == "show":
         if len(args.runs) != 1:

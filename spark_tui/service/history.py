@@ -97,6 +97,26 @@ class HistoryRow:
         )
         return text + (f"  logs: {self.logs}" if self.logs else "")
 
+    def lines(self, width: int = 80) -> list[str]:
+        """The row within `width` columns (the CLI's list on a terminal of 80): the run, its
+        kind, recipe and outcome, then when, what it says and what it changed, wrapped
+        between those parts under an indent."""
+        whole = self.line()
+        if len(whole) <= width:
+            return [whole]
+        out = [f"{self.id}  {self.kind:<6} {self.recipe:<22} {self.outcome}".rstrip()]
+        parts = [self.time, self.summary, f"[{self.change}]"]
+        if self.logs:
+            parts.append(f"logs: {self.logs}")
+        line = " "
+        for part in (p for p in parts if p):
+            if len(line) > 1 and len(line) + 2 + len(part) > width:
+                out.append(line)
+                line = " "
+            line += " " + part if len(line) == 1 else "  " + part
+        out.append(line)
+        return out
+
 
 def _plain(value: Any) -> str:
     return (

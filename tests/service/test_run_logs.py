@@ -125,5 +125,6 @@ def test_a_record_written_before_pydantic_still_loads(capsys: Any) -> None:
     assert [r.id for r in history.list_runs()] == [old["id"]]
     assert history.reset_baseline("glm-5.3-flash") == [old["id"]]
     assert cli.main(["history"]) == 0
-    line = capsys.readouterr().out.strip()
-    assert line.startswith(old["id"]) and "[max_num_seqs=8]" in line and " ok " in line
+    first, *more = capsys.readouterr().out.strip().splitlines()
+    assert first.startswith(old["id"]) and first.endswith(" ok") and len(first) <= 80
+    assert "[max_num_seqs=8]" in " ".join(more) and all(len(line) <= 80 for line in more)

@@ -62,7 +62,9 @@ async def _launch(args: argparse.Namespace) -> int:
         # The launch removed what it started as its events stopped; check the nodes and
         # say what is left, if anything, with the command that removes it.
         if s.cluster is not None and not s.cluster.ready:
-            await report_left(s, s.cluster.cluster_id, targets(args).command("stop", live=True))
+            cid = s.cluster.cluster_id
+            remove = targets(args).command("stop", "--cluster", cid, live=True)
+            await report_left(s, cid, remove)
         raise
     except LaunchFailed as exc:
         err(f"spark-tui: {exc.message}")
@@ -80,7 +82,12 @@ async def _launch(args: argparse.Namespace) -> int:
     else:
         nodes = ", ".join(node for _rank, node in cluster.ranks)
         print(f"cluster {cluster.cluster_id} started on {nodes}")
-        err("follow it with `spark-tui logs --follow`; stop it with `spark-tui stop`")
+        # With the user's nodes and the cluster named: as typed, each command works (another
+        # cluster of ours may run beside this one).
+        where = targets(args)
+        follow = where.command("logs", "--follow", "--cluster", cluster.cluster_id, live=True)
+        stop = where.command("stop", "--cluster", cluster.cluster_id, live=True)
+        err(f"follow it with `{follow}`; stop it with `{stop}`")
     return EXIT_OK
 
 

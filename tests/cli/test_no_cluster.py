@@ -78,3 +78,18 @@ def test_a_cluster_whose_rank_exited_is_named_with_status_and_stop(
     finally:
         stopped = cli.run("stop", *where.split(), "--all", timeout=60)
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def test_a_launch_without_wait_names_commands_that_work_as_typed(cli: Cli, sim: SimProcess) -> None:
+    import re
+    import shlex
+
+    res = cli.run("launch", "glm-5.3-flash", "--inventory", str(sim.inventory), timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    said = re.search(r"follow it with `([^`]+)`; stop it with `([^`]+)`", res.stderr)
+    assert said, res.stderr
+    follow, stop = (shlex.split(c) for c in said.groups())
+    assert follow[:3] == ["spark-tui", "logs", "--follow"] and str(sim.inventory) in follow
+    stopped = cli.run(*stop[1:], timeout=60)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "removed spark-tui-" in stopped.stdout and "is left" in stopped.stderr

@@ -6,6 +6,7 @@ With `--sweep K=V1,V2,...` each value in turn (`spark_tui.commands.sweep`)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from typing import Any
 
@@ -13,7 +14,7 @@ from spark_tui.core.errors import EXIT_OK, InputError
 
 
 async def _tune(args: argparse.Namespace) -> int:
-    from spark_tui.commands.terminal import consume, err, session, show
+    from spark_tui.commands.terminal import consume, err, session, show, targets
     from spark_tui.core.recipe_loader import find_recipe
     from spark_tui.service import events as ev
     from spark_tui.service.evaluate import parse_sets
@@ -39,8 +40,11 @@ async def _tune(args: argparse.Namespace) -> int:
     s = session(args, bench_config=bench_config(args))
     compared: list[ev.Compared] = []
     smoke: list[Any] = []
+    stopped: list[str] = []  # the running cluster, once the tune stopped it to relaunch
 
     def on_event(event: ev.TuneEvent) -> None:
+        if isinstance(event, ev.Stopped) and event.cluster_id:
+            stopped.append(event.cluster_id)
         if isinstance(event, ev.Compared):
             compared.append(event)
         elif isinstance(event, ev.SmokeChecked):
@@ -63,6 +67,17 @@ async def _tune(args: argparse.Namespace) -> int:
             flags={ev.REPLACE_STALE: None, ev.INSIST: True if args.force else None},
             on_event=on_event,
         )
+    except asyncio.CancelledError:
+        if stopped and not (s.cluster is not None and s.cluster.ready):
+            # Interrupted between the stop and the relaunch's ready: the relaunch removed
+            # what it started, so the service the user had is gone; say so, and how back.
+            again = targets(args).command("launch", recipe.name, "--wait", live=True)
+            err(
+                f"interrupted: the tune had stopped cluster {stopped[0]} to relaunch it with "
+                f"{key}={value}, so nothing of it runs now; start it again with `{again}` "
+                "and the --set it ran with (`spark-tui history` lists its launch)"
+            )
+        raise
     finally:
         await s.close()
     done = compared[-1]

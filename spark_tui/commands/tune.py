@@ -10,7 +10,7 @@ import asyncio
 import json
 from typing import Any
 
-from spark_tui.core.errors import EXIT_OK, InputError
+from spark_tui.core.errors import EXIT_OK, InputError, SparkError
 
 
 async def _tune(args: argparse.Namespace) -> int:
@@ -67,16 +67,21 @@ async def _tune(args: argparse.Namespace) -> int:
             flags={ev.REPLACE_STALE: None, ev.INSIST: True if args.force else None},
             on_event=on_event,
         )
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, SparkError) as exc:
         if stopped and not (s.cluster is not None and s.cluster.ready):
-            # Interrupted between the stop and the relaunch's ready: the relaunch removed
-            # what it started, so the service the user had is gone; say so, and how back.
+            # Interrupted or failed between the stop and the relaunch's ready: the relaunch
+            # removed what it started, so the service the user had is gone; say so, and how
+            # to bring it back.
             again = targets(args).command("launch", recipe.name, "--wait", live=True)
-            err(
-                f"interrupted: the tune had stopped cluster {stopped[0]} to relaunch it with "
-                f"{key}={value}, so nothing of it runs now; start it again with `{again}` "
-                "and the --set it ran with (`spark-tui history` lists its launch)"
+            gone = (
+                f"the tune had stopped cluster {stopped[0]} to relaunch it with {key}={value}, "
+                f"so nothing of it runs now; start it again with `{again}` and the --set it "
+                "ran with (`spark-tui history` lists its launch)"
             )
+            if isinstance(exc, SparkError):
+                exc.remedy = f"{exc.remedy}; {gone}"
+            else:
+                err(f"interrupted: {gone}")
         raise
     finally:
         await s.close()

@@ -124,3 +124,25 @@ def test_ctrl_c_in_a_tunes_relaunch_says_the_service_is_gone_and_how_back() -> N
     assert "stopped cluster c0ffee00 to relaunch it with max_num_seqs=8" in err, err
     assert "`spark-tui launch glm-5.3-flash --wait --hosts spark-a,spark-b`" in err, err
     assert "Traceback" not in err
+
+
+def test_a_tunes_failed_relaunch_says_the_service_is_gone_and_how_back() -> None:
+    failing = _TUNE_SCRIPT.replace(
+        "        await asyncio.sleep(60)\n",
+        "        from spark_tui.core.errors import OperationFailed\n"
+        "        raise OperationFailed('rank 1 exited with code 1', 'read the lines above')\n",
+    )
+    args = ["tune", "glm-5.3-flash", "--hosts", "spark-a,spark-b", "--set", "max_num_seqs=8"]
+    res = subprocess.run(
+        [sys.executable, "-c", failing, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 1, res.stderr
+    remedy = res.stderr.splitlines()[-1]
+    assert remedy.startswith(
+        "  remedy: read the lines above; the tune had stopped cluster c0ffee00"
+    )
+    assert "`spark-tui launch glm-5.3-flash --wait --hosts spark-a,spark-b`" in remedy

@@ -79,6 +79,19 @@ def run(args: argparse.Namespace) -> int:
         raise result.problem
     plan = result.plan
     assert plan is not None
+    if result.verdict == "does_not_fit":
+        # The plan is shown (to read or run by hand), but not as if it would start: said on
+        # stderr, so --shell and --json stay what they are.
+        import shlex
+        import sys
+
+        argv = getattr(args, "argv", None) or ["plan", args.recipe]
+        check = ["check", *(a for a in argv[1:] if a not in ("--shell", "--json"))]
+        print(
+            "spark-tui: the fit check says this does not fit (`spark-tui launch` refuses it); "
+            f"`spark-tui {shlex.join(check)}` says why and what to change",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(plan.to_dict(), indent=2))
     elif args.shell:

@@ -273,6 +273,20 @@ def test_plan_shell(cli: Cli, facts_128: Path, tmp_path: Path) -> None:
     assert "enP2p1s0f1np1" in res.stdout and "enp1s0f1np1" in res.stdout
 
 
+def test_plan_of_what_does_not_fit_says_so_beside_the_script(cli: Cli, facts_128: Path) -> None:
+    # check says "does not fit" and launch refuses: the plan is still printed (to read, or
+    # run by hand) but not as if it would start.
+    words = ["glm-5.3-flash", "--facts", str(facts_128), "--set", "gpu_memory_utilization=0.3"]
+    check = cli.run("check", *words)
+    assert check.returncode == 1 and "does not fit" in check.stdout, _out(check)
+    res = cli.run("plan", *words, "--shell")
+    assert res.returncode == 0 and res.stdout.startswith("#!/usr/bin/env bash"), _out(res)
+    assert "the fit check says this does not fit" in res.stderr, _out(res)
+    assert f"`spark-tui check {' '.join(words)}`" in res.stderr, _out(res)
+    fits = cli.run("plan", "glm-5.3-flash", "--facts", str(facts_128), "--shell")
+    assert fits.returncode == 0 and "does not fit" not in fits.stderr, _out(fits)
+
+
 def test_plan_rejects_a_shell_injection_in_an_integer(cli: Cli, facts_128: Path) -> None:
     res = cli.run(
         "plan",

@@ -201,9 +201,10 @@ def test_probe_names_who_is_linked_to_whom_at_what_speed() -> None:
 
     text = summary(ring3())
     assert "wiring  ring of 3: a link and a subnet per pair of neighbours, 200 Gb/s" in text
+    # Wrapped between its parts within 80 columns.
     assert (
-        "  link    192.168.101.0/24  a enp1s0f0np0 192.168.101.1  "
-        "b enp1s0f1np1 192.168.101.2  200 Gb/s  no reply seen yet"
+        "  link    192.168.101.0/24  a enp1s0f0np0 192.168.101.1\n"
+        "          b enp1s0f1np1 192.168.101.2  200 Gb/s  no reply seen yet"
     ) in text
 
 

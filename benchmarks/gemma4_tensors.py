@@ -54,15 +54,15 @@ def main(config_path: str) -> None:
     with torch.device("meta"):
         model = Gemma4ForConditionalGeneration(Gemma4Config(**config))
     modules: Counter[str] = Counter()
-    params: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
     per_layer: Counter[str] = Counter()
     for name, tensor in model.state_dict().items():
         module = ".".join(name.split(".")[:2])
         modules[module] += 1
-        params[module] += int(tensor.numel())
+        sizes[module] += int(tensor.numel())
         if ".language_model.layers.0." in name:
             per_layer[re.sub(r"^.*\.layers\.0\.", "", name)] += 1
-    out["modules"] = {m: {"tensors": modules[m], "parameters": params[m]} for m in sorted(modules)}
+    out["modules"] = {m: {"tensors": modules[m], "parameters": sizes[m]} for m in sorted(modules)}
     out["language_model_layer_0"] = sorted(per_layer)
     print(json.dumps(out, indent=1, sort_keys=True))
 

@@ -172,9 +172,9 @@ async def _launch(lab: Lab, recipe_path: Path, *, discovered: bool) -> dict[str,
         # The cockpit: the nodes discovered, the recipe's verdict prepared (which starts
         # its image's flag table) and the launch's code loaded, then the launch key pressed
         # at once.
-        async for event in session.discover():
-            if isinstance(event, ev.Question):
-                event.reply(True)
+        async for found in session.discover():
+            if isinstance(found, ev.Question):
+                found.reply(True)
         await session.prepare(recipe, {}, flags=False)
         await session.load_launch()
     out["unwritten_mib"] = _unwritten_mib()

@@ -54,9 +54,26 @@ def node_keys(lab: Lab) -> None:
     (ssh_dir / "known_hosts").write_text(lab.cfg.known_hosts.read_text())
 
 
+class CopyTimer:
+    """Times the node-to-node copy from the sync's events, as each happens."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.seconds = float("nan")
+
+    def __call__(self, ev: object) -> None:
+        from spark_tui.ops.events import SyncDone, SyncStep
+
+        if isinstance(ev, SyncStep) and ev.action == "copy":
+            if "over ConnectX link" not in ev.message:
+                raise SystemExit(f"not node to node: {ev.message}")
+            self.started = time.perf_counter()
+        elif isinstance(ev, SyncDone) and self.started is not None:
+            self.seconds = time.perf_counter() - self.started
+
+
 async def _runs(lab: Lab, size: int, runs: int) -> list[tuple[float, float, float]]:
     from spark_tui.core.model_presence import ModelNeed
-    from spark_tui.ops.events import SyncDone, SyncFinished, SyncStep
     from spark_tui.ops.model_sync import ModelSync
     from spark_tui.remote.probe import probe_pool
     from spark_tui.remote.ssh import ConnectionPool
@@ -69,18 +86,11 @@ async def _runs(lab: Lab, size: int, runs: int) -> list[tuple[float, float, floa
         head = pool[lab.inventory_nodes()[0].name]
         for _ in range(runs):
             shutil.rmtree(worker_repo, ignore_errors=True)
-            copy_s = float("nan")
-            started = None
+            timer = CopyTimer()
             run = ModelSync(pool, facts, "bench", env={})
-            async for ev in run.run([ModelNeed("model", REPO, None)]):
-                if isinstance(ev, SyncStep) and ev.action == "copy":
-                    if "over ConnectX link" not in ev.message:
-                        raise SystemExit(f"not node to node: {ev.message}")
-                    started = time.perf_counter()
-                elif isinstance(ev, SyncDone) and started is not None:
-                    copy_s = time.perf_counter() - started
-                elif isinstance(ev, SyncFinished) and not ev.ok:
-                    raise SystemExit("the sync failed")
+            if not await run.run([ModelNeed("model", REPO, None)], timer):
+                raise SystemExit("the sync failed")
+            copy_s = timer.seconds
             raw = {}
             for sink in ("/var/tmp/spark-tui-bench-raw", "/dev/null"):
                 remote = f"cat > {sink}"

@@ -29,6 +29,7 @@ import os
 import resource
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ async def measure_lab(
     per run, and the load."""
     pools = {n: ConnectionPool(inventory[:n], ssh_config=None) for n in sizes}
     dockers = {n: ProbeDockers() for n in sizes}
-    runs = {
+    runs: dict[str, Callable[[int], Awaitable[object]]] = {
         "first": lambda n: _first_probe(inventory[:n]),
         "again": lambda n: _reprobe(pools[n], dockers[n]),
         "session": lambda n: _session_true(pools[n]),

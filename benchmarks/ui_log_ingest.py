@@ -56,7 +56,8 @@ async def ingest_at(app: IngestApp, pilot, panes, rate: int, seconds: float) -> 
         due = int((now - start) * rate) - sent
         if due > 0:
             for pane in panes:
-                pane.push_many([LINE.format(sent + i) for i in range(due // 2)])
+                for i in range(due // 2):
+                    pane.push(LINE.format(sent + i))
             sent += due - due % 2
         if now >= next_key:
             app._pressed_at = time.perf_counter()
@@ -97,7 +98,8 @@ async def run(seconds: float) -> None:
             start = sum(p.received for p in panes)
             while sum(p.received for p in panes) < start + 1_000_000:
                 for pane in panes:
-                    pane.push_many([LINE.format(i) for i in range(1000)])
+                    for i in range(1000):
+                        pane.push(LINE.format(i))
                 await pilot.pause(0)
             await pilot.pause(0.5)
             gc.collect()

@@ -16,8 +16,10 @@ import asyncssh
 
 from spark_tui.core.inventory import InventoryNode
 
+REAP_S = 5.0  # a killed shell is gone in milliseconds; the bound only guards a stuck one
 
-async def _run_command(process: asyncssh.SSHServerProcess) -> None:
+
+async def _run_command(owner: MiniServer, process: asyncssh.SSHServerProcess) -> None:
     cmd = process.command or "true"
     proc = await asyncio.create_subprocess_shell(
         cmd,
@@ -25,6 +27,7 @@ async def _run_command(process: asyncssh.SSHServerProcess) -> None:
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
+    owner.procs.append(proc)
     try:
         out, err = await proc.communicate()
         process.stdout.write(out.decode(errors="replace"))
@@ -33,7 +36,16 @@ async def _run_command(process: asyncssh.SSHServerProcess) -> None:
     except (asyncio.CancelledError, BrokenPipeError, ConnectionError):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
+        # Reaped here, while the loop runs: a subprocess transport left to the garbage
+        # collector closes itself on whatever loop is current then, often a closed one
+        # ("Event loop is closed" in a later test).
+        await _reap(proc)
         raise
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        await asyncio.wait_for(asyncio.shield(proc.wait()), REAP_S)
 
 
 class _Server(asyncssh.SSHServer):
@@ -67,6 +79,7 @@ class MiniServer:
     server: asyncssh.SSHAcceptor | None = None
     conns: list[asyncssh.SSHServerConnection] = field(default_factory=list)
     forwarded: list[tuple[str, int]] = field(default_factory=list)
+    procs: list[asyncio.subprocess.Process] = field(default_factory=list)  # commands it ran
 
     async def start(self) -> None:
         self.server = await asyncssh.create_server(
@@ -75,7 +88,7 @@ class MiniServer:
             self.port,
             server_host_keys=[self.host_key],
             authorized_client_keys=self.authorized,
-            process_factory=_run_command,
+            process_factory=lambda process: _run_command(self, process),
             encoding="utf-8",
         )
         self.port = self.server.sockets[0].getsockname()[1]
@@ -90,6 +103,13 @@ class MiniServer:
         if self.server is not None:
             await self.server.wait_closed()
             self.server = None
+        # A command whose client went keeps running, as under a real sshd without a tty:
+        # stopped here, and every shell reaped before the test's loop can close.
+        for proc in self.procs:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+            await _reap(proc)
 
     def drop_connections(self) -> None:
         for conn in self.conns:

@@ -356,3 +356,21 @@ async def test_opening_a_pool_sweeps_folders_left_by_killed_processes(
     pool = ConnectionPool([s.node(f"n{i}", kh) for i, s in enumerate(servers)], **FAST)
     async with pool:
         assert not dead.exists()
+
+
+async def test_a_command_the_client_gave_up_on_is_reaped_by_the_server(
+    tmp_path: Path, servers: list[MiniServer]
+) -> None:
+    # The test server's side of a timed-out command (still running, as under a real sshd):
+    # its stop kills and reaps the shell while the loop runs, so no subprocess transport is
+    # left for the garbage collector of a later test ("Event loop is closed").
+    conn = NodeConnection(servers[0].node("a", known(tmp_path, servers[0])), **FAST)
+    await conn.connect()
+    try:
+        with pytest.raises(CommandTimeout):
+            await conn.run("sleep 5", timeout=0.3)
+    finally:
+        await conn.close()
+    await servers[0].stop()
+    (shell,) = servers[0].procs
+    assert shell.returncode == -9  # killed by the stop, not waited out

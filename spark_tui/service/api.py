@@ -63,6 +63,12 @@ async def find_target(session: Session, base_url: str | None, model: str | None)
     else:
         await session.connect(strict=True)
         found = await session.nodes.find_api(chosen)
+        if any(r.get("state") not in (None, "running") for r in found.ranks):
+            # A rank has exited (the head may answer for a while yet, 503): what is measured
+            # would be a failed cluster; `status` says which rank and why.
+            from spark_tui.core.errors import NoClusterError
+
+            raise NoClusterError(session.where, [found.cluster_id])
         head = found.ranks[0] if found.ranks else {}
         t = target_from_argv(found.base_url, head.get("argv") or [], via_cluster=True)
         t.launch = session.history.launch_of(found.cluster_id, found.recipe)

@@ -92,3 +92,24 @@ def test_tasks_left_on_the_nodes_loop_end_before_it_closes() -> None:
 
     asyncio.run(main())
     assert cleaned == ["cleaned up"]
+
+
+async def test_a_node_closed_after_its_command_exited_waits_for_its_pipes(sim_scenario) -> None:
+    """A command that exited while a process it left holds its output open: the node's end
+    kills that one too and waits until the command's pipes are closed, not only its exit."""
+    async with SimCluster(sim_scenario(1)) as sim:
+        node = sim.nodes[0]
+        before = {id(t) for t in unfinished_subprocesses()}
+        child = await node.commands.start(
+            "sleep 47 & echo started",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        assert await asyncio.wait_for(child.stdout.readline(), 30) == b"started\n"
+        while child.returncode is None:  # its exit seen; `sleep` still holds the pipes
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(node.close(), 30)
+        left = [t for t in unfinished_subprocesses() if id(t) not in before]
+        assert not left, left

@@ -266,19 +266,15 @@ class SimNode:
         answer = self.answer(command)
         if answer is not None:
             return answer[0], "", answer[1]
-        child = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
+        # Held so that stopping the node kills a section still running and waits for it.
+        child = await self.commands.start(
             command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=self.shell_env(),
             cwd=str(self.home),
-            start_new_session=True,
         )
-        # Held so that stopping the node kills a section still running and waits for it.
-        self.commands.add(child)
         try:
             if self.commands.closing:  # the node stopped while the command was being started
                 raise asyncio.CancelledError
@@ -293,8 +289,6 @@ class SimNode:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(child.wait(), 5)
             raise
-        finally:
-            self.commands.discard(child)
         code = child.returncode or 0
         return (
             out.decode(errors="replace"),

@@ -117,26 +117,22 @@ async def run_command(
     """Run `command` with /bin/sh, copying its output to the channel by hand.
 
     Returns its exit status (128 + N when killed by signal N), or None when the channel
-    closed first: then the command's whole process group has been killed. It is held in
-    `commands` until it has ended, so the node can kill it and wait for it when it stops.
+    closed first: then the command's whole process group has been killed. `commands` holds
+    it until it has finished, so the node can kill it and wait for it when it stops.
     """
     try:
-        child = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
+        child = await commands.start(
             command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=cwd,
-            start_new_session=True,
         )
     except OSError as exc:
         process.stderr.write(f"sh: {exc}\n".encode())
         return 127
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    commands.add(child)
 
     async def copy(src: asyncio.StreamReader, dst: Any) -> None:
         while chunk := await src.read(65536):
@@ -173,5 +169,4 @@ async def run_command(
             # GeneratorExit (the coroutine closed with its loop) is not swallowed.
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await child.wait()
-        commands.discard(child)
     return done.result() if done.done() and not done.cancelled() else None

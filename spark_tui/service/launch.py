@@ -418,13 +418,25 @@ async def _flags_refused(
 
 
 async def _interrupt(upcoming: asyncio.Future[Any] | None) -> None:
-    """Cancel a step under way (the launch) and wait for it to end."""
+    """Cancel a step under way (the launch) and wait for it to end, even when cancelled
+    again meanwhile (at most STOP_ON_CANCEL_WAIT; the cancellation is raised after)."""
     if upcoming is None:
         return
+    cancelled = False
     if not upcoming.done():
         upcoming.cancel()
-        await asyncio.wait({upcoming})
+        # A launch cancelled on the nodes removes what it started by cluster id: left to
+        # end on its own, it would remove what the next launch of the same cluster (a
+        # sweep's "leave the best running") starts.
+        deadline = time.monotonic() + STOP_ON_CANCEL_WAIT
+        while not upcoming.done() and time.monotonic() < deadline:
+            try:
+                await asyncio.wait({upcoming}, timeout=deadline - time.monotonic())
+            except asyncio.CancelledError:
+                cancelled = True
     _dropped(upcoming)
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _dropped(step: asyncio.Future[Any]) -> None:

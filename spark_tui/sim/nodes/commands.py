@@ -12,6 +12,9 @@ from typing import Any
 
 # asyncio's own default for a subprocess's stream buffers.
 _STREAM_LIMIT = 2**16
+# A killed command is gone in milliseconds; its exit is seen later on a loaded machine (two
+# cores running real vLLM beside the tests took more than 5 s once).
+END_TIMEOUT_S = 15.0
 
 
 class _FinishProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -52,7 +55,7 @@ class RealCommands:
             kill_group(pid)
         return child
 
-    async def end(self, timeout: float = 5.0) -> None:
+    async def end(self, timeout: float = END_TIMEOUT_S) -> None:
         """Kill every command (one started meanwhile too) and wait until each has finished
         (exited, its pipes and transport closed), at most `timeout` s. A subprocess transport
         left open is closed by the garbage collector later, on an event loop that may be

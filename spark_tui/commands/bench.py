@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.link import GB, fmt_gbs, fmt_share
-from spark_tui.service.bench import fmt_figure
+from spark_tui.service.bench import TABLE_FIGURES, fmt_figure
 
 if TYPE_CHECKING:
     from spark_tui.service.bench import BenchConfig, BenchResult
@@ -63,18 +63,7 @@ def format_table(result: BenchResult) -> str:
             str(lv.concurrency),
             str(lv.requests),
             str(lv.errors),
-            *(
-                fmt_figure(name, f.get(name))
-                for name in (
-                    "ttft_p50_s",
-                    "ttft_p95_s",
-                    "itl_mean_s",
-                    "itl_p95_s",
-                    "tps_per_request_mean",
-                    "total_output_tps",
-                    "requests_per_s",
-                )  # fmt: skip
-            ),
+            *(fmt_figure(name, f.get(name)) for name in TABLE_FIGURES),
             "-" if kv is None else f"{kv * 100:.0f}%",
             "-" if run is None else f"{run:.0f}",
             "-" if wait is None else f"{wait:.0f}",

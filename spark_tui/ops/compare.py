@@ -177,6 +177,18 @@ class Comparison:
         return ", ".join(change_text(c["name"], c["before"], c["after"]) for c in self.changed)
 
 
+# The figures of a benchmark's per-level table, in its column order (the CLI and the export).
+TABLE_FIGURES = (
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_mean_s",
+    "itl_p95_s",
+    "tps_per_request_mean",
+    "total_output_tps",
+    "requests_per_s",
+)
+
+
 def fmt_figure(figure: str, value: float | None) -> str:
     """A figure in its display unit (seconds as ms)."""
     if value is None:

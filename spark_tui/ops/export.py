@@ -12,7 +12,13 @@ from spark_tui.core.errors import InputError
 from spark_tui.core.link import fmt_share
 from spark_tui.core.wording import change_text, depth_label, setting_text
 from spark_tui.core.workload import workload_of
-from spark_tui.ops.compare import FIGURE_LABELS, Comparison, compare_runs, fmt_figure
+from spark_tui.ops.compare import (
+    FIGURE_LABELS,
+    TABLE_FIGURES,
+    Comparison,
+    compare_runs,
+    fmt_figure,
+)
 from spark_tui.ops.history import History, Run, mask_secrets, mask_text
 
 
@@ -200,18 +206,7 @@ def _run_section(run: Run) -> list[str]:
                     f"{lv.get('concurrency')}" + (f"@{depth_label(depth)}" if depth else ""),
                     lv.get("requests"),
                     lv.get("errors"),
-                    *(
-                        fmt_figure(k, f.get(k))
-                        for k in (
-                            "ttft_p50_s",
-                            "ttft_p95_s",
-                            "itl_mean_s",
-                            "itl_p95_s",
-                            "tps_per_request_mean",
-                            "total_output_tps",
-                            "requests_per_s",
-                        )
-                    ),
+                    *(fmt_figure(k, f.get(k)) for k in TABLE_FIGURES),
                     _metric(m, "kv_cache_usage_perc", pct=True),
                     _metric(m, "num_requests_running"),
                     _metric(m, "num_requests_waiting"),

@@ -19,7 +19,7 @@ from spark_tui.core.workload import (
     parse_share,
 )
 from spark_tui.ops.bench import BenchConfig, BenchProgress, BenchResult, BenchUpdate
-from spark_tui.ops.compare import fmt_figure
+from spark_tui.ops.compare import TABLE_FIGURES, fmt_figure
 from spark_tui.ops.link import LINK_INTERVAL_S
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
@@ -31,6 +31,7 @@ __all__ = [
     "BenchResult",
     "BenchSettings",
     "bench",
+    "TABLE_FIGURES",
     "fmt_figure",
     "run_bench",
 ]

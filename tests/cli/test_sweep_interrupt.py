@@ -51,23 +51,32 @@ sys.exit(cli.main(sys.argv[1:]))
 ARGS = ["tune", "glm-5.3-flash", "--hosts", "spark-a,spark-b", "--sweep", "max_num_seqs=2,8"]
 
 
-@pytest.mark.parametrize("choice", ["best", "nothing"])
-def test_ctrl_c_leaves_what_the_user_chose_and_says_how_to_resume(choice: str) -> None:
+def _interrupted(
+    script: str, args: list[str], marker: str
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Run the CLI through `script`, send SIGINT once stderr has said `marker`; the process
+    (ended) and what it printed after."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SCRIPT, *ARGS, "--on-interrupt", choice],
+        [sys.executable, "-c", script, *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert proc.stderr is not None
-    seen = []
-    while not any("value 8: bench" in line for line in seen):
+    seen: list[str] = []
+    while not any(marker in line for line in seen):
         line = proc.stderr.readline()
         assert line, seen
         seen.append(line)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
+    return proc, out, err
+
+
+@pytest.mark.parametrize("choice", ["best", "nothing"])
+def test_ctrl_c_leaves_what_the_user_chose_and_says_how_to_resume(choice: str) -> None:
+    proc, out, err = _interrupted(_SCRIPT, [*ARGS, "--on-interrupt", choice], "value 8: bench")
     assert proc.returncode == 130, err
     assert f"left {choice} running, best 2" in out and "closed" in out
     # The command to resume is the one typed: the same nodes (and targets, and benchmark).
@@ -105,21 +114,7 @@ sys.exit(cli.main(sys.argv[1:]))
 
 def test_ctrl_c_in_a_tunes_relaunch_says_the_service_is_gone_and_how_back() -> None:
     args = ["tune", "glm-5.3-flash", "--hosts", "spark-a,spark-b", "--set", "max_num_seqs=8"]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _TUNE_SCRIPT, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    seen = []
-    while not any("relaunching" in line for line in seen):
-        line = proc.stderr.readline()
-        assert line, seen
-        seen.append(line)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
+    proc, _out, err = _interrupted(_TUNE_SCRIPT, args, "relaunching")
     assert proc.returncode == 130, err
     assert "stopped cluster c0ffee00 to relaunch it with max_num_seqs=8" in err, err
     assert "`spark-tui launch glm-5.3-flash --wait --hosts spark-a,spark-b`" in err, err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import time
 
 import asyncssh
@@ -114,5 +115,30 @@ async def test_a_node_closed_after_its_command_exited_waits_for_its_pipes(sim_sc
         while child.returncode is None:  # its exit seen; `sleep` still holds the pipes
             await asyncio.sleep(0.01)
         await asyncio.wait_for(node.close(), 30)
+        left = [t for t in unfinished_subprocesses() if id(t) not in before]
+        assert not left, left
+
+
+async def test_a_node_closed_after_its_command_lost_stdin_kills_and_waits_for_it(
+    sim_scenario,
+) -> None:
+    """A command whose stdin was closed (the SSH client sent EOF) still runs: the node's end
+    kills it and waits for it, though asyncio reports the stdin pipe's end as a lost
+    connection."""
+    async with SimCluster(sim_scenario(1)) as sim:
+        node = sim.nodes[0]
+        before = {id(t) for t in unfinished_subprocesses()}
+        child = await node.commands.start(
+            "echo started; exec sleep 47",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert child.stdin is not None and child.stdout is not None
+        assert await asyncio.wait_for(child.stdout.readline(), 30) == b"started\n"
+        child.stdin.close()
+        await asyncio.wait_for(child.stdin.wait_closed(), 10)
+        await asyncio.wait_for(node.close(), 30)
+        assert child.returncode == -signal.SIGKILL, child.returncode
         left = [t for t in unfinished_subprocesses() if id(t) not in before]
         assert not left, left

@@ -25,10 +25,20 @@ class _FinishProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=_STREAM_LIMIT, loop=loop)
         self.finished: asyncio.Future[None] = loop.create_future()
+        self._stdin_lost = False
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        # asyncio's protocol reports its stdin pipe's end through `connection_lost` too:
+        # that one says nothing of the subprocess, which may still be running.
+        self._stdin_lost = fd == 0
+        try:
+            super().pipe_connection_lost(fd, exc)
+        finally:
+            self._stdin_lost = False
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        if not self.finished.done():
+        if not self._stdin_lost and not self.finished.done():
             self.finished.set_result(None)
 
 

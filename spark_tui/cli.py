@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spark_tui.commands.shortcuts import add_host_sources, flag_hint, resolve_host_sources
+from spark_tui.commands.terminal import err, name_nodes
 from spark_tui.core.errors import NoClusterError, SparkError
 
 
@@ -116,14 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # what the user typed: a command that says how to go on repeats it
     try:
         resolve_host_sources(args)
+        name_nodes(args)
         module = importlib.import_module(f"spark_tui.commands.{name}")
         return int(module.run(args))
     except SparkError as exc:
         if isinstance(exc, NoClusterError):
             # Raised where the nodes are a pool: the remedy names them as the user did.
             exc = exc.for_nodes(_node_flags(args))
-        print(f"spark-tui: {exc.message}", file=sys.stderr)
-        print(f"  remedy: {exc.remedy}", file=sys.stderr)
+        err(f"spark-tui: {exc.message}")
+        err(f"  remedy: {exc.remedy}")
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl+C, or SIGTERM/SIGHUP (commands.interrupts)
         print("spark-tui: interrupted", file=sys.stderr)

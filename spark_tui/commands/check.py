@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from spark_tui.commands.terminal import with_nodes
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.facts import GIB
 from spark_tui.core.fit import Finding, FitReport, NodeFit
@@ -113,7 +114,7 @@ def render_report(
         lines.append("findings")
         for f in report.findings:
             lines.append(f"  {f.severity:<7} {f.code}: {f.message}")
-            lines.append(f"          remedy: {f.remedy}")
+            lines.append(f"          remedy: {with_nodes(f.remedy)}")
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from spark_tui.commands.terminal import with_nodes
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, InputError
 
 
@@ -17,7 +18,7 @@ def _print_result(r: object) -> None:
         if r.cause:
             print(f"           cause:  {r.cause}", flush=True)
         if r.remedy:
-            print(f"           remedy: {r.remedy}", flush=True)
+            print(f"           remedy: {with_nodes(r.remedy)}", flush=True)
 
 
 def need_server(args: argparse.Namespace) -> None:

@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any
 
+from spark_tui.commands.terminal import err
 from spark_tui.core.errors import EXIT_OK
 
 
@@ -36,10 +37,7 @@ def run(args: argparse.Namespace) -> int:
     # A stop of one cluster leaves the others serving: say only what is true of this one.
     ours = f"of cluster {done.cluster_id} " if done.cluster_id else ""
     if not removed and ours:
-        print(
-            f"no spark-tui container {ours}on these nodes (`spark-tui status` lists ours)",
-            file=sys.stderr,
-        )
+        err(f"no spark-tui container {ours}on these nodes (`spark-tui status` lists ours)")
     elif not removed:
         print("no spark-tui containers on these nodes", file=sys.stderr)
     else:

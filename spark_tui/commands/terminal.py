@@ -4,6 +4,7 @@ questions answered on the terminal (or by a flag), progress lines on stderr."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -59,8 +60,40 @@ def run_lazily(main: Callable[[], Any]) -> Any:
     return run_command(main)
 
 
+# A command of ours named in backquotes, e.g. a remedy's `spark-tui logs --rank 0`: the
+# layers below the CLI do not know how the user named the nodes.
+_NAMED_COMMAND = re.compile(r"`spark-tui (logs|status|stop|smoke|bench|watch)(?=[ `])([^`]*)`")
+_NODE_FLAG = re.compile(r"(?:^| )--(?:inventory|hosts|hosts-file|sparkrun-cluster|facts)\b")
+_where: str | None = None
+
+
+def name_nodes(args: argparse.Namespace) -> None:
+    """Remember how the user named the nodes, for `err` to complete the commands it prints
+    (nothing when no node flag was given: `--inventory FILE` says that better)."""
+    global _where
+    t = targets(args)
+    _where = t.as_flags(live=True) if t.given else None
+
+
+def with_nodes(text: str, where: str | None = None) -> str:
+    """`text` with each backquoted `spark-tui CMD ...` that needs nodes and names none given
+    the user's own node flags (`where`, else the ones `name_nodes` remembered), so that a
+    remedy can be run as printed."""
+    where = where if where is not None else _where
+    if not where:
+        return text
+
+    def fill(m: re.Match[str]) -> str:
+        command, rest = m.group(1), m.group(2)
+        if _NODE_FLAG.search(rest):
+            return m.group(0)
+        return f"`spark-tui {command} {where}{rest}`"
+
+    return _NAMED_COMMAND.sub(fill, text)
+
+
 def err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(with_nodes(text), file=sys.stderr, flush=True)
 
 
 def answer(question: Question, flags: Mapping[str, bool | None]) -> None:

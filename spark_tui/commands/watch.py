@@ -14,6 +14,7 @@ import json
 import signal
 import sys
 
+from spark_tui.commands.terminal import with_nodes
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK
 from spark_tui.core.link import GB, fmt_gbs, fmt_share
 from spark_tui.service import events as ev
@@ -79,7 +80,7 @@ def render(e: ev.WatchEvent) -> list[str]:
         out += [f"still there: {name} on {node}" for node, name in e.left]
         return out
     if isinstance(e, ev.Notice):
-        return [e.message] + ([f"  remedy: {e.remedy}"] if e.remedy else [])
+        return [e.message] + ([f"  remedy: {with_nodes(e.remedy)}"] if e.remedy else [])
     return []
 
 

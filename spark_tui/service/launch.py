@@ -519,9 +519,9 @@ async def replace_running(
             busy = {n for c in found for n in c.nodes}
             free = [n.name for n in session.inventory if n.name not in busy]
             ways = [
-                "stop it first (`spark-tui stop --cluster "
+                f"stop it first (`spark-tui stop {session.where} --cluster "
                 + " / --cluster ".join(c.cluster_id for c in running)
-                + "` with the same --inventory/--hosts)",
+                + "`)",
                 "pass --replace to stop it and launch this one",
             ]
             if free:

@@ -101,3 +101,16 @@ def test_a_launch_without_wait_names_commands_that_work_as_typed(cli: Cli, sim: 
     stopped = cli.run(*stop[1:], timeout=60)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert "removed spark-tui-" in stopped.stdout and "is left" in stopped.stderr
+
+
+def test_a_stop_of_an_unknown_cluster_names_the_status_command_for_these_nodes(
+    cli: Cli, sim: SimProcess
+) -> None:
+    """A command a message names runs as printed: with the nodes as the user named them."""
+    res = cli.run("stop", "--inventory", str(sim.inventory), "--cluster", "0123abcd", timeout=60)
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert (
+        "no spark-tui container of cluster 0123abcd on these nodes "
+        f"(`spark-tui status --inventory {sim.inventory}` lists ours)"
+    ) in res.stderr, said

@@ -127,7 +127,9 @@ def test_two_services_on_two_plus_two_nodes(cli: Cli, four: SimProcess) -> None:
     # refused, naming b, the ways out, and b serves on.
     res = cli.run("launch", RECIPE, "--inventory", str(second), "--set", "max_num_seqs=4")
     assert res.returncode == 1 and "Traceback" not in res.stderr, _out(res)
-    assert f"cluster {b}" in res.stderr and f"stop --cluster {b}" in res.stderr, _out(res)
+    assert (
+        f"cluster {b}" in res.stderr and f"stop --inventory {second} --cluster {b}`" in res.stderr
+    ), _out(res)
     assert "--replace" in res.stderr, _out(res)
     assert set(_status(cli, every)) == {a, b}
 

@@ -125,6 +125,8 @@ class CachedModel:
     `files` maps each file of the snapshot whose content is there (a link to a blob not
     yet downloaded is not) to its size; `shards` names the weight files the safetensors
     index lists (as far as the probe read it). Both are None when the probe did not say.
+    `modules` are the first two parts of the tensor names the index maps (`model.audio_tower`):
+    which encoders the checkpoint holds (None: no index, or the probe did not say).
     """
 
     repo_id: str
@@ -134,6 +136,7 @@ class CachedModel:
     config: dict[str, Any] | None = None
     files: dict[str, int] | None = None
     shards: list[str] | None = None
+    modules: list[str] | None = None
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -610,12 +610,38 @@ def facts_from_nodes(
                 continue
             if entry.config is None and entry.weight_bytes is None:
                 continue
-            label = f"facts file: {node.name} models[{entry.repo_id}]"
+            # A facts file holds what a probe found there: the node's cache either way.
+            at = f"@{entry.revision[:12]}" if entry.revision else ""
+            label = f"{node.name}'s Hugging Face cache ({entry.repo_id}{at})"
             facts = facts_from_hf_config(
                 model_id, entry.config or {}, entry.weight_bytes, source=label
             )
+            if entry.config and entry.modules is not None:
+                facts = with_checkpoint_modules(facts, entry.config, entry.modules, label)
             found = facts if found is None else merge_facts(found, facts)
     return found
+
+
+def with_checkpoint_modules(
+    facts: ModelFacts, config: Mapping[str, Any], modules: Collection[str], label: str
+) -> ModelFacts:
+    """`facts` with the encoders config.json describes counted as the checkpoint's tensors
+    (`modules`, their names' first two parts) say: an audio tower it holds weighs in its
+    weights, one it lacks is still built by vLLM (`unbacked_encoder_bytes`)."""
+    extra: dict[str, Any] = {}
+    sources = dict(facts.sources)
+    elem = dtype_bytes(facts.dtype) or 2
+    held = encoder_bytes(config, facts.hidden_size, elem, modules)
+    if held is not None and held != facts.encoder_bytes:
+        extra["encoder_bytes"] = held
+        sources["encoder_bytes"] = f"{label} (config.json's encoders it holds)"
+    unbacked = unbacked_encoder_bytes(config, facts.hidden_size, elem, modules)
+    if unbacked is not None:
+        extra["unbacked_encoder_bytes"] = unbacked
+        sources["unbacked_encoder_bytes"] = (
+            f"{label} (config.json's audio_config; the safetensors hold no audio tower)"
+        )
+    return replace(facts, sources=sources, **extra) if extra else facts
 
 
 @dataclass(frozen=True)
@@ -717,20 +743,11 @@ def facts_from_hub(model_id: str, hub: HubFacts) -> ModelFacts:
     if facts.params is None and hub.parameters:
         extra["params"] = sum(hub.parameters.values())
         sources["params"] = f"{hub.label} (safetensors headers)"
+    facts = replace(facts, sources=sources, **extra)
     if hub.modules is not None:
         # Which encoders the checkpoint holds decides what an audio_config adds.
-        elem = dtype_bytes(facts.dtype) or 2
-        held = encoder_bytes(hub.config, facts.hidden_size, elem, hub.modules)
-        if held is not None and held != facts.encoder_bytes:
-            extra["encoder_bytes"] = held
-            sources["encoder_bytes"] = f"{hub.label} (config.json's encoders it holds)"
-        unbacked = unbacked_encoder_bytes(hub.config, facts.hidden_size, elem, hub.modules)
-        if unbacked is not None:
-            extra["unbacked_encoder_bytes"] = unbacked
-            sources["unbacked_encoder_bytes"] = (
-                f"{hub.label} (config.json's audio_config; the safetensors hold no audio tower)"
-            )
-    return replace(facts, sources=sources, **extra)
+        facts = with_checkpoint_modules(facts, hub.config, hub.modules, hub.label)
+    return facts
 
 
 def needs_hub(recipe: Recipe, facts: ModelFacts, settings: ServeArgs | None = None) -> bool:

@@ -397,7 +397,8 @@ def parse_hf_cache_scan(text: str) -> list[CachedModel]:
     `files` holds each complete file with its size, `size_bytes` their sum; config.json
     becomes `config` (None when absent or not valid JSON); the safetensors index's
     `metadata.total_size` becomes `weight_bytes` (read with a regex, because the scan
-    truncates large index files after their metadata).
+    truncates large index files after their metadata); the `--- module` lines, read from
+    the whole index, become `modules`.
     """
     models: dict[str, CachedModel] = {}
     heads: dict[str, list[str]] = {}
@@ -407,6 +408,12 @@ def parse_hf_cache_scan(text: str) -> list[CachedModel]:
             body = heads.setdefault(line[4:-4], [])
         elif body is not None:
             body.append(line)
+        elif line.startswith("--- module "):
+            path, _, module = line.removeprefix("--- module ").rpartition(" ")
+            where = _SNAPSHOT_FILE.match(path)
+            model = models.get(where.group("snap")) if where else None
+            if model is not None and module:
+                model.modules = sorted({*(model.modules or []), module})
         elif line.startswith("--- snapshot "):
             path = line.removeprefix("--- snapshot ").strip()
             if m := _SNAPSHOT.search(path):

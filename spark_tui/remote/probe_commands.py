@@ -48,6 +48,14 @@ DISK_FREE = (
 # one `head` of every snapshot's config.json and safetensors index (`==> PATH <==` before
 # each; a long index is cut after its metadata). The loop over the snapshots moves each one
 # out of "$@" and appends its files that exist, so "$@" ends up holding just those files.
+# Before the heads, one awk reads each whole index for the modules its tensors belong to
+# (`--- module PATH model.audio_tower`, once each): a cut index would not say whether the
+# checkpoint holds an encoder its config.json describes, which its weight in memory depends on.
+_INDEX_MODULES = (
+    'FILENAME ~ /index[.]json$/ { n = split($0, p, ","); for (i = 1; i <= n; i++) '
+    'if (match(p[i], /"[^".]+[.][^".]+[.]/)) { m = substr(p[i], RSTART + 1, RLENGTH - 2); '
+    'k = FILENAME " " m; if (!(k in seen)) { seen[k] = 1; print "--- module " k } } }'
+)
 HF_CACHE_SCAN = "sh -c " + shlex.quote(
     'hub="${HF_HOME:-$HOME/.cache/huggingface}/hub"; set --; '
     'for s in "$hub"/models--*/snapshots/*; do [ -d "$s" ] && set -- "$@" "$s"; done; '
@@ -55,6 +63,7 @@ HF_CACHE_SCAN = "sh -c " + shlex.quote(
     'find -L "$@" -type f -printf "%s %p\\n" 2>/dev/null; '
     "for s; do shift; for f in config.json model.safetensors.index.json; do "
     '[ -f "$s/$f" ] && set -- "$@" "$s/$f"; done; done; '
+    f'[ $# -eq 0 ] || awk {shlex.quote(_INDEX_MODULES)} "$@"; '
     '[ $# -eq 0 ] || head -v -c 65536 -- "$@"; exit 0'
 )
 

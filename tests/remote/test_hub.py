@@ -14,9 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from spark_tui.core.facts import NodeFacts, parse_facts
+from spark_tui.core.facts import CachedModel, NodeFacts, parse_facts
 from spark_tui.core.fit import Finding, check_fit
-from spark_tui.core.model_facts import HubFacts, missing_for_fit, resolve_model_facts
+from spark_tui.core.model_facts import (
+    HubFacts,
+    facts_from_nodes,
+    missing_for_fit,
+    resolve_model_facts,
+)
 from spark_tui.core.overrides import apply_overrides
 from spark_tui.core.recipe_loader import find_recipe
 from spark_tui.core.render import render_argv, render_env
@@ -196,7 +201,7 @@ def test_a_node_cache_wins_over_the_hub() -> None:
     hub = HubFacts(GLM, "c" * 40, {"num_hidden_layers": 3}, weight_bytes=1)
     facts = resolve_model_facts(recipe, nodes, hub=hub)
     assert facts.num_hidden_layers != 3 and facts.weight_bytes != 1
-    assert facts.sources["num_hidden_layers"].startswith("facts file: spark-a")
+    assert facts.sources["num_hidden_layers"].startswith("spark-a's Hugging Face cache")
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -345,6 +350,20 @@ def test_the_shard_headers_say_which_encoders_the_checkpoint_holds(
     assert tower
     assert facts_from_hub("org/no-audio", lacking).unbacked_encoder_bytes == tower * 2
     assert facts_from_hub("org/with-audio", holding).unbacked_encoder_bytes is None
+    # The same checkpoints in a node's cache (the probe reads their index's modules): the same
+    # encoders, so the fit check gives one answer whether it asked the Hub or the node.
+    for repo, hub_facts in (("org/no-audio", lacking), ("org/with-audio", holding)):
+        cached = CachedModel(
+            repo_id=repo, config=config, weight_bytes=2 << 20, modules=list(hub_facts.modules)
+        )
+        node = NodeFacts(name="spark-a", address="10.0.0.1", models=[cached])
+        from_node = facts_from_nodes(repo, [node])
+        from_hub = facts_from_hub(repo, hub_facts)
+        assert from_node is not None
+        assert from_node.unbacked_encoder_bytes == from_hub.unbacked_encoder_bytes, repo
+        assert from_node.encoder_bytes == from_hub.encoder_bytes, repo
+        if from_node.unbacked_encoder_bytes:
+            assert "spark-a's Hugging Face cache" in from_node.sources["unbacked_encoder_bytes"]
     # The cache keeps what the headers said.
     again = fetch_repo_facts("org/no-audio", None, {**env, "HF_HUB_OFFLINE": "1"})
     assert isinstance(again, HubFacts) and again.cached and again.modules == lacking.modules

@@ -64,7 +64,11 @@ def _cache(home: Path) -> Path:
     hub = home / ".cache" / "huggingface" / "hub"
     config = json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2})
     # An index longer than the scan reads: its metadata comes first, the cut hides shard names.
-    weight_map = {f"layer.{i}.weight": "model-00001-of-00002.safetensors" for i in range(3000)}
+    weight_map = {
+        f"model.layers.{i}.weight": "model-00001-of-00002.safetensors" for i in range(3000)
+    }
+    # Past the cut: only a read of the whole index says the checkpoint holds this encoder.
+    weight_map["model.audio_tower.conv.weight"] = "model-00002-of-00002.safetensors"
     index = json.dumps(
         {"metadata": {"total_size": 1234}, "weight_map": weight_map}, indent=2
     ).encode()
@@ -111,12 +115,12 @@ def test_the_combined_probe_starts_a_process_only_where_a_command_needs_one(
     tmp_path: Path,
 ) -> None:
     # A busy node (or a lab of many nodes on few cores) pays for every process: no temporary
-    # files, no shell per section, no `cat` per interface, one `find` and one `head` for the
-    # whole Hugging Face cache, builtins for what /proc says (no hostname, uname, cat), one
+    # files, no shell per section, no `cat` per interface, one `find`, one `awk` and one `head`
+    # for the whole Hugging Face cache, builtins for what /proc says (no hostname, uname, cat), one
     # nvidia-smi and one ip.
     _cache(tmp_path)
     log = tmp_path / "started"
-    tools = ["hostname", "uname", "cat", "ip", "df", "find", "head", "du", "cut", "sh"]
+    tools = ["hostname", "uname", "cat", "ip", "df", "find", "awk", "head", "du", "cut", "sh"]
     tools += ["mktemp", "rm"]
     logged = _logging_bin(tmp_path, log, tools)
     for name in ("nvidia-smi", "ibdev2netdev"):
@@ -129,7 +133,7 @@ def test_the_combined_probe_starts_a_process_only_where_a_command_needs_one(
     started = sorted(log.read_text().split())
     assert started == sorted(
         ["nvidia-smi", "ibdev2netdev", "ip", "df"]  # one of each: the node's own tools
-        + ["cat", "find", "head"]  # cat: the side of the pipe
+        + ["cat", "find", "awk", "head"]  # cat: the side of the pipe
         + ["sh"]  # the command's own `sh -c`, as the login shell starts it
     )
 
@@ -161,6 +165,9 @@ def test_the_cache_scan_finds_every_snapshot_its_complete_files_and_its_model_fi
     # The index was cut after 64 KiB: its metadata is read, the shard names filled in.
     assert tiny.weight_bytes == 1234
     assert tiny.shards == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    # The modules its tensors belong to, from the whole index (None where there is no index).
+    assert tiny.modules == ["model.audio_tower", "model.layers"]
+    assert empty.modules is None and gpt2.modules is None
     assert empty.files == {} and empty.size_bytes == 0 and empty.config is None
     assert gpt2.config is None and gpt2.files == {"config.json": 8, "model.safetensors": 1}
     # The same inside the combined probe.

@@ -290,7 +290,7 @@ def test_resolve_takes_what_the_recipe_lacks_from_a_node_models_entry() -> None:
     assert f.num_hidden_layers == 40  # the recipe wins
     assert f.sources["num_hidden_layers"] == "recipe metadata: card"
     assert (f.num_attention_heads, f.weight_bytes, f.attention) == (16, 8_000_000_000, "full")
-    assert f.sources["weight_bytes"].startswith("facts file: spark-b models[org/model]")
+    assert f.sources["weight_bytes"].startswith("spark-b's Hugging Face cache (org/model)")
     assert missing_for_fit(f, ServeArgs(model="x")) == []
 
 

@@ -104,8 +104,9 @@ async def story() -> None:
 
 
 async def sweep(pilot, app) -> None:  # type: ignore[no-untyped-def]
-    """Three values of max_num_seqs from the edit dialog, one that vLLM refuses (above the
-    recipe's max_num_batched_tokens), with a target: until the table and chart show."""
+    """Three values of max_num_seqs from the edit dialog, one that the fit check refuses in
+    vLLM's words (above the recipe's max_num_batched_tokens), with a target: until the table
+    and chart show."""
     from spark_tui.ui.screens.sweep import SweepScreen
 
     await pilot.press("e", *"max_num_seqs", "enter", *"2,8192,8", "tab", *"ttft_p95<=2s@c8")

@@ -33,6 +33,15 @@ DEPENDENCIES: tuple[Dependency, ...] = (
 )
 
 
+def batched_below_seqs(batched: int, seqs: int) -> str:
+    """vLLM 0.32's words (vllm/config/scheduler.py, SchedulerConfig.verify_max_model_len)
+    for a step's token budget below its sequence count."""
+    return (
+        f"max_num_batched_tokens ({batched}) must be greater than or equal to "
+        f"max_num_seqs ({seqs})."
+    )
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A command vLLM will refuse at startup: its own words and what to change."""
@@ -54,6 +63,18 @@ def refusals(args: ServeArgs) -> list[Refusal]:
                 f"name the model's parser (--set {dep.needs}={dep.example}, or the parser "
                 "the model card gives), or turn tool calling off with "
                 f"--set {dep.setting}=false",
+            )
+        )
+    batched, seqs = args.max_num_batched_tokens, args.max_num_seqs
+    # Only two sizes the command gives: vLLM lowers a max_num_seqs it defaults to the token
+    # budget given (engine/arg_utils.py), and a defaulted budget depends on the device.
+    if batched is not None and seqs is not None and batched < seqs:
+        out.append(
+            Refusal(
+                "batched_tokens_below_seqs",
+                "vLLM will stop at startup on every rank: " + batched_below_seqs(batched, seqs),
+                f"--set max_num_batched_tokens={seqs} (at least max_num_seqs), or "
+                f"--set max_num_seqs={batched} (at most max_num_batched_tokens)",
             )
         )
     if args.has("enable-log-outputs") and not args.has("enable-log-requests"):

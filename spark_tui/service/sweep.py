@@ -4,7 +4,8 @@ relaunch, check every rank runs it, smoke, the baseline's benchmark), each value
 meeting the targets or not, and the best one named (`core.sweep`, `core.sweep_result`).
 
 A value that does not start (vLLM refuses it, out of memory, the fit check says no) is a
-row with its reason and the ranks' last lines, and the sweep goes on. Each value's launch,
+row with its reason and the ranks' last lines, and the sweep goes on; one the fit check
+refuses is never launched, and the cluster running before it goes on serving. Each value's launch,
 smoke run and benchmark are in the history like any tune step; the sweep's own record
 (kind `sweep`) is updated after each value, which is what `resume` continues from.
 
@@ -302,12 +303,9 @@ async def _measure(
     ready = False
     try:
         phase("relaunch")
-        running = session.cluster
-        if running is not None and running.ready:
-            emit(
-                ev.Notice("info", f"stopping {running.cluster_id} to relaunch with {setting}={raw}")
-            )
-            await stop_all(session, seen, running.cluster_id)
+        # The launch replaces the running cluster only once its fit check agrees: a value
+        # the check refuses leaves the running one serving (its memory is counted free).
+        emit(ev.Notice("info", f"relaunching with {setting}={raw}"))
         cluster = await _relaunch(session, seen, ask, recipe, {**result.overrides, setting: raw})
         ready = True
         row.launch_id = cluster.launch_run.id if cluster.launch_run else None
@@ -356,7 +354,8 @@ async def _relaunch(
     overrides: dict[str, Any],
 ) -> Any:
     """Launch with `overrides` and return the cluster once it is ready (the launch's
-    error when it fails first)."""
+    error when it fails first). The launch stops our cluster on its nodes after its
+    checks, never before."""
     # A value the fit check refuses is a row with its reason, never a question that would
     # hold an unattended sweep (the user is not asked to insist value by value).
     options = LaunchOptions(follow=False, replace=True, insist=False)

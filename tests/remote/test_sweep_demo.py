@@ -1,7 +1,9 @@
-"""The sweep through the service on the demo's simulated Sparks: max_num_seqs 2, 8192, 8,
-where vLLM refuses 8192 (above the recipe's max_num_batched_tokens of 4096) and the sweep
-goes on; interrupted after its first value, resumed without measuring it again, the best
-value left running and made the baseline."""
+"""The sweep through the service on the demo's simulated Sparks: max_num_seqs 2, 16384, 8
+with the recipe's max_num_batched_tokens removed, where vLLM refuses 16384 at startup (above
+the 8192 tokens it budgets on a GB10 when the command gives none, which the fit check cannot
+know) and the sweep goes on; interrupted after its first value, resumed without measuring it
+again, the best value left running and made the baseline. A value the fit check refuses is
+a row with the check's reason, and the cluster running before it goes on serving."""
 
 from __future__ import annotations
 
@@ -42,10 +44,10 @@ async def test_sweep_refused_value_interrupt_resume_apply_best(
     recipe = find_recipe("glm-5.3-flash")
     targets = [Target.parse("errors<=0@c2")]
     objective = Objective.parse("tok_s@c2")
-    values = ["2", "8192", "8"]
+    values = ["2", "16384", "8"]
     try:
         await session.start()
-        await drain(session.launch(recipe, {}, follow=False))
+        await drain(session.launch(recipe, {"max_num_batched_tokens": "none"}, follow=False))
         first = await drain(
             session.sweep(recipe, "max_num_seqs", values, targets, objective),
             stop_after_value=True,
@@ -69,15 +71,19 @@ async def test_sweep_refused_value_interrupt_resume_apply_best(
     result = done[0].result
     assert result.run_id == record.id, "resumed in the same record"
     rows = {r.raw: r for r in result.ordered_rows()}
-    refused = rows["8192"]
-    assert refused.status == "did not start"
-    said = (refused.reason or "") + " ".join(sum(refused.rank_lines.values(), []))
-    assert "must be greater than or equal to max_num_seqs (8192)" in said, refused
+    refused = rows["16384"]
+    assert refused.status == "did not start" and refused.launch_id is None
+    lines = " ".join(sum(refused.rank_lines.values(), []))
+    # The ranks' own refusal, in their lines: no fit check said it before the launch.
+    assert "max_num_batched_tokens (8192) must be greater than or equal to max_num_seqs " in (
+        lines
+    ), refused
+    assert "does not fit" not in (refused.reason or ""), refused
     assert rows["2"].measured and rows["8"].measured
-    # Resumed: value 2 was not launched again (8192's and 8's launches, then none to leave
+    # Resumed: value 2 was not launched again (16384's and 8's launches, then none to leave
     # the best running when it is the last one measured).
     progressed = [e.value for e in seen if isinstance(e, ev.SweepProgressed) and e.value]
-    assert 2 not in progressed and {8192, 8} <= set(progressed)
+    assert 2 not in progressed and {16384, 8} <= set(progressed)
     assert any(e.eta_s is not None for e in seen if isinstance(e, ev.SweepProgressed))
     best = result.best()
     assert best is not None and best.raw in ("2", "8")
@@ -89,11 +95,24 @@ async def test_sweep_refused_value_interrupt_resume_apply_best(
     assert history.list_runs("launch")[-1].settings["max_num_seqs"] == best.value
 
 
+@pytest.mark.parametrize(
+    ("setting", "raw", "why"),
+    [
+        # gpu_memory_utilization 0.05 leaves no room for the weights on a 128 GB Spark.
+        ("gpu_memory_utilization", "0.05", "does not fit"),
+        # Above the recipe's max_num_batched_tokens of 4096: vLLM's SchedulerConfig refuses.
+        (
+            "max_num_seqs",
+            "8192",
+            "max_num_batched_tokens (4096) must be greater than or equal to max_num_seqs (8192)",
+        ),
+    ],
+)
 async def test_a_value_the_fit_check_refuses_is_a_row_not_a_question(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, raw: str, why: str
 ) -> None:
-    # An unattended sweep must not stop at "launch anyway?": gpu_memory_utilization 0.05
-    # leaves no room for the weights on a 128 GB Spark, so the fit check says no.
+    # An unattended sweep must not stop at "launch anyway?", nor stop the running cluster
+    # for a value that will not be launched.
     monkeypatch.setenv("SPARK_TUI_DATA_DIR", str(tmp_path / "data"))
     session = DemoSession(
         pace=0.05, token_scale=0.05, base_address=random_loopback_base(), bench_config=CONFIG
@@ -102,14 +121,23 @@ async def test_a_value_the_fit_check_refuses_is_a_row_not_a_question(
     try:
         await session.start()
         await drain(session.launch(recipe, {}, follow=False))
-        seen = await drain(
-            session.sweep(
-                recipe, "gpu_memory_utilization", ["0.05"], [], Objective.parse("tok_s@c2")
-            )
-        )
+        running = session.cluster
+        assert running is not None and running.ready
+        launches = len(session.history.list_runs("launch"))
+        seen = await drain(session.sweep(recipe, setting, [raw], [], Objective.parse("tok_s@c2")))
+        after = session.cluster
+        assert after is not None and after.cluster_id == running.cluster_id and after.ready
+        assert running.launch_run is not None and after.launch_run is not None
+        assert after.launch_run.id == running.launch_run.id, "the cluster was not relaunched"
+        assert len(session.history.list_runs("launch")) == launches
+        serving = {c.cluster_id: len(c.ranks) for c in await session.nodes.status()}
     finally:
         await session.close()
+    assert serving == {running.cluster_id: 2}, "its ranks still run on the nodes"
     assert not [e for e in seen if isinstance(e, ev.Question) and e.kind == ev.INSIST]
+    notices = [e.message for e in seen if isinstance(e, ev.Notice)]
+    assert not [m for m in notices if "stopping" in m or "replacing" in m], notices
     (done,) = [e for e in seen if isinstance(e, ev.SweepDone)]
     (row,) = done.result.ordered_rows()
-    assert not row.measured and "does not fit" in (row.reason or ""), row
+    assert row.status == "did not start" and why in (row.reason or ""), row
+    assert row.launch_id is None and not row.rank_lines, row

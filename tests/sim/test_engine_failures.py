@@ -240,3 +240,17 @@ def test_more_sequences_than_the_step_budget_is_refused_as_vllm_does() -> None:
     flags = ["--max-num-seqs", "512", "--max-num-batched-tokens", "256"]
     out = run(serve_argv("openai/gpt-oss-120b", free_port(), *flags))[1]
     assert "max_num_batched_tokens (256) must be" in out
+
+
+def test_a_budget_below_the_default_sequences_lowers_them_as_vllm_does() -> None:
+    """Only --max-num-batched-tokens given, below the 256 sequences vLLM defaults to: vLLM
+    0.32 lowers max_num_seqs to the budget (engine/arg_utils.py) and starts."""
+    port = free_port()
+    flags = ["--max-model-len", "4096", "--max-num-batched-tokens", "128"]
+    engine = Engine(serve_argv("Qwen/Qwen3-8B", port, *flags))
+    try:
+        engine.wait_healthy(port)
+    finally:
+        engine.stop()
+    assert "Chunked prefill is enabled with max_num_batched_tokens=128." in engine.output
+    assert "must be greater than or equal" not in engine.output

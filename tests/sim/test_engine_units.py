@@ -112,6 +112,29 @@ def test_non_default_args_line() -> None:
     assert keys.index("host") < keys.index("model") < keys.index("tensor_parallel_size")
 
 
+def _sizes(*flag_words: str, max_len: int = 32768) -> tuple[int, int]:
+    return mem.scheduler_sizes(flags.parse(["serve", "Qwen/Qwen3-8B", *flag_words]), max_len)
+
+
+def test_scheduler_sizes_settle_as_vllm_does() -> None:
+    """vLLM 0.32's arg_utils: a defaulted max_num_seqs is lowered to the budget given, a
+    defaulted budget is capped at max_num_seqs x max_model_len; two sizes given stay (the
+    SchedulerConfig refuses them later)."""
+    assert _sizes() == (8192, 256)
+    assert _sizes("--max-num-batched-tokens", "128") == (128, 128)
+    assert _sizes("--max-num-batched-tokens", "4096") == (4096, 256)
+    assert _sizes("--max-num-seqs", "10000") == (8192, 10000)
+    assert _sizes("--max-num-seqs", "512", "--max-num-batched-tokens", "256") == (256, 512)
+    assert _sizes("--max-num-seqs", "2", max_len=1024) == (2048, 2)
+    assert _sizes("--no-enable-chunked-prefill", max_len=32768) == (32768, 256)
+    assert _sizes("--performance-mode", "throughput") == (16384, 512)
+    args = flags.parse(["serve", "Qwen/Qwen3-8B", "--max-num-batched-tokens", "64"])
+    spec = catalogue.lookup(args.model)
+    assert spec is not None
+    lay = mem.layout_from_args(args, spec, {})
+    assert (lay.max_num_batched_tokens, lay.max_num_seqs) == (64, 64)
+
+
 def _plan(name: str, **env: str) -> mem.MemoryPlan:
     argv, renv = recipe_argv(name)
     args = flags.parse(argv)

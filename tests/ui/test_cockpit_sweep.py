@@ -1,7 +1,8 @@
 """A sweep from the cockpit on the demo's simulated Sparks: `e`, values with commas and a
 target, progress in the status line, then the table and the chart, readable at 160x48 and
 at 80x24; Esc during a sweep asks what to leave running. max_num_seqs 8192 does not start
-(vLLM refuses it above the recipe's max_num_batched_tokens of 4096) and the sweep goes on."""
+(the fit check refuses it in vLLM's words, above the recipe's max_num_batched_tokens of 4096,
+so it is never launched) and the sweep goes on."""
 
 from __future__ import annotations
 
@@ -87,6 +88,7 @@ async def test_sweep_from_the_edit_dialog_table_and_chart(size: tuple[int, int])
         assert "did not start" in table and "meets" in table
         notes = plain(app.screen.query_one("#sweep-notes").content)
         assert "8192: did not start" in notes and "max_num_batched_tokens (4096)" in notes
+        assert "does not fit" in notes and not rows["8192"].rank_lines, notes
         assert "best: max_num_seqs=" in notes
         # The chart: the two measured values as bars, the refused one marked, labelled.
         chart = app.screen.query_one(SweepChart)

@@ -42,6 +42,29 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 
 
+def scheduler_sizes(args: Any, max_model_len: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) as vLLM 0.32 settles them on a GB10 API server
+    (engine/arg_utils.py, _set_default_max_num_seqs_and_batched_tokens_args): a size the
+    command does not give takes the device's default (doubled with --performance-mode
+    throughput); a defaulted token budget is at least max_model_len without chunked prefill
+    and at most max_num_seqs x max_model_len; a defaulted max_num_seqs is lowered to the
+    token budget. Two sizes given stay as they are: SchedulerConfig then refuses a budget
+    below the sequences."""
+    doubled = 2 if getattr(args, "performance_mode", None) == "throughput" else 1
+    given_batched, given_seqs = args.max_num_batched_tokens, args.max_num_seqs
+    batched = DEFAULT_MAX_NUM_BATCHED_TOKENS * doubled
+    seqs = DEFAULT_MAX_NUM_SEQS * doubled if given_seqs is None else given_seqs
+    if given_batched is not None:
+        batched = given_batched
+    else:
+        if getattr(args, "enable_chunked_prefill", None) is False:
+            batched = max(max_model_len, batched)
+        batched = min(seqs * max_model_len, batched)
+    if given_seqs is None:
+        seqs = min(seqs, batched)
+    return batched, seqs
+
+
 def format_gib(n_bytes: float) -> str:
     """vLLM's format_gib: GiB rounded to 2 decimals ('48.5', '22.83')."""
     return str(round(n_bytes / GIB, 2))
@@ -144,6 +167,7 @@ def layout_from_args(args: Any, spec: ModelSpec, env: Mapping[str, str]) -> Layo
     max_len = args.max_model_len
     if max_len is None or max_len < 0:
         max_len = spec.max_position_embeddings
+    batched, seqs = scheduler_sizes(args, max_len)
     return Layout(
         tp=args.tensor_parallel_size,
         pp=args.pipeline_parallel_size,
@@ -155,8 +179,8 @@ def layout_from_args(args: Any, spec: ModelSpec, env: Mapping[str, str]) -> Layo
         kv_cache_dtype=args.kv_cache_dtype,
         block=block_size_for(spec, args.block_size),
         max_model_len=max_len,
-        max_num_seqs=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
-        max_num_batched_tokens=args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
         enforce_eager=bool(args.enforce_eager),
         ple_on_disk=env.get("VLLM_PLE_TABLE_MEMORY", "").strip().lower() == "disk",
         draft=draft,

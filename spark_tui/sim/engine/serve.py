@@ -369,11 +369,12 @@ def _config_phase(ctx: Context) -> ModelSpec:
                 "multiple times of forward on same MTP layer,which may result in lower "
                 "acceptance rate",
             )
-    batched = a.max_num_batched_tokens or mem.DEFAULT_MAX_NUM_BATCHED_TOKENS
-    out.info(
-        "scheduler.py:307", f"Chunked prefill is enabled with max_num_batched_tokens={batched}."
-    )
-    seqs = a.max_num_seqs or mem.DEFAULT_MAX_NUM_SEQS
+    batched, seqs = mem.scheduler_sizes(a, max_len)
+    if a.enable_chunked_prefill is not False:
+        out.info(
+            "scheduler.py:307",
+            f"Chunked prefill is enabled with max_num_batched_tokens={batched}.",
+        )
     if batched < seqs:
         raise failures.batched_below_seqs(batched, seqs)
     if spec.attention == "hybrid" and spec.linear_kind == "gated_deltanet" and _prefix_caching(a):

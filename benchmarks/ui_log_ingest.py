@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import resource
 import statistics
 import time
@@ -84,7 +85,14 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def load() -> str:
+    """The load average (1 and 5 minutes): the figures depend on what else the cores run."""
+    one, five, _fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f}"
+
+
 async def run(seconds: float) -> None:
+    print(f"start: {load()}")
     app = IngestApp()
     async with app.run_test(size=(160, 48)) as pilot:
         panes = list(app.query(LogPane))
@@ -111,6 +119,7 @@ async def run(seconds: float) -> None:
         print(
             f"dropped from pending buffers (overload protection): {sum(p.dropped for p in panes):,}"
         )
+    print(f"end: {load()}")
 
 
 def main() -> None:

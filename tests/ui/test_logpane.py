@@ -181,3 +181,23 @@ async def test_keeps_following_the_tail_when_the_pane_shrinks() -> None:
             pane.push(f"more {i}")
         await pilot.pause(0.3)
         assert log.is_vertical_scroll_end and log.follow
+
+
+async def test_a_write_measures_its_lines_at_once_without_a_thread_worker() -> None:
+    # Textual's Log measured each write in a thread worker that held the write's lines until
+    # the event loop took its result: in a burst tens of batches stayed alive together.
+    app = PaneApp()
+    async with app.run_test(size=(100, 30)):
+        pane = app.query_one(LogPane)
+        log = pane.query_one(RankLog)
+        lines = ["short", "x" * 300, "漢字" * 200, "a\tb", "ready"]
+        for line in lines:
+            pane.push(line)
+        pane.flush()
+        assert list(app.workers) == []
+        assert log.lines == lines
+        assert log.virtual_size.width == 800  # the CJK line: two cells a character
+        pane.push("y" * 900)
+        pane.flush()
+        assert list(app.workers) == []
+        assert log.virtual_size.width == 900

@@ -6,6 +6,7 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
@@ -124,6 +125,21 @@ class RankLog(Log):
         extra = len(self._kinds) - len(self.lines)
         if extra > 0:  # the log dropped its oldest lines: so do the kinds
             del self._kinds[:extra]
+
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+        # Textual's Log measures each write's lines in a thread worker of its own. In a burst
+        # those workers queue (a few threads, each waiting for the event loop to take its
+        # result), each holding its write's lines: tens of batches stayed alive together, and
+        # the heap they grew stayed with the process (+85 MB after 1,000,000 lines). Measured
+        # here, inline (so no worker is returned): a printable ASCII line is as wide as it is long.
+        if lines:
+            width = max(
+                len(line)
+                if line.isascii() and line.isprintable()
+                else cell_len(self._process_line(line))
+                for line in lines
+            )
+            self._update_maximum_width(updates, width)
 
     def clear(self) -> RankLog:
         self._kinds.clear()

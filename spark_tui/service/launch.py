@@ -590,9 +590,10 @@ async def insist(ask: Ask | None, recipe: Recipe, evaluation: Evaluation) -> Non
     fit = "it does not fit" if evaluation.verdict == "does_not_fit" else "fit unknown"
     because = "; ".join(f.message for f in why) or f"the fit check says {evaluation.verdict}"
     remedies = list(dict.fromkeys(f.remedy for f in why))
+    if ask is not None:  # where launching anyway is not offered, --force is no way out
+        remedies.append("or pass --force to launch anyway")
     raise OperationFailed(
-        f"not launching {recipe.name}: {fit} ({because}); {decided}",
-        "; ".join([*remedies, "or pass --force to launch anyway"]),
+        f"not launching {recipe.name}: {fit} ({because}); {decided}", "; ".join(remedies)
     )
 
 

@@ -142,3 +142,25 @@ async def test_a_node_closed_after_its_command_lost_stdin_kills_and_waits_for_it
         assert child.returncode == -signal.SIGKILL, child.returncode
         left = [t for t in unfinished_subprocesses() if id(t) not in before]
         assert not left, left
+
+
+async def test_a_container_being_started_as_the_node_closes_is_killed_and_waited_for(
+    sim_scenario,
+) -> None:
+    """A start request under way when the node begins to close (a CLI interrupted during its
+    launch): its process is killed and reaped before the node's end returns, not left
+    running with a transport the garbage collector closes after the loop is gone."""
+    from spark_tui.sim.nodes.images import bundled_image_refs
+
+    async with SimCluster(sim_scenario(1)) as sim:
+        node = sim.nodes[0]
+        before = {id(t) for t in unfinished_subprocesses()}
+        body = {"Image": bundled_image_refs()[0], "Entrypoint": ["sh", "-c", "exec sleep 47"]}
+        container = node.engine.create(body, None)
+        start = asyncio.create_task(node.engine.start(container))
+        await asyncio.sleep(0)  # the start is under way: its process is being created
+        await asyncio.wait_for(node.close(), 60)
+        await asyncio.wait_for(start, 10)
+        assert not container.running and container.exit_code == 137, container.status
+        left = [t for t in unfinished_subprocesses() if id(t) not in before]
+        assert not left, left

@@ -36,6 +36,9 @@ _NAME_RE = re.compile(r"^/?[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _RUNTIMES = ("", "runc", "io.containerd.runc.v2", "nvidia")
 _DEFAULT_GPU_UTIL = 0.9  # vLLM's default --gpu-memory-utilization
+# A killed container is reaped in milliseconds; on a loaded machine (two cores running real
+# vLLM beside the tests) seeing its exit took seconds.
+CLOSE_TIMEOUT_S = 15.0
 
 
 class DockerError(Exception):
@@ -163,6 +166,11 @@ class SimDockerEngine:
         self.node_env = node_env
         self.mem_total_bytes = mem_total_bytes
         self.containers: dict[str, SimContainer] = {}
+        # Set once the node began to close: no container may start now. A start already
+        # past its check, and every container's reaping, is waited for by `close`.
+        self.closing = False
+        self._starting: set[asyncio.Future[None]] = set()
+        self._reaping: set[asyncio.Task[None]] = set()
 
     # ---- lookups ----------------------------------------------------------------------
 
@@ -306,6 +314,17 @@ class SimDockerEngine:
     async def start(self, c: SimContainer) -> None:
         if c.running:
             raise DockerError(304, "container already started")
+        if self.closing:
+            raise DockerError(500, "the Docker daemon is shutting down")
+        starting = asyncio.get_running_loop().create_future()
+        self._starting.add(starting)
+        try:
+            await self._start(c)
+        finally:
+            self._starting.discard(starting)
+            starting.set_result(None)
+
+    async def _start(self, c: SimContainer) -> None:
         argv = self._map_paths(c, list(c.argv))
         if argv and os.path.basename(argv[0]) == "vllm":
             argv = [sys.executable, "-m", "spark_tui.sim.engine", *argv[1:]]
@@ -349,7 +368,12 @@ class SimDockerEngine:
             asyncio.create_task(self._pump(proc.stdout, c, STDOUT)),
             asyncio.create_task(self._pump(proc.stderr, c, STDERR)),
         ]
-        asyncio.create_task(self._reap(c, proc))
+        reap = asyncio.create_task(self._reap(c, proc))
+        self._reaping.add(reap)
+        reap.add_done_callback(self._reaping.discard)
+        if self.closing:  # the node began to close while this one was being created
+            c.stop_requested = True
+            self._signal(c, signal.SIGKILL)
 
     @staticmethod
     async def _pump(stream: asyncio.StreamReader, c: SimContainer, kind: int) -> None:
@@ -443,15 +467,22 @@ class SimDockerEngine:
                 await c.exited.wait()
         return c.exit_code
 
-    async def close(self) -> None:
-        """Kill every container's process group and wait for them: nothing is left."""
-        running = [c for c in self.containers.values() if c.running]
-        for c in running:
-            c.stop_requested = True
-            self._signal(c, signal.SIGKILL)
-        for c in running:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(c.exited.wait(), 5)
+    async def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """Kill every container's process group, one being started too, and wait until
+        each has been reaped (at most `timeout` s): nothing is left, and no subprocess
+        transport outlives the node's event loop."""
+        self.closing = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._starting or self._reaping:
+            for c in self.containers.values():
+                if c.running:
+                    c.stop_requested = True
+                    self._signal(c, signal.SIGKILL)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await asyncio.wait({*self._starting, *self._reaping}, timeout=remaining)
 
 
 async def _wait_started_then_exited(c: SimContainer) -> None:

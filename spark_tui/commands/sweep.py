@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from spark_tui.core.errors import EXIT_FAILED, EXIT_OK, InputError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from spark_tui.core.recipe import Recipe
     from spark_tui.core.sweep import Objective, Target
@@ -57,20 +57,17 @@ def resume_command(args: argparse.Namespace) -> str:
     return "spark-tui " + shlex.join(argv)
 
 
-def _interrupt_choice(args: argparse.Namespace) -> str:
-    """What to leave running after Ctrl+C: the flag's answer, else asked on a terminal,
-    else the baseline's settings (the service as it was before the sweep)."""
+def interrupt_choice(args: argparse.Namespace, question: str, choices: Sequence[str]) -> str:
+    """What to leave running after Ctrl+C: `--on-interrupt`'s answer, else asked on a
+    terminal (`question`), else the baseline's settings (the service as it was before)."""
     if args.on_interrupt:
         return str(args.on_interrupt)
     if not sys.stdin.isatty():
         return "baseline"
-    sys.stderr.write(
-        "\nsweep interrupted: leave running the best value so far, the baseline, or "
-        "nothing? [best/baseline/nothing] (baseline) "
-    )
+    sys.stderr.write(f"\n{question}? [{'/'.join(choices)}] (baseline) ")
     sys.stderr.flush()
     answer = sys.stdin.readline().strip().lower()
-    return answer if answer in ("best", "baseline", "nothing") else "baseline"
+    return answer if answer in choices else "baseline"
 
 
 async def run_sweep(args: argparse.Namespace) -> int:
@@ -159,5 +156,9 @@ async def _after_interrupt(
     result.interrupted = True
     err(result.text())
     err(f"resume with: {resume_command(args)}")
-    choice = _interrupt_choice(args)
+    choice = interrupt_choice(
+        args,
+        "sweep interrupted: leave running the best value so far, the baseline, or nothing",
+        ("best", "baseline", "nothing"),
+    )
     await consume(s.leave_after_sweep(recipe, result, choice), flags=flags, on_event=on_event)

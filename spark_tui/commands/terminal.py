@@ -107,9 +107,13 @@ def answer(question: Question, flags: Mapping[str, bool | None]) -> None:
         # Said once, by the action: its error tells what it decided, why, and the flag that
         # answers the question.
         return
-    sys.stderr.write(f"{question.text} (yes/no) ")
+    # Enter alone takes the question's default (yes where yes keeps the service).
+    sys.stderr.write(
+        f"{question.text} (yes/no) " if not question.default else f"{question.text} (YES/no) "
+    )
     sys.stderr.flush()
-    question.reply(sys.stdin.readline().strip().lower() in ("yes", "y"))
+    reply = sys.stdin.readline().strip().lower()
+    question.reply(reply in ("yes", "y") if reply else question.default)
 
 
 def show(event: ServiceEvent) -> None:

@@ -110,6 +110,8 @@ __all__ = [
     "SweepValueDone",
     "SyncUpdate",
     "TuneEvent",
+    "TuneReplaced",
+    "TuneRestored",
     "WatchAlert",
     "WatchEvent",
     "WatchSample",
@@ -121,6 +123,7 @@ __all__ = [
 HOST_KEY = "host_key"  # an unknown host key: trust it?
 REPLACE_STALE = "replace_stale"  # containers of ours from an earlier run: remove them?
 INSIST = "insist"  # the fit check refuses (or cannot check) the launch: launch anyway?
+RESTORE = "restore"  # a tune's relaunch failed: relaunch the settings it replaced?
 
 
 @dataclass(eq=False)
@@ -239,6 +242,27 @@ class Compared:
 
 
 @dataclass(frozen=True)
+class TuneReplaced:
+    """A tune stopped the running cluster to relaunch it with `change` (after the change
+    was checked); `overrides` are the settings it ran with, which bring it back."""
+
+    cluster_id: str
+    recipe: str
+    overrides: dict[str, Any]
+    change: str  # "KEY=VALUE"
+
+
+@dataclass(frozen=True)
+class TuneRestored:
+    """The settings a tune replaced run again (cluster `cluster_id`), after the relaunch
+    with `change` failed (`reason`) or was interrupted."""
+
+    cluster_id: str
+    change: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class SweepProgressed:
     """Where a sweep is: values done of the total, the value being measured and its phase
     (baseline, relaunch, check, smoke, bench, leave), the time left (None until a value
@@ -331,9 +355,10 @@ BenchEvent = (
     | BenchDone
 )
 
-# `tune`: the baseline measured, a stop, a launch with the change, the smoke checks and the
-# benchmark, then the comparison.
-TuneEvent = LaunchEvent | SmokeEvent | BenchEvent | Compared
+# `tune`: the baseline measured, a launch with the change that replaces the running cluster
+# once the change is checked, the smoke checks and the benchmark, then the comparison; when
+# the relaunch fails, the settings it replaced relaunched (asked).
+TuneEvent = LaunchEvent | SmokeEvent | BenchEvent | Compared | TuneReplaced | TuneRestored
 
 # `sweep`: the baseline (measured once), then per value what a tune step streams, its
 # progress and its row; then the table, and what is left running.

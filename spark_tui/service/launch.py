@@ -222,12 +222,16 @@ async def launched_until_ready(
 ) -> AsyncIterator[tuple[Cluster, asyncio.Task[Cluster]]]:
     """A launch run until its cluster is ready: the cluster and the launch's task (which
     follows the ranks on when `options.follow`). The launch's own error when it fails
-    first; on leaving, a launch that does not follow is ended."""
+    first; on leaving, a launch that does not follow is ended, and so is one that does
+    when left by an error or an interrupt."""
     ready = asyncio.Event()
     launching = asyncio.create_task(
         launch(session, emit, ask, recipe, overrides, options, on_ready=lambda _c: ready.set())
     )
     waiter = asyncio.create_task(ready.wait())
+    # A following launch left behind by an interrupt went on, and removed by cluster id
+    # what the next launch of the same cluster started (a tune's settings brought back).
+    left_well = False
     try:
         await asyncio.wait({launching, waiter}, return_when=asyncio.FIRST_COMPLETED)
         if not ready.is_set():
@@ -241,9 +245,10 @@ async def launched_until_ready(
                 f"the cluster of {what} is gone", "read the ranks' logs (`spark-tui logs`)"
             )
         yield cluster, launching
+        left_well = True
     finally:
         waiter.cancel()
-        if not launching.done() and not options.follow:
+        if not launching.done() and not (options.follow and left_well):
             launching.cancel()
             with contextlib.suppress(asyncio.CancelledError, SparkError):
                 await launching

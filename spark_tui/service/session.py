@@ -536,8 +536,10 @@ class Session:
         baseline: str | None = None,
         new_baseline: bool = False,
         follow: bool = True,
+        keep_failed: bool = False,
     ) -> AsyncIterator[ev.TuneEvent]:
-        """One change, measured against the baseline (see `service.tune`)."""
+        """One change, measured against the baseline; a failed relaunch brings the settings
+        it replaced back, asked, unless `keep_failed` (see `service.tune`)."""
         from spark_tui.service.tune import tune
 
         return self._pumped(
@@ -551,6 +553,20 @@ class Session:
                 baseline=baseline,
                 new_baseline=new_baseline,
                 follow=follow,
+                keep_failed=keep_failed,
+            )
+        )
+
+    def restore_after_tune(
+        self, recipe: Recipe, replaced: ev.TuneReplaced, reason: str
+    ) -> AsyncIterator[ev.TuneEvent]:
+        """After a tune's relaunch was interrupted (`reason`): the settings it replaced (of
+        `recipe`) run again (see `service.tune.restore`)."""
+        from spark_tui.service.tune import restore
+
+        return self._pumped(
+            lambda emit, ask: restore(
+                self, emit, ask, recipe, dict(replaced.overrides), replaced.change, reason
             )
         )
 

@@ -26,7 +26,7 @@ from spark_tui.core.sweep_result import FAILED, MEASURED, NOT_STARTED, ROW_LINES
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 from spark_tui.service.bench import run_bench
-from spark_tui.service.launch import LaunchOptions, launched_until_ready
+from spark_tui.service.relaunch import relaunch_settings, relaunched, runs_settings
 from spark_tui.service.smoke import run_smoke
 from spark_tui.service.stop import stop_all
 from spark_tui.service.tune import adopt_running_recipe, check_every_rank, pick_baseline
@@ -306,7 +306,7 @@ async def _measure(
         # The launch replaces the running cluster only once its fit check agrees: a value
         # the check refuses leaves the running one serving (its memory is counted free).
         emit(ev.Notice("info", f"relaunching with {setting}={raw}"))
-        cluster = await _relaunch(session, seen, ask, recipe, {**result.overrides, setting: raw})
+        cluster = await relaunched(session, seen, ask, recipe, {**result.overrides, setting: raw})
         ready = True
         row.launch_id = cluster.launch_run.id if cluster.launch_run else None
         phase("check")
@@ -344,25 +344,6 @@ async def _measure(
         emit(ev.Notice("warning", f"{setting}={raw} {row.status}: {exc.message}", exc.remedy))
     row.seconds = time.monotonic() - started
     return row
-
-
-async def _relaunch(
-    session: Session,
-    emit: Emit[ev.SweepEvent],
-    ask: Ask,
-    recipe: Recipe,
-    overrides: dict[str, Any],
-) -> Any:
-    """Launch with `overrides` and return the cluster once it is ready (the launch's
-    error when it fails first). The launch stops our cluster on its nodes after its
-    checks, never before."""
-    # A value the fit check refuses is a row with its reason, never a question that would
-    # hold an unattended sweep (the user is not asked to insist value by value).
-    options = LaunchOptions(follow=False, replace=True, insist=False)
-    async with launched_until_ready(
-        session, emit, ask, recipe, overrides, options, "the relaunch"
-    ) as (cluster, _launching):
-        return cluster
 
 
 async def leave(
@@ -405,14 +386,10 @@ async def leave(
         label = f"the baseline's {result.setting}={result.baseline_value}"
     else:
         label = "the baseline's settings"
-    if not _runs(session, recipe, overrides):
+    if not runs_settings(session, recipe, overrides):
         emit(ev.SweepProgressed(len(result.rows), len(result.raws), None, "leave"))
         emit(ev.Notice("info", f"leaving {label} running: relaunching"))
-        if running is not None:
-            # Also a value that failed or was cut short: its ranks go (and the nodes are
-            # probed afresh) before the value left running is judged on their memory.
-            await stop_all(session, emit, running.cluster_id)
-        await _relaunch(session, emit, ask, recipe, overrides)
+        await relaunch_settings(session, emit, ask, recipe, overrides)
     emit(ev.Notice("info", f"{label} is running"))
     if best is not None and best.bench_id:
         try:
@@ -421,21 +398,6 @@ async def leave(
             emit(ev.Notice("warning", f"the best value was not made the baseline: {exc}"))
         else:
             emit(ev.Notice("info", f"benchmark {best.bench_id} is now the baseline"))
-
-
-def _runs(session: Session, recipe: Recipe, overrides: dict[str, Any]) -> bool:
-    """Whether our ready cluster already runs exactly these settings."""
-    from spark_tui.core.overrides import apply_overrides
-
-    cluster = session.cluster
-    if cluster is None or not cluster.ready or cluster.recipe != recipe.name:
-        return False
-    try:
-        return apply_overrides(recipe, dict(cluster.overrides)) == apply_overrides(
-            recipe, overrides
-        )
-    except SparkError:
-        return False
 
 
 def load_result(session: Session, run_id: str) -> SweepResult:

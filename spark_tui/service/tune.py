@@ -6,6 +6,11 @@ The baseline is the run the user picked (`--baseline`, or pinned in the history)
 the latest benchmark of the running settings measured with this session's benchmark
 settings, else one measured now, before the change. A baseline measured with other
 benchmark settings is never compared figure by figure (see `ops.compare`).
+
+The running cluster is replaced only once the change passed the checks a launch makes: a
+change they refuse leaves it running. A relaunch that fails after it was stopped brings
+the settings it ran with back (asked, yes by default), unless the failed ranks are kept
+for inspection; an interrupted one leaves that to the interface (`restore`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from spark_tui.core.errors import InputError, NoClusterError, OperationFailed
+from spark_tui.core.errors import InputError, NoClusterError, OperationFailed, SparkError
 from spark_tui.core.workload import comparable_config
 from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
@@ -122,9 +127,11 @@ async def tune(
     baseline: str | None = None,
     new_baseline: bool = False,
     follow: bool = True,
+    keep_failed: bool = False,
 ) -> None:
     """The tune action (see module doc). With `follow`, the relaunched cluster's events
-    keep coming after the comparison, as after a launch."""
+    keep coming after the comparison, as after a launch. `keep_failed`: a failed rank's
+    cluster is kept for inspection, so the settings it replaced are not relaunched over it."""
     from spark_tui.core.overrides import apply_overrides
     from spark_tui.ops.bench import BenchConfig
     from spark_tui.ops.compare import compare_runs
@@ -168,56 +175,193 @@ async def tune(
     # file is said while the running cluster is still there.
     config = dataclasses.replace(config, workload=config.workload.reloaded())
 
-    emit(ev.Notice("info", f"stopping {cluster.cluster_id} to relaunch with {setting}={value}"))
-    await stop_all(session, emit, cluster.cluster_id)
+    change = f"{setting}={value}"
+    replacing = Replacing(emit, cluster.cluster_id, recipe.name, old, change)
+    emit(ev.Notice("info", f"relaunching {cluster.cluster_id} with {change}"))
+    # The launch replaces the running cluster only once the change passed the checks a
+    # launch makes (the fit counting the running cluster's memory as free, the image's
+    # flags): a change they refuse leaves the service running.
+    options = LaunchOptions(follow=follow, replace=True, keep_failed=keep_failed)
+    compared = False
+    try:
+        async with launched_until_ready(
+            session, replacing, ask, recipe, new, options, f"the relaunch with {change}"
+        ) as (relaunched, launching):
+            if not replacing.stopped:
+                # The change runs on other nodes (a layout of other size): the cluster it
+                # replaces goes now that the change is up.
+                await stop_all(session, replacing, cluster.cluster_id)
+            carrying = await check_every_rank(session, relaunched, setting, typed)
+            emit(ev.Notice("info", f"every rank carries {change}: ranks {carrying}"))
+            target = await find_target(session, None, None)
+            results = await run_smoke(session, emit, target)
+            basic = {r.name: r.ok for r in results}
+            if not (basic.get("health") and basic.get("chat")):
+                raise OperationFailed(
+                    f"after the change ({change}) the service fails its smoke checks",
+                    "read the failed checks; change the setting back (or another value)",
+                )
+            after = await run_bench(session, emit, target, config)
+            if after is None:
+                raise OperationFailed(
+                    "the benchmark after the change could not be recorded",
+                    "check that the history folder is writable",
+                )
+            comparison = compare_runs(history, base, after)
+            notes = list(comparison.notes)
+            if relaunched.launch_run is not None:
+                extra = [
+                    c["name"]
+                    for c in changed_settings(relaunched.launch_run, base)
+                    if c["name"] != setting
+                ]
+                if extra:
+                    notes.append(
+                        "more than one setting differs from the baseline: " + ", ".join(extra)
+                    )
+            emit(
+                ev.Compared(
+                    base.id,
+                    after.id,
+                    comparison,
+                    all(r.ok for r in results),
+                    notes=tuple(notes),
+                    ranks_carrying=tuple(carrying),
+                )
+            )
+            compared = True
+            if follow:
+                await launching  # the cluster's logs keep coming until the consumer stops
+    except SparkError as exc:
+        if compared:
+            raise  # a rank that failed later, while followed: the change was measured
+        if not replacing.stopped:
+            exc.message = f"{exc.message}; {cluster.cluster_id} is still running, unchanged"
+            raise
+        await _after_failure(session, replacing, ask, recipe, exc, keep_failed=keep_failed)
+        raise
 
-    async with launched_until_ready(
-        session,
-        emit,
-        ask,
-        recipe,
-        new,
-        LaunchOptions(follow=follow),
-        f"the relaunch with {setting}={value}",
-    ) as (relaunched, launching):
-        carrying = await check_every_rank(session, relaunched, setting, typed)
-        emit(ev.Notice("info", f"every rank carries {setting}={value}: ranks {carrying}"))
-        target = await find_target(session, None, None)
-        results = await run_smoke(session, emit, target)
-        basic = {r.name: r.ok for r in results}
-        if not (basic.get("health") and basic.get("chat")):
-            raise OperationFailed(
-                f"after the change ({setting}={value}) the service fails its smoke checks",
-                "read the failed checks; change the setting back (or another value)",
-            )
-        after = await run_bench(session, emit, target, config)
-        if after is None:
-            raise OperationFailed(
-                "the benchmark after the change could not be recorded",
-                "check that the history folder is writable",
-            )
-        comparison = compare_runs(history, base, after)
-        notes = list(comparison.notes)
-        if relaunched.launch_run is not None:
-            extra = [
-                c["name"]
-                for c in changed_settings(relaunched.launch_run, base)
-                if c["name"] != setting
-            ]
-            if extra:
-                notes.append("more than one setting differs from the baseline: " + ", ".join(extra))
-        emit(
-            ev.Compared(
-                base.id,
-                after.id,
-                comparison,
-                all(r.ok for r in results),
-                notes=tuple(notes),
-                ranks_carrying=tuple(carrying),
+
+class Replacing:
+    """A tune's events passed on, seeing when the cluster it replaces is stopped (then
+    said as TuneReplaced, with the settings that bring it back)."""
+
+    def __init__(
+        self,
+        emit: Emit[ev.TuneEvent],
+        cluster_id: str,
+        recipe: str,
+        overrides: dict[str, Any],
+        change: str,
+    ) -> None:
+        self.emit, self.cluster_id, self.change = emit, cluster_id, change
+        self.replaced = ev.TuneReplaced(cluster_id, recipe, dict(overrides), change)
+        self.stopped = False
+
+    def __call__(self, event: ev.TuneEvent) -> None:
+        self.emit(event)
+        if isinstance(event, ev.Stopped) and event.cluster_id == self.cluster_id:
+            if not self.stopped:
+                self.stopped = True
+                self.emit(self.replaced)
+
+
+async def _after_failure(
+    session: Session,
+    replacing: Replacing,
+    ask: Ask,
+    recipe: Recipe,
+    exc: SparkError,
+    *,
+    keep_failed: bool,
+) -> None:
+    """After the relaunch failed with the running cluster already stopped: the settings it
+    replaced relaunched (asked; yes by default), unless the failed ranks are kept for
+    inspection. What was done is added to `exc`'s remedy."""
+    replaced = replacing.replaced
+    before = settings_text(replaced.overrides)
+    if keep_failed:
+        replacing.emit(
+            ev.Notice(
+                "warning",
+                f"the relaunch with {replaced.change} failed; its ranks are kept for "
+                "inspection, so the settings it replaced are not relaunched over them",
+                f"stop them, then launch with the settings it ran with ({before})",
             )
         )
-        if follow:
-            await launching  # the cluster's logs keep coming until the consumer stops
+        exc.remedy = (
+            f"{exc.remedy}; the failed ranks are kept for inspection: stop them, then launch "
+            f"with the settings {replaced.cluster_id} ran with ({before})"
+        )
+        return
+    question = ev.Question(
+        ev.RESTORE,
+        "The relaunch failed",
+        f"The relaunch with {replaced.change} failed: {exc.message}\n\n"
+        f"Relaunch the settings {replaced.cluster_id} ran with before ({before}), so that "
+        "the service is back?",
+        default=True,
+        yes_label="Relaunch them",
+        data={"cluster": replaced.cluster_id, "overrides": dict(replaced.overrides)},
+    )
+    if not await ask(question):
+        exc.remedy = (
+            f"{exc.remedy}; nothing of {replaced.cluster_id} runs now: launch it with the "
+            f"settings it ran with ({before})"
+        )
+        return
+    try:
+        back = await restore(
+            session, replacing.emit, ask, recipe, replaced.overrides, replaced.change, exc.message
+        )
+    except SparkError as again:
+        replacing.emit(
+            ev.Notice(
+                "warning",
+                f"the settings the tune replaced could not be relaunched: {again.message}",
+                again.remedy,
+            )
+        )
+        exc.remedy = (
+            f"{exc.remedy}; relaunching the settings {replaced.cluster_id} ran with failed "
+            f"too, so nothing of it runs now: launch it with them ({before})"
+        )
+        return
+    exc.remedy = (
+        f"{exc.remedy}; the settings it ran with before run again (cluster {back.cluster_id})"
+    )
+
+
+async def restore(
+    session: Session,
+    emit: Emit[ev.TuneEvent],
+    ask: Ask,
+    recipe: Recipe,
+    overrides: dict[str, Any],
+    change: str,
+    reason: str,
+) -> Cluster:
+    """The settings a tune replaced relaunched, after its relaunch with `change` failed or
+    was interrupted (`reason`): what is left of that relaunch is stopped first. Said as
+    TuneRestored."""
+    from spark_tui.service.relaunch import relaunch_settings
+
+    await session.connect(strict=True)
+    emit(
+        ev.Notice(
+            "info",
+            f"relaunching the settings before {change} ({settings_text(overrides)}): {reason}",
+        )
+    )
+    # Asked like a launch when the fit check refuses them (they ran before, with --force).
+    back = await relaunch_settings(session, emit, ask, recipe, dict(overrides), insist=None)
+    emit(ev.TuneRestored(back.cluster_id, change, reason))
+    return back
+
+
+def settings_text(overrides: dict[str, Any]) -> str:
+    """Settings as `--set` flags give them (the recipe's defaults when there are none)."""
+    return " ".join(f"--set {k}={v}" for k, v in overrides.items()) or "the recipe's defaults"
 
 
 async def check_every_rank(

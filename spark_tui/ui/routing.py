@@ -83,6 +83,10 @@ def route(screen: MainScreen, event: ev.ServiceEvent) -> None:
             screen.send(msg.LinkSampled(event), screen.link_panel, screen=False)
         case ev.Compared():
             screen.send(msg.TuneCompared(event), bar)
+        case ev.TuneReplaced() | ev.TuneRestored():
+            from spark_tui.ui.flows.tune import tune_event
+
+            tune_event(screen, event)
         case ev.SweepProgressed() | ev.SweepValueDone() | ev.SweepDone():
             from spark_tui.ui.flows.sweep import sweep_event
 

@@ -1,7 +1,6 @@
 """Ctrl+C during `tune --sweep`: the rows so far are said, with how to resume, and what is
 left running is the user's choice (`--on-interrupt` without a terminal); the command then
-exits 130 as every interrupted command does. Ctrl+C during a plain tune's relaunch says the
-service it stopped is gone, and the launch that brings it back."""
+exits 130 as every interrupted command does (a plain tune's: tests/cli/test_tune_interrupt.py)."""
 
 from __future__ import annotations
 
@@ -83,61 +82,3 @@ def test_ctrl_c_leaves_what_the_user_chose_and_says_how_to_resume(choice: str) -
     typed = " ".join([*ARGS, "--on-interrupt", choice])
     assert f"resume with: spark-tui {typed} --resume\n" in err and "(interrupted)" in err
     assert "Traceback" not in err
-
-
-_TUNE_SCRIPT = r"""
-import asyncio, sys
-from spark_tui import cli
-from spark_tui.service import events as ev
-
-
-class TuningSession:
-    '''Stands in for the Session: a tune that stopped the running cluster to relaunch it and
-    hangs in the relaunch (as a loading engine would).'''
-
-    cluster = None
-
-    async def tune(self, recipe, setting, value, **kw):
-        yield ev.Stopped("c0ffee00", [("spark-a", "spark-tui-c0ffee00-r0")])
-        print("relaunching", file=sys.stderr, flush=True)
-        await asyncio.sleep(60)
-
-    async def close(self):
-        pass
-
-
-import spark_tui.commands.terminal as terminal
-terminal.session = lambda *a, **kw: TuningSession()
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
-def test_ctrl_c_in_a_tunes_relaunch_says_the_service_is_gone_and_how_back() -> None:
-    args = ["tune", "glm-5.3-flash", "--hosts", "spark-a,spark-b", "--set", "max_num_seqs=8"]
-    proc, _out, err = _interrupted(_TUNE_SCRIPT, args, "relaunching")
-    assert proc.returncode == 130, err
-    assert "stopped cluster c0ffee00 to relaunch it with max_num_seqs=8" in err, err
-    assert "`spark-tui launch glm-5.3-flash --wait --hosts spark-a,spark-b`" in err, err
-    assert "Traceback" not in err
-
-
-def test_a_tunes_failed_relaunch_says_the_service_is_gone_and_how_back() -> None:
-    failing = _TUNE_SCRIPT.replace(
-        "        await asyncio.sleep(60)\n",
-        "        from spark_tui.core.errors import OperationFailed\n"
-        "        raise OperationFailed('rank 1 exited with code 1', 'read the lines above')\n",
-    )
-    args = ["tune", "glm-5.3-flash", "--hosts", "spark-a,spark-b", "--set", "max_num_seqs=8"]
-    res = subprocess.run(
-        [sys.executable, "-c", failing, *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert res.returncode == 1, res.stderr
-    remedy = res.stderr.splitlines()[-1]
-    assert remedy.startswith(
-        "  remedy: read the lines above; the tune had stopped cluster c0ffee00"
-    )
-    assert "`spark-tui launch glm-5.3-flash --wait --hosts spark-a,spark-b`" in remedy

@@ -27,8 +27,8 @@ def tune(sub: Any) -> None:
     p = sub.add_parser(
         "tune",
         help="change one setting on the running cluster and compare with the baseline",
-        epilog="exit status: 0 compared; 1 the relaunch or its smoke checks failed; 2 bad "
-        "input; 3 a node could not be reached",
+        epilog="exit status: 0 compared; 1 the relaunch or its smoke checks failed (the "
+        "baseline's settings are relaunched, asked); 2 bad input; 3 a node could not be reached",
     )
     p.add_argument("recipe")
     targets(p)
@@ -72,8 +72,15 @@ def tune(sub: Any) -> None:
     p.add_argument(
         "--on-interrupt",
         choices=["best", "baseline", "nothing"],
-        help="with --sweep: what Ctrl+C leaves running (default: asked on a terminal, "
-        "else the baseline's settings)",
+        help="what Ctrl+C during the relaunch leaves running: the baseline's settings "
+        "(relaunched), nothing, or with --sweep the best value so far (default: asked on a "
+        "terminal, else the baseline's settings)",
+    )
+    p.add_argument(
+        "--keep-failed",
+        action="store_true",
+        help="when the relaunch with the change fails, keep its ranks for inspection "
+        "(default: asked on a terminal, else the baseline's settings are relaunched)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument(

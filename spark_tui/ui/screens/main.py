@@ -86,6 +86,9 @@ class MainScreen(Screen[None]):
         # The sweep running or last run (its rows so far), and the recipe it sweeps.
         self.last_sweep: SweepResult | None = None
         self.sweep_recipe: Recipe | None = None
+        # The tune relaunching (its recipe) and the cluster it stopped for it, if it has.
+        self.tune_recipe: Recipe | None = None
+        self.tune_replaced: ev.TuneReplaced | None = None
         self.busy: str | None = None
         self.discovered = asyncio.Event()
         # Per node in an outage: how long it had lasted when the user was last asked.
@@ -595,6 +598,11 @@ class MainScreen(Screen[None]):
         found = self.query(FilterBox)
         if self.busy == "sweep" and not (found and found.first().is_open):
             self.end_sweep()
+            return
+        if self.busy == "tuning" and not (found and found.first().is_open):
+            from spark_tui.ui.flows.tune import end_tune
+
+            end_tune(self)
             return
         if found and found.first().is_open:
             found.first().close(clear=True)

@@ -133,10 +133,6 @@ async def _launch(
     await session.connect(strict=True)
     held.hold(session)  # before the flag table build begins (the cockpit's may have begun)
     session.start_flag_table(recipe)  # while the nodes are probed and the fit evaluated
-    if not session.facts_fresh():
-        # (The cockpit's launch acts on the facts of its last refresh, which its fit panel
-        # shows, when nothing changed on the nodes since.)
-        await discover(session, emit)
     # The verdict `check` and the fit panel give (model facts from the Hub when no node
     # has them, our running cluster's memory counted free, gaps, the image's flag check
     # of every rank), before the running cluster is replaced: a launch refused leaves it
@@ -144,22 +140,10 @@ async def _launch(
     # of an image does not wait for its flag table (the image's `vllm serve --help=all`,
     # tens of seconds of imports): the check is noted pending and the ranks start beside
     # it, its container being this cluster's (see _follow).
-    await session.prepare(recipe, overrides, retry=True, emit=emit, wait_flags=False)
-    evaluation = session.evaluate(recipe, overrides)
+    evaluation = await vetted(session, emit, ask, recipe, overrides, options.insist)
     nodes = session.nodes
-    emit(ev.Evaluated(evaluation))
-    if evaluation.problem is not None:
-        raise evaluation.problem
-    if evaluation.plan is None:
-        raise OperationFailed(
-            "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
-        )
-    refuse_flags(recipe, evaluation)
-    refuse_unresolved(evaluation.report.findings if evaluation.report else [])
-    if evaluation.needs_insisting() and not options.insist:
-        # insist=False (a sweep): refused without a question nobody is there to answer.
-        await insist(ask if options.insist is None else None, recipe, evaluation)
     plan = evaluation.plan
+    assert plan is not None
     nodes_used = [r.node for r in plan.ranks]
     if await replace_running(session, emit, ask, options.replace, nodes_used, plan.cluster_id):
         await discover(session, emit)  # the nodes as the launch finds them
@@ -208,6 +192,38 @@ async def _launch(
         session, emit, cluster, replace_stale, options, on_ready, pending=pending, held=held
     )
     return cluster
+
+
+async def vetted(
+    session: Session,
+    emit: Emit[ev.LaunchEvent],
+    ask: Ask,
+    recipe: Recipe,
+    overrides: dict[str, Any],
+    insisting: bool | None = None,
+) -> Evaluation:
+    """The checks a launch makes before it touches a container, on the nodes as they are
+    now: the evaluation (said as Evaluated) with a plan, or the refusal raised. `insisting`
+    answers "launch anyway?" up front (None: ask; False: refused without a question)."""
+    if not session.facts_fresh():
+        # (The cockpit's launch acts on the facts of its last refresh, which its fit panel
+        # shows, when nothing changed on the nodes since.)
+        await discover(session, emit)
+    await session.prepare(recipe, overrides, retry=True, emit=emit, wait_flags=False)
+    evaluation = session.evaluate(recipe, overrides)
+    emit(ev.Evaluated(evaluation))
+    if evaluation.problem is not None:
+        raise evaluation.problem
+    if evaluation.plan is None:
+        raise OperationFailed(
+            "no reachable node to launch on", "check the nodes (`spark-tui probe`)"
+        )
+    refuse_flags(recipe, evaluation)
+    refuse_unresolved(evaluation.report.findings if evaluation.report else [])
+    if evaluation.needs_insisting() and not insisting:
+        # insisting=False (a sweep): refused without a question nobody is there to answer.
+        await insist(ask if insisting is None else None, recipe, evaluation)
+    return evaluation
 
 
 @contextlib.asynccontextmanager

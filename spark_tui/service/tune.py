@@ -24,7 +24,7 @@ from spark_tui.service import events as ev
 from spark_tui.service.api import find_target
 from spark_tui.service.attach import adopt, running
 from spark_tui.service.bench import run_bench
-from spark_tui.service.launch import LaunchOptions, launched_until_ready
+from spark_tui.service.launch import LaunchOptions, launched_until_ready, vetted
 from spark_tui.service.smoke import run_smoke
 from spark_tui.service.stop import stop_all
 
@@ -145,6 +145,15 @@ async def tune(
         raise InputError(
             f"{setting} is already {before!r}", "pick another value: tuning measures one change"
         )
+    # The checks a launch makes, before anything is measured or stopped: a change they
+    # refuse costs neither a baseline benchmark (minutes) nor the running service.
+    try:
+        checked = await vetted(session, emit, ask, recipe, new)
+    except SparkError as exc:
+        exc.message = f"{exc.message}; {cluster.cluster_id} is still running, unchanged"
+        raise
+    # "Launch anyway" was answered yes: the relaunch does not ask again.
+    insisting = True if checked.needs_insisting() else None
     history = session.history
     launch_run = cluster.launch_run
     cluster_key = launch_run.cluster_key if launch_run else None
@@ -181,7 +190,7 @@ async def tune(
     # The launch replaces the running cluster only once the change passed the checks a
     # launch makes (the fit counting the running cluster's memory as free, the image's
     # flags): a change they refuse leaves the service running.
-    options = LaunchOptions(follow=follow, replace=True, keep_failed=keep_failed)
+    options = LaunchOptions(insist=insisting, follow=follow, replace=True, keep_failed=keep_failed)
     compared = False
     try:
         async with launched_until_ready(

@@ -59,6 +59,8 @@ async def test_a_refused_value_leaves_it_running_and_a_failed_one_brings_it_back
         err = capsys.readouterr().err
         assert code == 1, err
         assert "does not fit" in err and f"{before['cluster_id']} is still running" in err, err
+        # Refused before the baseline was measured: minutes of benchmark for nothing.
+        assert "measuring the baseline" not in err and "level 1/" not in err, err
         (still,) = await asyncio.to_thread(status, inv, capsys)
         assert still["cluster_id"] == before["cluster_id"] and still["state"] == "ready"
         assert still["settings_hash"] == before["settings_hash"]

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from spark_tui.commands.shortcuts import add_host_sources, flag_hint, resolve_host_sources
-from spark_tui.commands.terminal import err, name_nodes
 from spark_tui.core.errors import NoClusterError, SparkError
 
 
@@ -117,10 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv  # what the user typed: a command that says how to go on repeats it
     try:
         resolve_host_sources(args)
-        name_nodes(args)
+        if any(getattr(args, k, None) for k in ("inventory", "hosts", "facts")):
+            # (Imported only here: the demo's first frame loads no more than it needs.)
+            from spark_tui.commands.terminal import name_nodes
+
+            name_nodes(args)
         module = importlib.import_module(f"spark_tui.commands.{name}")
         return int(module.run(args))
     except SparkError as exc:
+        from spark_tui.commands.terminal import err
+
         if isinstance(exc, NoClusterError):
             # Raised where the nodes are a pool: the remedy names them as the user did.
             exc = exc.for_nodes(_node_flags(args))

@@ -136,7 +136,9 @@ async def ask(screen: MainScreen, question: ev.Question) -> bool:
     if question.kind == ev.HOST_KEY:
         dialog: Dialog = HostKeyDialog(question.data["host"], question.data["fingerprint"])
     else:
-        dialog = Dialog(question.title, Text(question.text), yes=question.yes_label)
+        dialog = Dialog(
+            question.title, Text(question.text), yes=question.yes_label, default=question.default
+        )
     screen.app.push_screen(dialog, done)
     return await answer
 

@@ -65,7 +65,7 @@ async def test_a_failed_relaunch_and_an_ended_one_bring_the_settings_back() -> N
                 "the question after the failed relaunch",
             )
         assert "Address already in use" in dialog_text(app) or "exited" in dialog_text(app)
-        await pilot.press("y")
+        await pilot.press("enter")  # the question's default (yes), as at the terminal
         await wait_until(pilot, lambda: app.busy is None, 120, "the settings back")
         await wait_until(pilot, lambda: app.cluster and app.cluster.ready, 60, "ready again")
         assert app.cluster is not None and app.cluster.cluster_id == first.cluster_id

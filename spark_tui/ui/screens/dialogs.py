@@ -26,7 +26,8 @@ Dialog, HostKeyDialog, OutageDialog, QuitDialog { align: center middle; }
 
 
 class Dialog(ModalScreen[bool]):
-    """Yes/no question; `y` answers yes, `n`/Esc no; Enter presses the focused button (No)."""
+    """Yes/no question; `y` answers yes, `n`/Esc no; Enter presses the focused button: the
+    question's default (No unless `default`), as Enter at the terminal's prompt."""
 
     DEFAULT_CSS = DIALOG_CSS
     BINDINGS = [  # noqa: RUF012
@@ -34,9 +35,12 @@ class Dialog(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "no"),
     ]
 
-    def __init__(self, title: str, body: Text | str, yes: str = "Yes", no: str = "No") -> None:
+    def __init__(
+        self, title: str, body: Text | str, yes: str = "Yes", no: str = "No", default: bool = False
+    ) -> None:
         super().__init__()
         self.title_text, self.body, self.yes, self.no = title, body, yes, no
+        self.default = default
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -47,7 +51,7 @@ class Dialog(ModalScreen[bool]):
                 yield Button(f"{self.yes} \\[y]", id="yes", variant="primary", compact=True)
 
     def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
+        self.query_one("#yes" if self.default else "#no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "yes")

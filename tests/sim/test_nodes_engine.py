@@ -23,6 +23,8 @@ from spark_tui.sim.nodes.images import bundled_image_refs
 IMAGE = bundled_image_refs()[0]
 MODEL = "Qwen/Qwen3-0.6B"
 READY = "Application startup complete."
+# uvicorn logs READY before its socket listens; this line once it answers.
+LISTENING = "Uvicorn running on"
 
 
 def _free_port(address: str) -> int:
@@ -91,12 +93,12 @@ async def test_an_engine_container_serves_through_ssh_forwards(
                     environment={"VLLM_LOGGING_LEVEL": "INFO"},
                 )
                 c.start()
-                return _follow_until(c, READY)
+                return _follow_until(c, LISTENING)
             finally:
                 client.close()
 
         lines = await asyncio.to_thread(launch)
-        assert READY in lines[-1], "".join(lines[-20:])
+        assert LISTENING in lines[-1], "".join(lines[-20:])
         text = "".join(lines)
         assert "Starting vLLM server on" in text and "Loading safetensors checkpoint shards" in text
         # The API answers through a direct-tcpip forward to the node's own port.

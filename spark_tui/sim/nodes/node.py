@@ -19,7 +19,7 @@ from spark_tui.core.plan import LABEL_PREFIX
 from spark_tui.remote import link_sample
 from spark_tui.remote import probe_commands as pc
 from spark_tui.sim.nodes import gb10
-from spark_tui.sim.nodes.commands import RealCommands, kill_group
+from spark_tui.sim.nodes.commands import END_TIMEOUT_S, RealCommands, kill_group
 from spark_tui.sim.nodes.docker_api import DockerApiServer
 from spark_tui.sim.nodes.docker_engine import SimContainer, SimDockerEngine
 from spark_tui.sim.nodes.hf_cache import populate_hf_cache
@@ -286,8 +286,10 @@ class SimNode:
             # Seen to exit before the probe gives up: a transport left to the garbage
             # collector closes itself on a loop that may be gone by then. GeneratorExit (the
             # coroutine closed with its loop) is not swallowed.
+            # As long as the node's own end waits for one: a loaded machine (two cores
+            # running real vLLM beside the tests) took more than 5 s to see the exit.
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(child.wait(), 5)
+                await asyncio.wait_for(child.wait(), END_TIMEOUT_S)
             raise
         code = child.returncode or 0
         return (

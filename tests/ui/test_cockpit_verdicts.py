@@ -46,6 +46,10 @@ async def test_after_a_stop_the_verdicts_follow_the_freed_memory_at_once() -> No
     app = replay_app(backend)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, app.discovered.is_set, 10, "discovery")
+        # The list's verdicts are evaluated after the discovery: a row has none for a moment.
+        await wait_until(
+            pilot, lambda: not row_verdict(app, RECIPE).startswith(RECIPE), 10, "the verdict"
+        )
         before = row_verdict(app, RECIPE)
         assert before.startswith("fits"), before
         await launched_ready(pilot)
